@@ -1,0 +1,47 @@
+# Thin wrapper over CMake. Every target first installs what is missing (scripts/deps.sh).
+JOBS ?= $(shell nproc)
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+CMAKE_FLAGS ?=
+
+.PHONY: all deps build demo test test-long test-asan bench docs clean
+
+all: build
+
+deps:
+	@bash scripts/deps.sh
+
+$(BUILD)/CMakeCache.txt: | deps
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+
+build: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+# The main job: train a small MLP with value_and_grad + SGD.
+demo: build
+	./$(BUILD)/train_mlp
+
+# Every default test (long stress runs are labelled `long` and excluded here).
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE long --timeout 900
+
+test-long: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 3600
+
+test-asan: deps
+	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTESSERA_SANITIZE=ON \
+	  -DTESSERA_BUILD_BENCHMARKS=OFF $(CMAKE_FLAGS)
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -j $(JOBS) -LE long --timeout 1800
+
+bench: build
+	@bash scripts/bench_deps.sh
+	./$(BUILD)/bench_ops --json $(BUILD)/bench_ops.json
+
+# Regenerate docs/env.md from the configuration registry.
+docs: build
+	./$(BUILD)/tessera env --markdown > docs/env.md
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

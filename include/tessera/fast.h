@@ -1,0 +1,13 @@
+// fast (see tessera/tessera.h).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tessera/array.h"
+#include "tessera/stream.h"
+
+namespace tessera {
+
+}  // namespace tessera

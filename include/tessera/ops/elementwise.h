@@ -1,0 +1,13 @@
+// Ops of the elementwise family (see tessera/ops.h).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tessera/array.h"
+#include "tessera/stream.h"
+
+namespace tessera {
+
+}  // namespace tessera

@@ -1,0 +1,15 @@
+// Umbrella header: the whole public C++ API.
+#pragma once
+
+#include "tessera/array.h"
+#include "tessera/config.h"
+#include "tessera/device.h"
+#include "tessera/dtype.h"
+#include "tessera/fast.h"
+#include "tessera/linalg.h"
+#include "tessera/memory.h"
+#include "tessera/ops.h"
+#include "tessera/random.h"
+#include "tessera/stream.h"
+#include "tessera/transforms.h"
+#include "tessera/utils.h"

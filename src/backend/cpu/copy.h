@@ -1,0 +1,21 @@
+// Copy kernels: strided -> row-contiguous with dtype conversion (used by contiguous(), astype,
+// and every kernel that needs a dense input).
+#pragma once
+
+#include "tessera/array.h"
+
+namespace tessera::cpu {
+
+// Write `src` (any layout, any dtype) into `dst`, which already has a row-contiguous buffer of
+// the same shape; converts to dst's dtype.
+void copy_into(const array& src, array& dst);
+// Allocate `out` row-contiguous and fill it from `src` (converting dtype).
+void copy_contiguous(const array& src, array& out);
+// Give `out` a fresh row-contiguous buffer, or the buffer of a donatable input of the same dtype
+// and size (which is then moved, not copied).
+void allocate_or_donate(array& out, const std::vector<const array*>& candidates);
+// A row-contiguous version of `a` (itself when already row-contiguous). Runs synchronously on
+// the calling (worker) thread; no graph.
+array ensure_row_contiguous(const array& a);
+
+}  // namespace tessera::cpu

@@ -1,0 +1,42 @@
+// CPU kernels of the creation family.
+#include <cstring>
+
+#include "backend/cpu/copy.h"
+#include "backend/cpu/strided.h"
+#include "core/thread_pool.h"
+#include "ops/creation.h"
+
+namespace tessera {
+
+void Full::eval_cpu(const std::vector<array>& inputs, array& out) {
+  out.set_data(allocator::malloc(out.nbytes()));
+  detail::dispatch_dtype(out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T v = *inputs[0].data<T>();
+    T* o = out.data<T>();
+    detail::parallel_for(out.size(), cpu::kElementwiseGrain, [&](size_t b, size_t e) {
+      std::fill(o + b, o + e, v);
+    });
+  });
+}
+
+void Arange::eval_cpu(const std::vector<array>&, array& out) {
+  out.set_data(allocator::malloc(out.nbytes()));
+  detail::dispatch_dtype(out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* o = out.data<T>();
+    for (size_t i = 0; i < out.size(); ++i) {
+      o[i] = detail::cast_scalar<T, double>(start_ + static_cast<double>(i) * step_);
+    }
+  });
+}
+
+void AsType::eval_cpu(const std::vector<array>& inputs, array& out) {
+  cpu::copy_contiguous(inputs[0], out);
+}
+
+void Copy::eval_cpu(const std::vector<array>& inputs, array& out) {
+  cpu::copy_contiguous(inputs[0], out);
+}
+
+}  // namespace tessera

@@ -1,0 +1,213 @@
+// The caching allocator: page-aligned blocks (huge-page advised from 4 MiB), a cache of freed
+// blocks by size, active/peak/cache counters, and an enforced memory limit (memory.h).
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <new>
+#include <sstream>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "tessera/allocator.h"
+#include "tessera/memory.h"
+
+namespace tessera {
+
+namespace {
+
+constexpr size_t kSmallAlign = 64;
+constexpr size_t kPage = 4096;
+constexpr size_t kHuge = size_t{2} << 20;
+constexpr size_t kHugeFrom = size_t{4} << 20;  // blocks this big are 2 MiB aligned + THP advised
+
+size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
+
+size_t block_size_for(size_t n) {
+  if (n < kPage) return round_up(n == 0 ? 1 : n, kSmallAlign);
+  if (n < kHugeFrom) return round_up(n, kPage);
+  return round_up(n, kHuge);
+}
+
+std::string human(size_t bytes) {
+  std::ostringstream os;
+  os.precision(3);
+  if (bytes >= (size_t{1} << 30)) os << static_cast<double>(bytes) / (1 << 30) << " GiB";
+  else if (bytes >= (size_t{1} << 20)) os << static_cast<double>(bytes) / (1 << 20) << " MiB";
+  else if (bytes >= 1024) os << static_cast<double>(bytes) / 1024 << " KiB";
+  else os << bytes << " B";
+  os << " (" << bytes << " bytes)";
+  return os.str();
+}
+
+void* system_alloc(size_t block) {
+  if (block < kPage) {
+    void* p = std::aligned_alloc(kSmallAlign, block);
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+  if (block < kHugeFrom) {
+    void* p = std::aligned_alloc(kPage, block);
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+  // Map block + 2 MiB, trim to a 2 MiB aligned region so transparent huge pages can back it.
+  size_t len = block + kHuge;
+  void* raw = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) throw std::bad_alloc();
+  auto base = reinterpret_cast<uintptr_t>(raw);
+  uintptr_t aligned = round_up(base, kHuge);
+  if (aligned > base) munmap(raw, aligned - base);
+  size_t tail = (base + len) - (aligned + block);
+  if (tail > 0) munmap(reinterpret_cast<void*>(aligned + block), tail);
+  madvise(reinterpret_cast<void*>(aligned), block, MADV_HUGEPAGE);
+  return reinterpret_cast<void*>(aligned);
+}
+
+void system_free(void* p, size_t block) {
+  if (block < kHugeFrom) {
+    std::free(p);
+  } else {
+    munmap(p, block);
+  }
+}
+
+size_t physical_memory() {
+  long pages = sysconf(_SC_PHYS_PAGES);
+  long page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return size_t{8} << 30;
+  return static_cast<size_t>(pages) * static_cast<size_t>(page);
+}
+
+class CachingAllocator {
+ public:
+  CachingAllocator() {
+    memory_limit_ = static_cast<size_t>(0.8 * static_cast<double>(physical_memory()));
+    cache_limit_ = memory_limit_;
+  }
+  ~CachingAllocator() {
+    std::lock_guard<std::mutex> lock(mu_);
+    release_cache_locked(cache_bytes_);
+  }
+
+  allocator::Buffer malloc(size_t n) {
+    size_t block = block_size_for(n);
+    std::unique_lock<std::mutex> lock(mu_);
+    auto [p, real] = take_cached_locked(block);
+    if (p) {
+      block = real;
+    } else {
+      if (active_ + cache_bytes_ + block > memory_limit_) {
+        release_cache_locked(active_ + cache_bytes_ + block - memory_limit_);
+      }
+      if (active_ + block > memory_limit_) {
+        throw std::runtime_error(
+            "[malloc] cannot allocate " + human(n) + ": " + human(active_) +
+            " are already in use and the memory limit is " + human(memory_limit_) +
+            ". Free arrays you no longer need, evaluate in smaller pieces, or raise the limit "
+            "with set_memory_limit().");
+      }
+      lock.unlock();  // the system call may be slow; no state is touched meanwhile
+      p = system_alloc(block);
+      lock.lock();
+    }
+    live_[p] = block;
+    active_ += block;
+    if (active_ > peak_) peak_ = active_;
+    return allocator::Buffer(p, n);
+  }
+
+  void free(allocator::Buffer b) {
+    if (!b.raw_ptr()) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.find(b.raw_ptr());
+    if (it == live_.end()) {
+      return;  // not ours (wrapped user memory is freed by its own deleter)
+    }
+    size_t block = it->second;
+    live_.erase(it);
+    active_ -= block;
+    if (block > cache_limit_) {
+      system_free(b.raw_ptr(), block);
+      return;
+    }
+    cache_.emplace(block, b.raw_ptr());
+    cache_bytes_ += block;
+    if (cache_bytes_ > cache_limit_) release_cache_locked(cache_bytes_ - cache_limit_);
+  }
+
+  size_t active() { std::lock_guard<std::mutex> l(mu_); return active_; }
+  size_t peak() { std::lock_guard<std::mutex> l(mu_); return peak_; }
+  void reset_peak() { std::lock_guard<std::mutex> l(mu_); peak_ = active_; }
+  size_t cache() { std::lock_guard<std::mutex> l(mu_); return cache_bytes_; }
+  size_t memory_limit() { std::lock_guard<std::mutex> l(mu_); return memory_limit_; }
+  size_t set_memory_limit(size_t v) {
+    std::lock_guard<std::mutex> l(mu_);
+    std::swap(v, memory_limit_);
+    return v;
+  }
+  size_t set_cache_limit(size_t v) {
+    std::lock_guard<std::mutex> l(mu_);
+    std::swap(v, cache_limit_);
+    if (cache_bytes_ > cache_limit_) release_cache_locked(cache_bytes_ - cache_limit_);
+    return v;
+  }
+  void clear() { std::lock_guard<std::mutex> l(mu_); release_cache_locked(cache_bytes_); }
+
+ private:
+  // A cached block of the same size, or up to 1/8 larger (no more waste than that). Returns
+  // the pointer and the block's real size, or {nullptr, 0}.
+  std::pair<void*, size_t> take_cached_locked(size_t block) {
+    auto it = cache_.lower_bound(block);
+    if (it == cache_.end() || it->first > block + block / 8) return {nullptr, 0};
+    std::pair<void*, size_t> r{it->second, it->first};
+    cache_bytes_ -= it->first;
+    cache_.erase(it);
+    return r;
+  }
+
+  // Free cached blocks, largest first, until at least `bytes` are released or none remain.
+  void release_cache_locked(size_t bytes) {
+    size_t freed = 0;
+    while (freed < bytes && !cache_.empty()) {
+      auto it = std::prev(cache_.end());
+      system_free(it->second, it->first);
+      freed += it->first;
+      cache_bytes_ -= it->first;
+      cache_.erase(it);
+    }
+  }
+
+  std::mutex mu_;  // guards everything below; any thread may allocate or free
+  std::multimap<size_t, void*> cache_;
+  std::unordered_map<void*, size_t> live_;
+  size_t active_ = 0, peak_ = 0, cache_bytes_ = 0;
+  size_t memory_limit_ = 0, cache_limit_ = 0;
+};
+
+CachingAllocator& instance() {
+  // Never destroyed: buffers may be freed by static destructors after main returns.
+  static auto* a = new CachingAllocator();
+  return *a;
+}
+
+}  // namespace
+
+namespace allocator {
+Buffer malloc(size_t size) { return instance().malloc(size); }
+void free(Buffer buffer) { instance().free(buffer); }
+}  // namespace allocator
+
+size_t get_active_memory() { return instance().active(); }
+size_t get_peak_memory() { return instance().peak(); }
+void reset_peak_memory() { instance().reset_peak(); }
+size_t get_cache_memory() { return instance().cache(); }
+size_t set_memory_limit(size_t limit) { return instance().set_memory_limit(limit); }
+size_t get_memory_limit() { return instance().memory_limit(); }
+size_t set_cache_limit(size_t limit) { return instance().set_cache_limit(limit); }
+void clear_cache() { instance().clear(); }
+size_t set_wired_limit(size_t) { return 0; }
+
+}  // namespace tessera

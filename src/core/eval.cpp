@@ -1,0 +1,134 @@
+// eval / async_eval: order the unscheduled graph behind the outputs (breadth-first from the
+// outputs, at most TESSERA_BFS_MAX_WIDTH wide, then depth-first), detach it, and hand each node
+// to its stream's worker. Kernel errors travel to every dependent and surface in wait().
+#include <optional>
+#include <stdexcept>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/scheduler.h"
+#include "core/transforms_impl.h"
+#include "ops/primitive.h"
+#include "tessera/config.h"
+#include "tessera/memory.h"
+#include "tessera/transforms.h"
+
+namespace tessera {
+
+namespace {
+
+constexpr int kMaxActiveTasks = 64;
+
+bool needs_eval(const array& a) {
+  return a.status() == array::Status::unscheduled && a.has_primitive();
+}
+
+// One node's kernel on its stream's worker thread.
+void run_node(const std::shared_ptr<detail::Node>& node, std::vector<array>& outputs) {
+  std::exception_ptr error;
+  for (auto& in : node->inputs) {
+    // Same-stream inputs are done already (queues run in order); others may still run.
+    in.wait_until_available();
+    if (!error && in.error()) error = in.error();
+  }
+  if (!error) {
+    try {
+      node->primitive->eval_cpu(node->inputs, outputs);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  for (auto& o : outputs) {
+    if (error) o.set_error(error);
+    o.set_status(array::Status::available);
+  }
+}
+
+void eval_impl(std::vector<array> outputs, bool async) {
+  // 1. Depth-first walk: count, for every node to run, the edges from its consumers.
+  std::unordered_map<const detail::Node*, int> consumers;
+  std::vector<array> roots;
+  {
+    std::unordered_set<const detail::Node*> seen;
+    std::vector<std::pair<array, size_t>> stack;
+    for (auto& o : outputs) {
+      if (o.status() == array::Status::unscheduled && !o.has_primitive()) {
+        throw std::logic_error("[eval] an array has neither data nor a primitive");
+      }
+      if (!needs_eval(o) || !seen.insert(o.node().get()).second) continue;
+      roots.push_back(o);
+      stack.emplace_back(o, 0);
+      while (!stack.empty()) {
+        auto& [a, i] = stack.back();
+        const auto& ins = a.node()->inputs;
+        if (i == ins.size()) {
+          stack.pop_back();
+          continue;
+        }
+        const array& in = ins[i++];
+        if (!needs_eval(in)) continue;
+        consumers[in.node().get()]++;
+        if (seen.insert(in.node().get()).second) stack.emplace_back(in, 0);
+      }
+    }
+  }
+  // 2. The tape: a node joins once all its consumers have; width-limited breadth first.
+  const size_t max_width = static_cast<size_t>(config::get_int("TESSERA_BFS_MAX_WIDTH"));
+  std::vector<array> tape;
+  for (auto& r : roots)
+    if (!consumers.count(r.node().get())) tape.push_back(r);
+  {
+    std::vector<std::pair<array, size_t>> deferred;
+    size_t i = 0;
+    for (;;) {
+      std::optional<array> cur;
+      size_t j = 0;
+      if (i < tape.size()) {
+        cur = tape[i++];
+      } else if (!deferred.empty()) {
+        cur = std::move(deferred.back().first);
+        j = deferred.back().second;
+        deferred.pop_back();
+      } else {
+        break;
+      }
+      const array& a = *cur;
+      const auto& ins = a.node()->inputs;
+      for (; j < ins.size(); ++j) {
+        const array& in = ins[j];
+        if (!needs_eval(in)) continue;
+        if (tape.size() - i >= max_width) {
+          deferred.emplace_back(a, j);
+          break;
+        }
+        if (--consumers[in.node().get()] == 0) tape.push_back(in);
+      }
+    }
+  }
+  // 3. Submit in dependency order; detach each node so memory is freed as soon as it ran.
+  while (!tape.empty()) {
+    std::shared_ptr<detail::Node> node = tape.back().node();
+    auto outs = tape.back().outputs();
+    for (auto& o : outs) o.set_status(array::Status::scheduled);
+    if (!tape.back().is_tracer()) tape.back().detach();
+    tape.pop_back();  // drop our handle: the task owns the outputs now
+    Stream stream = node->primitive->stream();
+    scheduler::enqueue(stream, [node = std::move(node), outs = std::move(outs)]() mutable {
+      run_node(node, outs);
+    });
+    if (scheduler::n_active_tasks() > kMaxActiveTasks ||
+        (get_active_memory() > get_memory_limit() && scheduler::n_active_tasks() > 0)) {
+      scheduler::wait_for_one();
+    }
+  }
+  if (!async) {
+    for (auto& o : outputs) o.wait();
+  }
+}
+
+}  // namespace
+
+void eval(std::vector<array> outputs) { eval_impl(std::move(outputs), false); }
+void async_eval(std::vector<array> outputs) { eval_impl(std::move(outputs), true); }
+
+}  // namespace tessera

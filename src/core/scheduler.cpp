@@ -1,0 +1,205 @@
+// Devices, streams and their worker threads (stream.h, device.h, scheduler.h). Each stream has
+// one thread running its queue in order; `synchronize` enqueues a marker and waits for it.
+#include "core/scheduler.h"
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "tessera/device.h"
+
+namespace tessera {
+
+namespace {
+
+class StreamWorker {
+ public:
+  StreamWorker() : thread_([this] { run(); }) {}
+  ~StreamWorker() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void enqueue(std::function<void()> f) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      q_.push_back(std::move(f));
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  void run() {
+    for (;;) {
+      std::function<void()> f;
+      {
+        std::unique_lock<std::mutex> l(mu_);
+        cv_.wait(l, [this] { return stop_ || !q_.empty(); });
+        if (q_.empty()) return;  // stopping and drained
+        f = std::move(q_.front());
+        q_.pop_front();
+      }
+      f();
+      f = nullptr;  // release what the task captured before taking the next one
+    }
+  }
+  std::mutex mu_;  // guards q_ and stop_
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> q_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// Owns every stream. Streams live until exit; only the owning main thread creates them.
+struct StreamRegistry {
+  std::mutex mu;
+  std::vector<Stream> streams;
+  std::map<int, std::unique_ptr<StreamWorker>> workers;
+  std::map<Device, Stream> defaults;
+  std::mutex active_mu;
+  std::condition_variable active_cv;
+  int active = 0;
+  uint64_t finished = 0;
+};
+
+StreamRegistry& registry() {
+  static auto* r = new StreamRegistry();  // never destroyed: workers may run past main's end
+  return *r;
+}
+
+Device& default_device_ref() {
+  static Device d(Device::cpu, 0);
+  return d;
+}
+
+}  // namespace
+
+const Device& default_device() { return default_device_ref(); }
+
+bool is_available(const Device& d) { return d.type == Device::cpu && d.index == 0; }
+
+int device_count(Device::DeviceType type) { return type == Device::cpu ? 1 : 0; }
+
+void set_default_device(const Device& d) {
+  if (!is_available(d)) {
+    throw std::invalid_argument(
+        std::string("[set_default_device] ") + (d.type == Device::gpu ? "gpu" : "cpu") + ":" +
+        std::to_string(d.index) +
+        " is not available in this build; only Device::cpu (index 0) can compute here");
+  }
+  default_device_ref() = d;
+}
+
+Stream new_stream(Device d) {
+  if (!is_available(d)) {
+    throw std::invalid_argument("[new_stream] the device is not available in this build; use "
+                                "Device::cpu");
+  }
+  auto& r = registry();
+  std::lock_guard<std::mutex> l(r.mu);
+  Stream s(static_cast<int>(r.streams.size()), d);
+  r.streams.push_back(s);
+  r.workers.emplace(s.index, std::make_unique<StreamWorker>());
+  return s;
+}
+
+Stream default_stream(Device d) {
+  auto& r = registry();
+  {
+    std::lock_guard<std::mutex> l(r.mu);
+    auto it = r.defaults.find(d);
+    if (it != r.defaults.end()) return it->second;
+  }
+  Stream s = new_stream(d);
+  std::lock_guard<std::mutex> l(r.mu);
+  return r.defaults.emplace(d, s).first->second;
+}
+
+void set_default_stream(Stream s) {
+  auto& r = registry();
+  std::lock_guard<std::mutex> l(r.mu);
+  r.defaults.insert_or_assign(s.device, s);
+}
+
+std::vector<Stream> get_streams() {
+  auto& r = registry();
+  std::lock_guard<std::mutex> l(r.mu);
+  return r.streams;
+}
+
+Stream to_stream(StreamOrDevice s) {
+  if (auto* st = std::get_if<Stream>(&s)) return *st;
+  if (auto* d = std::get_if<Device>(&s)) return default_stream(*d);
+  return default_stream(default_device());
+}
+
+void synchronize(Stream s) {
+  struct Marker {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+  };
+  auto m = std::make_shared<Marker>();
+  scheduler::enqueue(s, [m] {
+    std::lock_guard<std::mutex> l(m->mu);
+    m->done = true;
+    m->cv.notify_all();
+  });
+  std::unique_lock<std::mutex> l(m->mu);
+  m->cv.wait(l, [&] { return m->done; });
+}
+
+void synchronize() { synchronize(default_stream(default_device())); }
+
+namespace scheduler {
+
+void enqueue(const Stream& s, std::function<void()> task) {
+  auto& r = registry();
+  StreamWorker* w = nullptr;
+  {
+    std::lock_guard<std::mutex> l(r.mu);
+    auto it = r.workers.find(s.index);
+    if (it == r.workers.end()) {
+      throw std::invalid_argument("[scheduler] unknown stream " + std::to_string(s.index));
+    }
+    w = it->second.get();
+  }
+  {
+    std::lock_guard<std::mutex> l(r.active_mu);
+    ++r.active;
+  }
+  w->enqueue([t = std::move(task), &r]() mutable {
+    t();
+    t = nullptr;
+    std::lock_guard<std::mutex> l(r.active_mu);
+    --r.active;
+    ++r.finished;
+    r.active_cv.notify_all();
+  });
+}
+
+int n_active_tasks() {
+  auto& r = registry();
+  std::lock_guard<std::mutex> l(r.active_mu);
+  return r.active;
+}
+
+void wait_for_one() {
+  auto& r = registry();
+  std::unique_lock<std::mutex> l(r.active_mu);
+  if (r.active == 0) return;
+  uint64_t seen = r.finished;
+  r.active_cv.wait(l, [&] { return r.finished != seen || r.active == 0; });
+}
+
+}  // namespace scheduler
+
+}  // namespace tessera

@@ -1,0 +1,121 @@
+// Fixed pool of worker threads for intra-op parallelism (see thread_pool.h).
+#include "core/thread_pool.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "tessera/config.h"
+
+namespace tessera::detail {
+
+namespace {
+
+thread_local bool tl_in_pool_chunk = false;
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int n) : n_(std::max(1, n)) {
+    for (int i = 0; i < n_ - 1; ++i) workers_.emplace_back([this] { run(); });
+  }
+  ~ThreadPool() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : workers_) t.join();
+  }
+  int size() const { return n_; }
+  void submit(std::function<void()> f) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      q_.push_back(std::move(f));
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  void run() {
+    tl_in_pool_chunk = true;
+    for (;;) {
+      std::function<void()> f;
+      {
+        std::unique_lock<std::mutex> l(mu_);
+        cv_.wait(l, [this] { return stop_ || !q_.empty(); });
+        if (stop_ && q_.empty()) return;
+        f = std::move(q_.front());
+        q_.pop_front();
+      }
+      f();
+    }
+  }
+  int n_;
+  std::mutex mu_;  // guards q_ and stop_
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> q_;
+  bool stop_ = false;
+  std::vector<std::thread> workers_;
+};
+
+ThreadPool& pool() {
+  static ThreadPool p([] {
+    int64_t n = config::get_int("TESSERA_NUM_THREADS");
+    if (n <= 0) n = std::max(1u, std::thread::hardware_concurrency());
+    return static_cast<int>(n);
+  }());
+  return p;
+}
+
+}  // namespace
+
+int num_threads() { return pool().size(); }
+
+void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& f) {
+  if (n == 0) return;
+  grain = std::max<size_t>(grain, 1);
+  size_t chunks = std::min<size_t>(static_cast<size_t>(num_threads()), (n + grain - 1) / grain);
+  if (chunks <= 1 || tl_in_pool_chunk) {
+    f(0, n);
+    return;
+  }
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable cv;
+    size_t left;
+    std::exception_ptr error;
+  } sh;
+  sh.left = chunks - 1;
+  size_t per = (n + chunks - 1) / chunks;
+  for (size_t c = 1; c < chunks; ++c) {
+    size_t b = c * per, e = std::min(n, b + per);
+    pool().submit([&sh, &f, b, e] {
+      try {
+        if (b < e) f(b, e);
+      } catch (...) {
+        std::lock_guard<std::mutex> l(sh.mu);
+        if (!sh.error) sh.error = std::current_exception();
+      }
+      std::lock_guard<std::mutex> l(sh.mu);
+      if (--sh.left == 0) sh.cv.notify_one();
+    });
+  }
+  std::exception_ptr mine;
+  tl_in_pool_chunk = true;
+  try {
+    f(0, std::min(n, per));
+  } catch (...) {
+    mine = std::current_exception();
+  }
+  tl_in_pool_chunk = false;
+  std::unique_lock<std::mutex> l(sh.mu);
+  sh.cv.wait(l, [&] { return sh.left == 0; });
+  if (mine) std::rethrow_exception(mine);
+  if (sh.error) std::rethrow_exception(sh.error);
+}
+
+}  // namespace tessera::detail

@@ -1,0 +1,140 @@
+// Front ends of the creation family: arange, full/zeros/ones (+ _like), astype, copy.
+#include <cmath>
+#include <stdexcept>
+
+#include "ops/creation.h"
+#include "ops/utils.h"
+#include "tessera/ops.h"
+
+namespace tessera {
+
+array arange(double start, double stop, double step, Dtype dtype, StreamOrDevice s) {
+  if (dtype == bool_) {
+    throw std::invalid_argument("[arange] cannot compute a range of dtype bool");
+  }
+  if (std::isnan(start) || std::isnan(step) || std::isnan(stop)) {
+    throw std::invalid_argument("[arange] start, stop and step must not be NaN");
+  }
+  if (std::isinf(start) || std::isinf(stop)) {
+    throw std::invalid_argument("[arange] start and stop must be finite");
+  }
+  if (step == 0) throw std::invalid_argument("[arange] step must not be 0");
+  double real = std::ceil((stop - start) / step);
+  if (real > static_cast<double>(INT32_MAX)) {
+    throw std::invalid_argument("[arange] the range holds " + std::to_string(real) +
+                                " elements, more than the maximum of 2147483647");
+  }
+  int size = std::max(static_cast<int>(real), 0);
+  return array(Shape{size}, dtype, std::make_shared<Arange>(to_stream(s), start, stop, step), {});
+}
+array arange(double start, double stop, double step, StreamOrDevice s) {
+  return arange(start, stop, step, float32, s);
+}
+array arange(double start, double stop, Dtype dtype, StreamOrDevice s) {
+  return arange(start, stop, 1.0, dtype, s);
+}
+array arange(double start, double stop, StreamOrDevice s) {
+  return arange(start, stop, 1.0, float32, s);
+}
+array arange(double stop, Dtype dtype, StreamOrDevice s) { return arange(0.0, stop, 1.0, dtype, s); }
+array arange(double stop, StreamOrDevice s) { return arange(0.0, stop, 1.0, float32, s); }
+array arange(int start, int stop, int step, StreamOrDevice s) {
+  return arange(static_cast<double>(start), static_cast<double>(stop), static_cast<double>(step),
+                int32, s);
+}
+array arange(int start, int stop, StreamOrDevice s) { return arange(start, stop, 1, s); }
+array arange(int stop, StreamOrDevice s) { return arange(0, stop, 1, s); }
+
+array astype(array a, Dtype dtype, StreamOrDevice s) {
+  if (a.dtype() == dtype) return a;
+  auto shape = a.shape();
+  return array(std::move(shape), dtype, std::make_shared<AsType>(to_stream(s), dtype),
+               {std::move(a)});
+}
+
+array copy(array a, StreamOrDevice s) {
+  auto shape = a.shape();
+  auto dtype = a.dtype();
+  return array(std::move(shape), dtype, std::make_shared<Copy>(to_stream(s)), {std::move(a)});
+}
+
+array full(Shape shape, array vals, Dtype dtype, StreamOrDevice s) {
+  for (auto d : shape) {
+    if (d < 0) {
+      throw std::invalid_argument("[full] negative dimension in shape " +
+                                  detail::shape_str(shape));
+    }
+  }
+  if (vals.size() != 1) {
+    // Broadcast a non-scalar fill value, as MLX does.
+    auto b = broadcast_to(astype(std::move(vals), dtype, s), shape, s);
+    return copy(std::move(b), s);
+  }
+  auto v = astype(reshape(std::move(vals), Shape{}, s), dtype, s);
+  return array(std::move(shape), dtype, std::make_shared<Full>(to_stream(s)), {std::move(v)});
+}
+array full(Shape shape, array vals, StreamOrDevice s) {
+  auto dtype = vals.dtype();
+  return full(std::move(shape), std::move(vals), dtype, s);
+}
+array full_like(const array& a, array vals, StreamOrDevice s) {
+  return full(a.shape(), std::move(vals), a.dtype(), s);
+}
+array zeros(const Shape& shape, Dtype dtype, StreamOrDevice s) {
+  return full(shape, array(false), dtype, s);
+}
+array zeros_like(const array& a, StreamOrDevice s) { return zeros(a.shape(), a.dtype(), s); }
+array zeros_like(const array& a, Dtype dtype, StreamOrDevice s) { return zeros(a.shape(), dtype, s); }
+array ones(const Shape& shape, Dtype dtype, StreamOrDevice s) {
+  return full(shape, array(true), dtype, s);
+}
+array ones_like(const array& a, StreamOrDevice s) { return ones(a.shape(), a.dtype(), s); }
+array ones_like(const array& a, Dtype dtype, StreamOrDevice s) { return ones(a.shape(), dtype, s); }
+
+// ---- derivatives ----
+
+bool Arange::is_equivalent(const Primitive& other) const {
+  auto* o = dynamic_cast<const Arange*>(&other);
+  return o && o->start_ == start_ && o->stop_ == stop_ && o->step_ == step_;
+}
+
+bool AsType::is_equivalent(const Primitive& other) const {
+  auto* o = dynamic_cast<const AsType*>(&other);
+  return o && o->dtype_ == dtype_;
+}
+
+std::vector<array> AsType::vjp(const std::vector<array>& primals,
+                               const std::vector<array>& cotangents, const std::vector<int>&,
+                               const std::vector<array>&) {
+  if (cotangents[0].dtype() != dtype_) {
+    throw std::invalid_argument("[astype] the cotangent dtype does not match the output dtype");
+  }
+  return {astype(cotangents[0], primals[0].dtype(), stream())};
+}
+
+std::vector<array> AsType::jvp(const std::vector<array>&, const std::vector<array>& tangents,
+                               const std::vector<int>&) {
+  return {astype(tangents[0], dtype_, stream())};
+}
+
+std::pair<std::vector<array>, std::vector<int>> AsType::vmap(const std::vector<array>& inputs,
+                                                             const std::vector<int>& axes) {
+  return {{astype(inputs[0], dtype_, stream())}, axes};
+}
+
+std::vector<array> Copy::vjp(const std::vector<array>&, const std::vector<array>& cotangents,
+                             const std::vector<int>&, const std::vector<array>&) {
+  return cotangents;
+}
+
+std::vector<array> Copy::jvp(const std::vector<array>&, const std::vector<array>& tangents,
+                             const std::vector<int>&) {
+  return tangents;
+}
+
+std::pair<std::vector<array>, std::vector<int>> Copy::vmap(const std::vector<array>& inputs,
+                                                           const std::vector<int>& axes) {
+  return {{copy(inputs[0], stream())}, axes};
+}
+
+}  // namespace tessera

@@ -1,0 +1,62 @@
+// Primitives of the creation family (front ends in creation.cpp, kernels in
+// backend/cpu/creation.cpp).
+#pragma once
+
+#include "ops/primitive.h"
+
+namespace tessera {
+
+// Broadcast a 0-d input (already of the output dtype) to the output shape.
+class Full : public UnaryPrimitive {
+ public:
+  using UnaryPrimitive::UnaryPrimitive;
+  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  TESSERA_PRIMITIVE_NAME(Full)
+};
+
+class Arange : public UnaryPrimitive {
+ public:
+  Arange(Stream s, double start, double stop, double step)
+      : UnaryPrimitive(s), start_(start), stop_(stop), step_(step) {}
+  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  const char* name() const override { return "Arange"; }
+  bool is_equivalent(const Primitive& other) const override;
+
+ private:
+  double start_, stop_, step_;
+};
+
+class AsType : public UnaryPrimitive {
+ public:
+  AsType(Stream s, Dtype dtype) : UnaryPrimitive(s), dtype_(dtype) {}
+  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
+                         const std::vector<int>& argnums,
+                         const std::vector<array>& outputs) override;
+  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
+                         const std::vector<int>& argnums) override;
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
+                                                       const std::vector<int>& axes) override;
+  const char* name() const override { return "AsType"; }
+  bool is_equivalent(const Primitive& other) const override;
+
+ private:
+  Dtype dtype_;
+};
+
+// A dense row-contiguous copy.
+class Copy : public UnaryPrimitive {
+ public:
+  using UnaryPrimitive::UnaryPrimitive;
+  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
+                         const std::vector<int>& argnums,
+                         const std::vector<array>& outputs) override;
+  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
+                         const std::vector<int>& argnums) override;
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
+                                                       const std::vector<int>& axes) override;
+  TESSERA_PRIMITIVE_NAME(Copy)
+};
+
+}  // namespace tessera

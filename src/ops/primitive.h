@@ -1,0 +1,71 @@
+// The Primitive base class: one node type of the lazy graph. Its front end (shape/dtype rules,
+// vjp/jvp/vmap) lives in src/ops/<family>.cpp, its kernel (eval_cpu) in
+// src/backend/cpu/<family>.cpp. Each family declares its primitives in src/ops/<family>.h.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tessera/array.h"
+#include "tessera/stream.h"
+
+namespace tessera {
+
+class Primitive {
+ public:
+  explicit Primitive(Stream stream) : stream_(stream) {}
+  virtual ~Primitive() = default;
+  Primitive(const Primitive&) = delete;
+  Primitive& operator=(const Primitive&) = delete;
+
+  const Stream& stream() const { return stream_; }
+  const Device& device() const { return stream_.device; }
+
+  // Compute `outputs` (already shaped and typed, without data) from evaluated `inputs`.
+  virtual void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) = 0;
+
+  // Cotangents of the inputs named in argnums, given cotangents of every output.
+  virtual std::vector<array> vjp(const std::vector<array>& primals,
+                                 const std::vector<array>& cotangents,
+                                 const std::vector<int>& argnums,
+                                 const std::vector<array>& outputs);
+  // Tangents of every output, given tangents of the inputs named in argnums.
+  virtual std::vector<array> jvp(const std::vector<array>& primals,
+                                 const std::vector<array>& tangents,
+                                 const std::vector<int>& argnums);
+  // Batched outputs and the axis each output is batched along (-1 for none), given inputs and
+  // the axis each input is batched along (-1 for none).
+  virtual std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
+                                                               const std::vector<int>& axes);
+
+  virtual const char* name() const = 0;
+  virtual void print(std::ostream& os) const { os << name(); }
+  // Same kind and same parameters (compile merges equivalent nodes).
+  virtual bool is_equivalent(const Primitive& other) const { return false; }
+  // Output shapes for new input shapes (shapeless compile); throws when not supported.
+  virtual std::vector<Shape> output_shapes(const std::vector<array>& inputs);
+
+ private:
+  Stream stream_;
+};
+
+// A primitive with exactly one output (most of them).
+class UnaryPrimitive : public Primitive {
+ public:
+  using Primitive::Primitive;
+  virtual void eval_cpu(const std::vector<array>& inputs, array& out) = 0;
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) final {
+    eval_cpu(inputs, outputs[0]);
+  }
+};
+
+// Declares name() and a parameterless is_equivalent for simple primitives.
+#define TESSERA_PRIMITIVE_NAME(NAME)                                \
+  const char* name() const override { return #NAME; }              \
+  bool is_equivalent(const Primitive& other) const override {       \
+    return dynamic_cast<const NAME*>(&other) != nullptr;            \
+  }
+
+}  // namespace tessera

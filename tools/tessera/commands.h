@@ -1,0 +1,14 @@
+// The subcommands of the `tessera` command line tool (DESIGN.md section 6), one file each;
+// main.cpp looks them up by name in its table.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace tessera::cli {
+
+// Each takes the arguments after the subcommand's name and returns the process exit code:
+// 0 on success, 2 for bad usage or bad configuration, 1 for other failures.
+int env_command(const std::vector<std::string>& args);
+
+}  // namespace tessera::cli

@@ -1,0 +1,63 @@
+// Entry point of the `tessera` command: finds the subcommand in a table and runs it.
+// A new subcommand adds its function to commands.h, its own file, and one row below.
+#include <cstdio>
+#include <exception>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "commands.h"
+
+namespace tessera::cli {
+namespace {
+
+struct Subcommand {
+  std::string_view name;
+  std::string_view summary;
+  int (*run)(const std::vector<std::string>& args);
+};
+
+constexpr Subcommand kSubcommands[] = {
+    {"env", "print every environment variable with its effective value and source",
+     env_command},
+};
+
+int usage() {
+  std::fprintf(stderr, "usage: tessera <command> [arguments]\n\ncommands:\n");
+  for (const Subcommand& sub : kSubcommands) {
+    std::fprintf(stderr, "  %-10.*s %.*s\n", static_cast<int>(sub.name.size()), sub.name.data(),
+                 static_cast<int>(sub.summary.size()), sub.summary.data());
+  }
+  std::fprintf(stderr, "\n`tessera <command> --help` describes one command.\n");
+  return 2;
+}
+
+int run(int argc, char** argv) {
+  if (argc < 2) return usage();
+  const std::string_view name = argv[1];
+  for (const Subcommand& sub : kSubcommands) {
+    if (sub.name != name) continue;
+    const std::vector<std::string> args(argv + 2, argv + argc);
+    try {
+      return sub.run(args);
+    } catch (const std::invalid_argument& e) {
+      std::fprintf(stderr, "tessera %s: %s\n", argv[1], e.what());
+      return 2;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "tessera %s: %s\n", argv[1], e.what());
+      return 1;
+    }
+  }
+  if (name != "--help" && name != "-h" && name != "help") {
+    std::fprintf(stderr, "tessera: unknown command '%s'\n\n", argv[1]);
+  }
+  return usage();
+}
+
+}  // namespace
+}  // namespace tessera::cli
+
+int main(int argc, char** argv) {
+  return tessera::cli::run(argc, argv);
+}
