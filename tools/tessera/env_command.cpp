@@ -80,7 +80,9 @@ int print_table() {
     std::string line = row.name + std::string(name_width - row.name.size() + 2, ' ') +
                        row.value + std::string(value_width - row.value.size() + 2, ' ') +
                        row.source;
-    if (!row.note.empty()) line += std::string(source_width - row.source.size() + 2, ' ') + row.note;
+    if (!row.note.empty()) {
+      line += std::string(source_width - row.source.size() + 2, ' ') + row.note;
+    }
     std::printf("%s\n", line.c_str());
   };
   print_row(header);
