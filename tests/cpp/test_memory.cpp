@@ -1,0 +1,115 @@
+// The caching allocator and the memory API: counters, the cache, limits and alignment.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdint>
+
+#include "tessera/tessera.h"
+
+using namespace tessera;
+
+namespace {
+// Every test starts from an empty cache and default limits.
+class Memory : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    synchronize();
+    clear_cache();
+    old_limit_ = get_memory_limit();
+  }
+  void TearDown() override {
+    set_memory_limit(old_limit_);
+    set_cache_limit(old_limit_);
+  }
+  size_t old_limit_ = 0;
+};
+}  // namespace
+
+TEST_F(Memory, DefaultLimitIsEightyPercentOfRam) {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  double ram = static_cast<double>(pages) * static_cast<double>(page);
+  EXPECT_NEAR(static_cast<double>(get_memory_limit()), 0.8 * ram, 0.001 * ram);
+}
+
+TEST_F(Memory, ActivePeakAndCacheFollowAllocations) {
+  size_t base = get_active_memory();
+  reset_peak_memory();
+  {
+    auto buf = allocator::malloc(10 << 20);  // 10 MiB (rounded to 2 MiB blocks: 10 MiB)
+    EXPECT_EQ(get_active_memory() - base, size_t{10} << 20);
+    EXPECT_GE(get_peak_memory(), base + (size_t{10} << 20));
+    allocator::free(buf);
+  }
+  EXPECT_EQ(get_active_memory(), base);
+  EXPECT_EQ(get_cache_memory(), size_t{10} << 20);  // kept for reuse
+  auto again = allocator::malloc(10 << 20);
+  EXPECT_EQ(get_cache_memory(), 0u);  // the cached block was reused
+  allocator::free(again);
+  clear_cache();
+  EXPECT_EQ(get_cache_memory(), 0u);
+  reset_peak_memory();
+  EXPECT_EQ(get_peak_memory(), get_active_memory());
+}
+
+TEST_F(Memory, BuffersArePageAlignedAndHugeBlocksTwoMiBAligned) {
+  auto small = allocator::malloc(100);
+  auto page = allocator::malloc(5000);
+  auto huge = allocator::malloc(8 << 20);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small.raw_ptr()) % 64, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(page.raw_ptr()) % 4096, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(huge.raw_ptr()) % (2 << 20), 0u);
+  auto zero1 = allocator::malloc(0), zero2 = allocator::malloc(0);
+  EXPECT_NE(zero1.raw_ptr(), nullptr);
+  EXPECT_NE(zero1.raw_ptr(), zero2.raw_ptr());
+  for (auto b : {small, page, huge, zero1, zero2}) allocator::free(b);
+}
+
+TEST_F(Memory, LimitTrimsCacheThenThrowsNamingRequestAndLimit) {
+  auto a = allocator::malloc(8 << 20);
+  allocator::free(a);  // 8 MiB now cached
+  size_t active = get_active_memory();
+  set_memory_limit(active + (12 << 20));
+  // 6 MiB fits only once the 8 MiB cached block is released (no reuse: too big for 6 MiB).
+  auto b = allocator::malloc(6 << 20);
+  EXPECT_EQ(get_cache_memory(), 0u);
+  try {
+    allocator::malloc(64 << 20);
+    ADD_FAILURE() << "expected the memory limit to be enforced";
+  } catch (const std::runtime_error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("64 MiB"), std::string::npos) << m;
+    EXPECT_NE(m.find("memory limit"), std::string::npos) << m;
+    EXPECT_NE(m.find("set_memory_limit"), std::string::npos) << m;
+  }
+  allocator::free(b);
+}
+
+TEST_F(Memory, CacheLimitBoundsTheCache) {
+  set_cache_limit(4 << 20);
+  auto a = allocator::malloc(3 << 20), b = allocator::malloc(3 << 20);
+  allocator::free(a);
+  allocator::free(b);
+  EXPECT_LE(get_cache_memory(), size_t{4} << 20);
+  set_cache_limit(0);
+  EXPECT_EQ(get_cache_memory(), 0u);
+}
+
+TEST_F(Memory, SettersReturnPreviousValuesAndWiredLimitIsANoOp) {
+  size_t prev = set_memory_limit(123456789);
+  EXPECT_EQ(set_memory_limit(prev), 123456789u);
+  EXPECT_EQ(set_wired_limit(1 << 30), 0u);
+}
+
+TEST_F(Memory, EvaluatedGraphIntermediatesAreFreed) {
+  size_t base = get_active_memory();
+  {
+    auto x = zeros({1 << 20}, float32);  // 4 MiB
+    for (int i = 0; i < 10; ++i) x = astype(astype(x, float64), float32);
+    eval(x);
+    synchronize();  // the worker has released the finished tasks
+    // Only x (4 MiB) stays active; the 20 intermediates went back to the cache.
+    EXPECT_EQ(get_active_memory() - base, size_t{4} << 20);
+  }
+  EXPECT_EQ(get_active_memory(), base);
+}
