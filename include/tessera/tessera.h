@@ -4,6 +4,7 @@
 #include "tessera/array.h"
 #include "tessera/config.h"
 #include "tessera/device.h"
+#include "tessera/distributed.h"
 #include "tessera/dtype.h"
 #include "tessera/fast.h"
 #include "tessera/linalg.h"

@@ -267,7 +267,9 @@ void array::wait_until_available() const {
 void array::set_error(std::exception_ptr e) const { desc_->error = std::move(e); }
 std::exception_ptr array::error() const { return desc_->error; }
 const std::shared_ptr<detail::Node>& array::node() const { return desc_->node; }
-bool array::is_tracer() const { return desc_->is_tracer; }
+// As MLX: a tracer only while some transform is tracing, so graphs built by a transform are
+// detached by eval afterwards.
+bool array::is_tracer() const { return desc_->is_tracer && detail::in_tracing(); }
 void array::set_tracer(bool t) { desc_->is_tracer = t; }
 
 void array::set_data(allocator::Buffer buffer, Deleter d) {

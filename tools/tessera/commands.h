@@ -10,5 +10,6 @@ namespace tessera::cli {
 // Each takes the arguments after the subcommand's name and returns the process exit code:
 // 0 on success, 2 for bad usage or bad configuration, 1 for other failures.
 int env_command(const std::vector<std::string>& args);
+int launch_command(const std::vector<std::string>& args);
 
 }  // namespace tessera::cli

@@ -21,6 +21,7 @@ struct Subcommand {
 constexpr Subcommand kSubcommands[] = {
     {"env", "print every environment variable with its effective value and source",
      env_command},
+    {"launch", "start and supervise the ranks of a job on this host", launch_command},
 };
 
 int usage() {

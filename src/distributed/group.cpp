@@ -1,0 +1,176 @@
+// Group, init and the backend registry (DESIGN.md section 4; MLX semantics from
+// shared/reference/mlx-distributed.md section 2, with one fix: a present but broken
+// configuration raises instead of quietly giving a singleton group).
+#include <cstring>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+
+#include "distributed/group_impl.h"
+#include "distributed/hostfile.h"
+#include "distributed/ring/ring_group.h"
+#include "tessera/config.h"
+#include "tessera/distributed.h"
+
+namespace tessera::distributed {
+
+namespace detail {
+
+namespace {
+
+// The singleton group: rank 0 of 1. Collectives never reach it (the ops return early).
+class EmptyGroup : public GroupImpl {
+ public:
+  int rank() override { return 0; }
+  int size() override { return 1; }
+  const char* backend_name() override { return "none"; }
+  std::shared_ptr<GroupImpl> split(int, int) override {
+    throw std::runtime_error("Cannot split the distributed group further.");
+  }
+  void all_reduce(const void* in, void* out, size_t count, Dtype dtype, ReduceOp) override {
+    copy(in, out, count * dtype.size());
+  }
+  void all_gather(const void* in, void* out, size_t bytes) override { copy(in, out, bytes); }
+  void reduce_scatter(const void* in, void* out, size_t count, Dtype dtype, ReduceOp) override {
+    copy(in, out, count * dtype.size());
+  }
+  void send(const void*, size_t, Dtype, int) override {
+    throw std::invalid_argument("Cannot send to a singleton group");
+  }
+  void recv(void*, size_t, Dtype, int) override {
+    throw std::invalid_argument("Cannot recv from a singleton group");
+  }
+  void broadcast(void*, size_t, int) override {}
+  void all_to_all(const void* in, void* out, size_t bytes) override { copy(in, out, bytes); }
+  void barrier() override {}
+
+ private:
+  static void copy(const void* in, void* out, size_t n) {
+    if (in != out && n) std::memmove(out, in, n);
+  }
+};
+
+// nullptr when the ring is not configured (no rank or no hostfile), unless strict.
+std::shared_ptr<GroupImpl> init_ring(bool strict) {
+  auto rank = config::get_string("TESSERA_RANK");
+  auto hostfile = config::get_string("TESSERA_HOSTFILE");
+  if (!rank || !hostfile || rank->empty() || hostfile->empty()) {
+    if (!strict) return nullptr;
+    throw std::runtime_error(
+        "[ring] You need to provide via environment variables both a rank (TESSERA_RANK or "
+        "MLX_RANK) and a hostfile (TESSERA_HOSTFILE or MLX_HOSTFILE) but provided rank=\"" +
+        rank.value_or("") + "\" and hostfile=\"" + hostfile.value_or("") + "\"");
+  }
+  int r = static_cast<int>(config::get_int("TESSERA_RANK"));
+  Hostfile hf = load_hostfile(*hostfile);
+  if (r >= hf.size()) {
+    throw std::invalid_argument("[ring] rank " + std::to_string(r) + " is out of range for the " +
+                                std::to_string(hf.size()) + " ranks listed in the hostfile " +
+                                *hostfile);
+  }
+  return std::make_shared<RingGroup>(r, std::move(hf));
+}
+
+struct Backend {
+  const char* name;
+  bool available;
+  std::function<std::shared_ptr<GroupImpl>(bool strict)> init;
+};
+
+const std::vector<Backend>& backends() {
+  static const std::vector<Backend> b = {
+      {"nccl", false,
+       [](bool strict) -> std::shared_ptr<GroupImpl> {
+         if (strict) throw std::runtime_error("Cannot initialize nccl distributed backend.");
+         return nullptr;
+       }},
+      {"ring", true, init_ring},
+      {"mpi", false,
+       [](bool strict) -> std::shared_ptr<GroupImpl> {
+         if (strict) throw std::runtime_error("Cannot initialize MPI");
+         return nullptr;
+       }},
+      {"jaccl", false,
+       [](bool strict) -> std::shared_ptr<GroupImpl> {
+         if (strict) throw std::runtime_error("Cannot initialize jaccl distributed backend.");
+         return nullptr;
+       }},
+  };
+  return b;
+}
+
+struct GroupCache {
+  std::mutex mu;
+  std::map<std::string, std::shared_ptr<GroupImpl>> groups;
+};
+
+GroupCache& cache() {
+  static GroupCache c;
+  return c;
+}
+
+}  // namespace
+
+}  // namespace detail
+
+Group::Group(std::shared_ptr<detail::GroupImpl> group) : group_(std::move(group)) {}
+int Group::rank() const { return group_->rank(); }
+int Group::size() const { return group_->size(); }
+Group Group::split(int color, int key) const { return Group(group_->split(color, key)); }
+
+bool is_available() {
+  for (auto& b : detail::backends())
+    if (b.available) return true;
+  return false;
+}
+
+bool is_available(const std::string& backend) {
+  if (backend == "any") return is_available();
+  for (auto& b : detail::backends())
+    if (backend == b.name) return b.available;
+  return false;
+}
+
+Group init(bool strict, const std::string& backend) {
+  auto& c = detail::cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (auto it = c.groups.find(backend); it != c.groups.end()) return Group(it->second);
+  std::shared_ptr<detail::GroupImpl> group;
+  std::string tried = backend;
+  if (backend == "any") {
+    for (auto& b : detail::backends()) {
+      tried = b.name;
+      if (!b.available) continue;
+      group = b.init(false);
+      if (group) break;
+    }
+    if (!group && strict) throw std::runtime_error("[distributed] Couldn't initialize any backend");
+  } else {
+    const detail::Backend* found = nullptr;
+    for (auto& b : detail::backends())
+      if (backend == b.name) found = &b;
+    if (!found) {
+      throw std::invalid_argument(
+          "[distributed] The only valid values for backend are 'any', 'mpi', 'nccl', 'jaccl' "
+          "and 'ring' but '" + backend + "' was provided.");
+    }
+    group = found->init(strict);
+  }
+  if (!group) {
+    group = std::make_shared<detail::EmptyGroup>();
+    c.groups.emplace(tried, group);
+    return Group(group);
+  }
+  c.groups.emplace("any", group);  // the first backend up answers later bare calls
+  c.groups.emplace(tried, group);
+  return Group(group);
+}
+
+void clear_backends() {
+  auto& c = detail::cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.groups.clear();
+}
+
+}  // namespace tessera::distributed

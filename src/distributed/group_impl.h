@@ -1,0 +1,43 @@
+// The backend interface behind distributed::Group (DESIGN.md section 4). A backend moves raw
+// bytes; the lazy ops (primitives.cpp) call it from the stream worker with evaluated,
+// row-contiguous buffers. Every blocking call has a deadline and throws std::runtime_error that
+// names the operation, its size and dtype, this rank, and the peer (rank and address).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "tessera/dtype.h"
+
+namespace tessera::distributed::detail {
+
+enum class ReduceOp { sum, max, min };
+
+class GroupImpl {
+ public:
+  virtual ~GroupImpl() = default;
+  virtual int rank() = 0;
+  virtual int size() = 0;
+  virtual const char* backend_name() = 0;
+  // Ranks with the same color form a new group, ordered by key (key < 0: current rank).
+  virtual std::shared_ptr<GroupImpl> split(int color, int key) = 0;
+
+  // `count` elements of `dtype`; `in` may equal `out` (in place). Identical result on every rank.
+  virtual void all_reduce(const void* in, void* out, size_t count, Dtype dtype, ReduceOp op) = 0;
+  // Every rank contributes `bytes` from `in`; `out` holds size() * bytes in rank order.
+  virtual void all_gather(const void* in, void* out, size_t bytes) = 0;
+  // `in` holds size() * count elements; rank r receives the reduction of block r in `out`.
+  virtual void reduce_scatter(const void* in, void* out, size_t count, Dtype dtype,
+                              ReduceOp op) = 0;
+  // Point to point between any two ranks of the group.
+  virtual void send(const void* in, size_t bytes, Dtype dtype, int dst) = 0;
+  virtual void recv(void* out, size_t bytes, Dtype dtype, int src) = 0;
+  // `buf` of root is copied to every rank's `buf`.
+  virtual void broadcast(void* buf, size_t bytes, int root) = 0;
+  // `in` holds size() blocks of `bytes`; block j goes to rank j; `out` block i came from rank i.
+  virtual void all_to_all(const void* in, void* out, size_t bytes) = 0;
+  virtual void barrier() = 0;
+};
+
+}  // namespace tessera::distributed::detail

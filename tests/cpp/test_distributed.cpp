@@ -1,0 +1,130 @@
+// The distributed layer end to end: real processes started through `tessera launch`, 127.0.0.1
+// only, each run bounded in time. The rank program is tests/distributed/dist_worker.cpp.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "tessera/distributed.h"
+
+namespace {
+
+struct Run {
+  int code;
+  std::string out;
+  double seconds;
+};
+
+Run launch(int n, const std::string& mode, const std::string& extra = "", int limit_s = 240) {
+  std::string cmd = "timeout -s KILL " + std::to_string(limit_s) + " " + TESSERA_CLI +
+                    " launch -n " + std::to_string(n) + " " + extra + " -- " + TESSERA_BIN_DIR +
+                    "/dist_worker " + mode + " 2>&1";
+  auto t0 = std::chrono::steady_clock::now();
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t got;
+  while ((got = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, got);
+  int status = pclose(p);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, s};
+}
+
+int count(const std::string& s, const std::string& needle) {
+  int c = 0;
+  for (size_t p = s.find(needle); p != std::string::npos; p = s.find(needle, p + 1)) ++c;
+  return c;
+}
+
+}  // namespace
+
+class Collectives : public ::testing::TestWithParam<int> {};
+
+TEST_P(Collectives, EveryOpDtypeAndLengthMatchesTheLocalReference) {
+  int n = GetParam();
+  auto r = launch(n, "collectives");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(count(r.out, " 0 failures"), n) << r.out;
+}
+
+TEST_P(Collectives, EveryOpWithSharedMemoryOff) {
+  int n = GetParam();
+  auto r = launch(n, "collectives", "--env TESSERA_RING_SHM=0");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(count(r.out, " 0 failures"), n) << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, Collectives, ::testing::Values(2, 3, 4, 5));
+
+TEST(Distributed, ThousandMixedCollectivesWithoutHang) {
+  auto r = launch(3, "mixed");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(count(r.out, "mixed done, 0 failures"), 3) << r.out;
+}
+
+TEST(Distributed, InitSemanticsUnderTheLauncher) {
+  auto r = launch(2, "init");
+  EXPECT_EQ(r.code, 0) << r.out;
+}
+
+TEST(Distributed, GradientsOfCollectivesAsMlx) {
+  auto r = launch(3, "grad");
+  EXPECT_EQ(r.code, 0) << r.out;
+}
+
+TEST(DistributedFaults, KilledRankMakesSurvivorsRaiseWithinTwoSeconds) {
+  auto r = launch(3, "kill");
+  EXPECT_EQ(r.code, 137) << r.out;
+  EXPECT_EQ(count(r.out, "raised after"), 2) << r.out;
+  EXPECT_LT(r.seconds, 30.0);
+  // Each survivor's own exit status says whether it raised within 2 s; a late one exits 1,
+  // which would not change the launcher's 137 — so check the printed times too.
+  for (size_t p = r.out.find("raised after "); p != std::string::npos;
+       p = r.out.find("raised after ", p + 1)) {
+    double t = std::stod(r.out.substr(p + 13));
+    EXPECT_LT(t, 2.0) << r.out;
+  }
+}
+
+TEST(DistributedFaults, StoppedRankMakesSurvivorsTimeOut) {
+  auto r = launch(3, "stop", "--env TESSERA_DIST_TIMEOUT=3 --grace 1");
+  EXPECT_EQ(count(r.out, "raised after"), 2) << r.out;
+  for (size_t p = r.out.find("raised after "); p != std::string::npos;
+       p = r.out.find("raised after ", p + 1)) {
+    double t = std::stod(r.out.substr(p + 13));
+    EXPECT_LT(t, 5.0) << r.out;
+    EXPECT_GT(t, 2.5) << r.out;
+  }
+  EXPECT_LT(r.seconds, 30.0);
+}
+
+TEST(DistributedFaults, DifferentSizesRaiseOnBothRanks) {
+  auto r = launch(2, "mismatch", "--env TESSERA_DIST_TIMEOUT=10");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(count(r.out, "names both"), 2) << r.out;
+}
+
+TEST(DistributedFaults, WrongTokenConnectionIsRejectedAndJobCompletes) {
+  auto r = launch(2, "badtoken");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(count(r.out, "badtoken ok"), 2) << r.out;
+}
+
+TEST(DistributedSingleton, OpsWithoutConfiguration) {
+  // This test process has no rank or hostfile: init gives the singleton group.
+  auto g = tessera::distributed::init();
+  EXPECT_EQ(g.size(), 1);
+  EXPECT_EQ(g.rank(), 0);
+  tessera::array x({1.0f, 2.0f});
+  EXPECT_EQ(tessera::distributed::all_sum(x).id(), x.id());  // no new node, as MLX
+  EXPECT_THROW(tessera::distributed::send(x, 0), std::invalid_argument);
+  EXPECT_THROW(tessera::distributed::recv({2}, tessera::float32, 0), std::invalid_argument);
+  EXPECT_THROW(tessera::distributed::init(true), std::runtime_error);
+  EXPECT_THROW(tessera::distributed::init(false, "nope"), std::invalid_argument);
+  EXPECT_THROW(g.split(0), std::runtime_error);
+  EXPECT_TRUE(tessera::distributed::is_available());
+  EXPECT_TRUE(tessera::distributed::is_available("ring"));
+  EXPECT_FALSE(tessera::distributed::is_available("mpi"));
+}

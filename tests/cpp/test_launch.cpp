@@ -1,0 +1,157 @@
+// `tessera launch` for local jobs: environment of each rank, output prefixes, stdin broadcast,
+// exit codes, fail-fast shutdown and signal forwarding. Real processes, 127.0.0.1 only.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+
+namespace {
+
+struct Result {
+  int code;
+  std::string out;
+};
+
+// Runs `tessera launch ARGS` through the shell with a time limit; returns exit code and stdout.
+Result launch(const std::string& args, const std::string& input = "", int limit_s = 60) {
+  std::string cmd = "printf '" + input + "' | timeout -s KILL " + std::to_string(limit_s) +
+                    " " + TESSERA_CLI + " launch " + args + " 2>/dev/null";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+std::set<std::string> lines(const std::string& s) {
+  std::set<std::string> out;
+  std::istringstream is(s);
+  for (std::string l; std::getline(is, l);) out.insert(l);
+  return out;
+}
+
+}  // namespace
+
+TEST(Launch, EveryRankGetsRankWorldSizeHostfileAndToken) {
+  auto r = launch(
+      "-n 3 -- bash -c 'echo rank=$TESSERA_RANK mlx=$MLX_RANK size=$TESSERA_WORLD_SIZE "
+      "tok=${#TESSERA_JOB_TOKEN} hf=$TESSERA_HOSTFILE'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto ls = lines(r.out);
+  ASSERT_EQ(ls.size(), 3u) << r.out;
+  for (int i = 0; i < 3; ++i) {
+    bool found = false;
+    for (auto& l : ls) {
+      if (l.rfind("[" + std::to_string(i) + "] rank=" + std::to_string(i) + " mlx=" +
+                      std::to_string(i) + " size=3 tok=64 hf=/tmp/tessera-launch-", 0) == 0)
+        found = true;
+    }
+    EXPECT_TRUE(found) << "rank " << i << " in:\n" << r.out;
+  }
+}
+
+TEST(Launch, HostfileListsOneLoopbackEntryPerRankWithDistinctPorts) {
+  auto r = launch("-n 4 --connections-per-ip 2 --no-prefix -- bash -c "
+                  "'[ $TESSERA_RANK = 0 ] && cat $TESSERA_HOSTFILE; true'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 4u);
+  std::set<std::string> seen;
+  for (auto& rank : j) {
+    ASSERT_EQ(rank.size(), 2u);
+    for (auto& a : rank) {
+      std::string s = a.get<std::string>();
+      EXPECT_EQ(s.rfind("127.0.0.1:", 0), 0u) << s;
+      seen.insert(s);
+    }
+  }
+  EXPECT_EQ(seen.size(), 8u);
+}
+
+TEST(Launch, StartingPortGivesConsecutivePorts) {
+  auto r = launch("-n 2 --starting-port 40100 --no-prefix -- bash -c "
+                  "'[ $TESSERA_RANK = 1 ] && cat $TESSERA_HOSTFILE; true'");
+  ASSERT_EQ(r.code, 0);
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j[0][0], "127.0.0.1:40100");
+  EXPECT_EQ(j[1][0], "127.0.0.1:40101");
+}
+
+TEST(Launch, StdinIsBroadcastToEveryRank) {
+  auto r = launch("-n 3 -- bash -c 'read x; echo got $x'", "hello\\n");
+  ASSERT_EQ(r.code, 0);
+  EXPECT_EQ(lines(r.out), (std::set<std::string>{"[0] got hello", "[1] got hello", "[2] got hello"}));
+}
+
+TEST(Launch, ExitCodeIsTheFirstFailingRanksAndOthersAreStopped) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = launch("-n 3 -- bash -c 'if [ $TESSERA_RANK = 2 ]; then exit 7; fi; sleep 30'");
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.code, 7);
+  EXPECT_LT(s, 10.0);  // the sleepers got SIGTERM
+}
+
+TEST(Launch, RankKilledBySignalNineGives137) {
+  auto r = launch("-n 2 -- bash -c 'if [ $TESSERA_RANK = 0 ]; then kill -9 $$; fi; sleep 30'");
+  EXPECT_EQ(r.code, 137);
+}
+
+TEST(Launch, RankIgnoringSigtermIsKilledAfterGrace) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = launch("-n 2 --grace 1 -- bash -c "
+                  "'if [ $TESSERA_RANK = 0 ]; then sleep 0.3; exit 3; fi; trap \"\" TERM; "
+                  "for i in $(seq 300); do sleep 0.1; done'");
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.code, 3);
+  EXPECT_LT(s, 8.0);
+}
+
+TEST(Launch, PythonProgramsRunWithPython3) {
+  char path[] = "/tmp/tessera-launch-test-XXXXXX.py";
+  int fd = mkstemps(path, 3);
+  ASSERT_GE(fd, 0);
+  std::string src = "import os\nprint('py', os.environ['TESSERA_RANK'])\n";
+  ASSERT_EQ(write(fd, src.data(), src.size()), static_cast<ssize_t>(src.size()));
+  close(fd);
+  auto r = launch("-n 2 " + std::string(path));
+  unlink(path);
+  ASSERT_EQ(r.code, 0);
+  EXPECT_EQ(lines(r.out), (std::set<std::string>{"[0] py 0", "[1] py 1"}));
+}
+
+TEST(Launch, SigtermToTheLauncherIsForwarded) {
+  std::string cmd = std::string(TESSERA_CLI) + " launch -n 2 -- sleep 30";
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", ("exec " + cmd + " >/dev/null 2>&1").c_str(), nullptr);
+    _exit(127);
+  }
+  usleep(500 * 1000);
+  auto t0 = std::chrono::steady_clock::now();
+  kill(pid, SIGTERM);
+  int status = 0;
+  for (int i = 0; i < 100 && waitpid(pid, &status, WNOHANG) == 0; ++i) usleep(100 * 1000);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(WIFEXITED(status)) << "launcher did not exit";
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM);
+  EXPECT_LT(s, 5.0);
+}
+
+TEST(Launch, BadArgumentsAreUsageErrors) {
+  EXPECT_EQ(launch("-- true").code, 2);                       // no -n
+  EXPECT_EQ(launch("-n 0 true").code, 2);                     // out of range
+  EXPECT_EQ(launch("-n 2 --backend mpi true").code, 2);       // not for local launches
+  EXPECT_EQ(launch("-n 2 --env NOEQUALS true").code, 2);
+  EXPECT_EQ(launch("-n 2 --starting-port 65535 true").code, 2);
+  EXPECT_EQ(launch("-n 2 /nonexistent/program").code, 127);   // exec failure
+}

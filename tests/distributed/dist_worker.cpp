@@ -1,0 +1,355 @@
+// A rank of the multi-process tests (tests/cpp/test_distributed.cpp starts it through
+// `tessera launch`). `dist_worker MODE` checks one behaviour against references computed from
+// every rank's known input and exits 0 on success; it prints what differed otherwise.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <complex>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "distributed/hostfile.h"
+#include "distributed/ring/handshake.h"
+#include "tessera/tessera.h"
+
+namespace mx = tessera;
+namespace dist = tessera::distributed;
+using mx::array;
+using mx::Dtype;
+
+namespace {
+
+int g_rank = 0, g_size = 1;
+int g_failures = 0;
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void fail(const std::string& what) {
+  if (++g_failures <= 20) std::printf("FAIL rank %d: %s\n", g_rank, what.c_str());
+}
+
+// Small integer values: exact in every dtype, sums over 5 ranks fit in int8.
+int value(int r, size_t i) { return static_cast<int>((r * 7 + i * 3) % 11); }
+
+template <typename T>
+T make_value(int r, size_t i) {
+  int v = value(r, i);
+  if constexpr (std::is_same_v<T, bool>) {
+    return (r + i) % 3 == 0;
+  } else if constexpr (std::is_same_v<T, mx::complex64_t>) {
+    return {static_cast<float>(v), static_cast<float>(-v)};
+  } else if constexpr (std::is_signed_v<T> || std::is_same_v<T, mx::float16_t> ||
+                       std::is_same_v<T, mx::bfloat16_t>) {
+    return T(v - 5);
+  } else {
+    return T(v);
+  }
+}
+
+template <typename T>
+array input(int r, size_t n, Dtype dt) {
+  std::vector<T> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = make_value<T>(r, i);
+  return array(v.begin(), mx::Shape{static_cast<int>(n)}, dt);
+}
+
+enum class Red { sum, max, min };
+
+template <typename T>
+T reduce_ref(Red op, size_t i) {
+  T acc = make_value<T>(0, i);
+  for (int r = 1; r < g_size; ++r) {
+    T x = make_value<T>(r, i);
+    if constexpr (std::is_same_v<T, bool>) {
+      acc = op == Red::min ? (acc && x) : (acc || x);
+    } else if constexpr (std::is_same_v<T, mx::complex64_t>) {
+      if (op == Red::sum) acc = acc + x;
+      else acc = (op == Red::max) == (std::abs(x) > std::abs(acc)) ? x : acc;
+    } else if constexpr (std::is_same_v<T, mx::float16_t> || std::is_same_v<T, mx::bfloat16_t>) {
+      float a = acc, b = x;
+      acc = T(op == Red::sum ? a + b : op == Red::max ? std::max(a, b) : std::min(a, b));
+    } else {
+      acc = op == Red::sum ? T(acc + x) : op == Red::max ? std::max(acc, x) : std::min(acc, x);
+    }
+  }
+  return acc;
+}
+
+template <typename T>
+void check_collectives(Dtype dt, size_t n) {
+  std::string tag = mx::dtype_name(dt) + " n=" + std::to_string(n);
+  auto x = input<T>(g_rank, n, dt);
+  for (Red op : {Red::sum, Red::max, Red::min}) {
+    if (dt == mx::complex64 && op != Red::sum) continue;  // max/min of complex: MLX-undefined order
+    array y = op == Red::sum ? dist::all_sum(x) : op == Red::max ? dist::all_max(x) : dist::all_min(x);
+    y.eval();
+    const T* p = y.template data<T>();
+    for (size_t i = 0; i < n; ++i) {
+      T e = reduce_ref<T>(op, i);
+      if (std::memcmp(&p[i], &e, sizeof(T)) != 0) {
+        fail("all_reduce op " + std::to_string(int(op)) + " " + tag + " at " + std::to_string(i));
+        break;
+      }
+    }
+  }
+  // all_gather: rank blocks in order.
+  auto g = dist::all_gather(x);
+  g.eval();
+  if (g.size() != n * g_size) fail("all_gather size " + tag);
+  for (int r = 0; r < g_size && g.size() == n * g_size; ++r) {
+    for (size_t i = 0; i < n; ++i) {
+      T e = make_value<T>(r, i);
+      if (std::memcmp(&g.template data<T>()[r * n + i], &e, sizeof(T)) != 0) {
+        fail("all_gather " + tag);
+        r = g_size;
+        break;
+      }
+    }
+  }
+  // sum_scatter of N*n rows: rank r gets the sum of rows [r*n, (r+1)*n).
+  if (dt != mx::bool_) {
+    auto big = input<T>(g_rank, n * g_size, dt);
+    auto s = dist::sum_scatter(big);
+    s.eval();
+    for (size_t i = 0; i < n; ++i) {
+      T e = reduce_ref<T>(Red::sum, g_rank * n + i);
+      if (std::memcmp(&s.template data<T>()[i], &e, sizeof(T)) != 0) {
+        fail("sum_scatter " + tag + " at " + std::to_string(i));
+        break;
+      }
+    }
+  }
+}
+
+int mode_collectives() {
+  size_t lengths[] = {0, 1, 7, 1023, (size_t{1} << 20) + 3};
+  int checks = 0;
+  for (size_t n : lengths) {
+    for (Dtype dt : mx::kAllDtypes) {
+      if (n > 2000 && dt != mx::float32 && dt != mx::bfloat16 && dt != mx::int8) continue;
+      mx::detail::dispatch_dtype(dt, [&](auto tag) { check_collectives<decltype(tag)>(dt, n); });
+      ++checks;
+    }
+  }
+  // Non-contiguous input: a transposed 2-D array.
+  auto a = mx::transpose(mx::reshape(mx::astype(mx::arange(0, 12), mx::float32), {3, 4}));
+  auto s = dist::all_sum(a + mx::array(static_cast<float>(g_rank)));
+  auto ref = mx::transpose(mx::reshape(mx::astype(mx::arange(0, 12), mx::float32), {3, 4})) *
+                 mx::array(static_cast<float>(g_size)) +
+             mx::array(static_cast<float>(g_size * (g_size - 1) / 2));
+  if (!mx::array_equal(s, ref).item<bool>()) fail("all_sum of a transposed input");
+  // send/recv around the ring, and between rank 0 and the last rank directly.
+  if (g_size > 1) {
+    auto mine = mx::full({5}, mx::array(g_rank), mx::int32);
+    int right = (g_rank + 1) % g_size, left = (g_rank + g_size - 1) % g_size;
+    array got(0);
+    if (g_rank % 2 == 0) {
+      mx::eval(dist::send(mine, right));
+      got = dist::recv_like(mine, left);
+    } else {
+      got = dist::recv_like(mine, left);
+      mx::eval(got);
+      mx::eval(dist::send(mine, right));
+    }
+    if (got.data<int32_t>()[4] != left) fail("ring send/recv");
+    if (g_size > 2) {
+      if (g_rank == 0) mx::eval(dist::send(mx::array(123.5f), g_size - 1));
+      if (g_rank == g_size - 1) {
+        auto v = dist::recv({}, mx::float32, 0);
+        if (v.item<float>() != 123.5f) fail("direct send/recv between non-neighbours");
+      }
+    }
+  }
+  // broadcast from the last rank; all_to_all.
+  auto b = dist::broadcast(mx::full({3}, mx::array(g_rank * 10), mx::int32), g_size - 1);
+  if (b.eval(), b.data<int32_t>()[2] != (g_size - 1) * 10) fail("broadcast");
+  {
+    std::vector<int32_t> v(g_size * 2);
+    for (int j = 0; j < g_size * 2; ++j) v[j] = g_rank * 100 + j;
+    auto t = dist::all_to_all(array(v.begin(), {g_size * 2}, mx::int32));
+    t.eval();
+    for (int i = 0; i < g_size; ++i)  // block i came from rank i: its elements 2*rank, 2*rank+1
+      if (t.data<int32_t>()[2 * i + 1] != i * 100 + 2 * g_rank + 1) fail("all_to_all");
+  }
+  dist::barrier();
+  std::printf("rank %d: %d dtype/length cases, %d failures\n", g_rank, checks, g_failures);
+  return g_failures ? 1 : 0;
+}
+
+// 1000 collectives with random sizes, the same sequence on every rank (same seed).
+int mode_mixed() {
+  std::mt19937 gen(1234);
+  for (int k = 0; k < 1000; ++k) {
+    int kind = static_cast<int>(gen() % 4);
+    size_t n = gen() % 3000;
+    auto x = input<float>(g_rank, n * g_size, mx::float32);
+    array y = kind == 0 ? dist::all_sum(x)
+              : kind == 1 ? dist::all_max(x)
+              : kind == 2 ? dist::all_gather(x)
+                          : dist::sum_scatter(x);
+    y.eval();
+    if (n > 0 && kind == 0 && y.data<float>()[n - 1] != reduce_ref<float>(Red::sum, n - 1)) {
+      fail("mixed all_sum #" + std::to_string(k));
+    }
+  }
+  std::printf("rank %d: mixed done, %d failures\n", g_rank, g_failures);
+  return g_failures ? 1 : 0;
+}
+
+int mode_init() {
+  auto g = dist::init();
+  if (g.rank() != g_rank || g.size() != g_size) fail("init() rank/size");
+  auto g2 = dist::init(true, "ring");
+  if (g2.raw_group() != g.raw_group()) fail("init('ring') is not the cached group");
+  if (dist::init().raw_group() != g.raw_group()) fail("second init() differs");
+  auto m = dist::init(false, "mpi");
+  if (m.size() != 1) fail("init('mpi') without MPI should be a singleton");
+  try {
+    dist::init(false, "bogus");
+    fail("unknown backend accepted");
+  } catch (const std::invalid_argument&) {
+  }
+  std::printf("rank %d: init ok\n", g_rank);
+  return g_failures ? 1 : 0;
+}
+
+// Gradients as MLX: all_sum's vjp is the identity; all_gather's picks this rank's rows.
+int mode_grad() {
+  auto f = [](const array& x) { return mx::sum(dist::all_sum(x * x)); };
+  auto gx = mx::grad(f)(mx::array({1.0f, 2.0f}));
+  gx.eval();
+  if (gx.data<float>()[1] != 4.0f) fail("grad of sum(all_sum(x*x))");
+  auto h = [](const array& x) { return mx::take(dist::all_gather(x), 0, 0); };
+  auto gh = mx::grad(h)(mx::array(3.0f));
+  float expect = g_rank == 0 ? 1.0f : 0.0f;
+  if (gh.item<float>() != expect) fail("grad of all_gather(x)[0]");
+  std::printf("rank %d: grad ok\n", g_rank);
+  return g_failures ? 1 : 0;
+}
+
+// Rank 1 dies by SIGKILL in the middle of a 256 MiB all_sum; survivors must raise within 2 s.
+int mode_kill() {
+  signal(SIGTERM, SIG_IGN);  // survivors report before the launcher's SIGKILL (grace period)
+  auto x = mx::full({64 << 20}, mx::array(1.0f), mx::float32);
+  x.eval();
+  dist::barrier();
+  if (g_rank == 1) {
+    std::thread([] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      raise(SIGKILL);
+    }).detach();
+  }
+  double t0 = now();
+  try {
+    for (int i = 0; i < 50; ++i) mx::eval(dist::all_sum(x));
+    std::printf("rank %d: all_sum did not fail\n", g_rank);
+    return 1;
+  } catch (const std::runtime_error& e) {
+    double dt = now() - t0 - 0.1;
+    std::printf("rank %d raised after %.2f s: %s\n", g_rank, dt, e.what());
+    return dt < 2.0 ? 0 : 1;
+  }
+}
+
+// Rank 1 stops (SIGSTOP) before an all_sum; with TESSERA_DIST_TIMEOUT=3 survivors raise.
+int mode_stop() {
+  dist::barrier();
+  if (g_rank == 1) raise(SIGSTOP);
+  double t0 = now();
+  try {
+    mx::eval(dist::all_sum(mx::ones({1 << 16})));
+    std::printf("rank %d: all_sum did not fail\n", g_rank);
+  } catch (const std::runtime_error& e) {
+    std::printf("rank %d raised after %.2f s: %s\n", g_rank, now() - t0, e.what());
+  }
+  return 5;  // non-zero either way, so the launcher stops the stopped rank
+}
+
+// Ranks disagree on the size: both must raise an error naming both sizes.
+int mode_mismatch() {
+  int n = g_rank == 0 ? 1000 : 1200;
+  try {
+    mx::eval(dist::all_sum(mx::ones({n})));
+    std::printf("rank %d: no error\n", g_rank);
+    return 1;
+  } catch (const std::runtime_error& e) {
+    std::string m = e.what();
+    bool ok = m.find("1000") != std::string::npos && m.find("1200") != std::string::npos;
+    std::printf("rank %d mismatch error (%s): %s\n", g_rank, ok ? "names both" : "INCOMPLETE",
+                m.c_str());
+    return ok ? 0 : 1;
+  }
+}
+
+// Before joining, rank 0 connects to rank 1 with a wrong token: rejected; the job still runs.
+int mode_badtoken() {
+  if (g_rank == 0 && g_size > 1) {
+    auto hf = dist::detail::load_hostfile(mx::config::get_string("TESSERA_HOSTFILE").value());
+    const auto& a = hf.ranks[1][0];
+    bool rejected = false;
+    for (int attempt = 0; attempt < 100 && !rejected; ++attempt) {
+      try {
+        auto deadline = dist::detail::Deadline::after(5.0);
+        auto s = dist::detail::connect_with_backoff(a, deadline, 0, 1, false);
+        dist::detail::ConnIdentity me{0, 1, 0, dist::detail::ConnKind::ring};
+        dist::detail::client_handshake(s, "not-the-job-token", me, deadline, {});
+        std::printf("rank 0: impostor connection was ACCEPTED\n");
+        return 1;
+      } catch (const std::exception& e) {
+        std::string m = e.what();
+        if (m.find("reject") != std::string::npos || m.find("token") != std::string::npos) {
+          rejected = true;
+        } else {
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));  // not listening yet
+        }
+      }
+    }
+    if (!rejected) fail("impostor was neither accepted nor rejected");
+  }
+  auto y = dist::all_sum(mx::array(1.0f));
+  if (y.item<float>() != static_cast<float>(g_size)) fail("all_sum after impostor");
+  std::printf("rank %d: badtoken ok\n", g_rank);
+  return g_failures ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: dist_worker MODE\n");
+    return 2;
+  }
+  std::string mode = argv[1];
+  try {
+    if (mode != "badtoken") {
+      auto g = dist::init(true);
+      g_rank = g.rank();
+      g_size = g.size();
+    } else {
+      g_rank = static_cast<int>(mx::config::get_int("TESSERA_RANK"));
+      g_size = static_cast<int>(mx::config::get_int("TESSERA_WORLD_SIZE"));
+    }
+    if (mode == "collectives") return mode_collectives();
+    if (mode == "mixed") return mode_mixed();
+    if (mode == "init") return mode_init();
+    if (mode == "grad") return mode_grad();
+    if (mode == "kill") return mode_kill();
+    if (mode == "stop") return mode_stop();
+    if (mode == "mismatch") return mode_mismatch();
+    if (mode == "badtoken") return mode_badtoken();
+  } catch (const std::exception& e) {
+    std::printf("rank %d: unexpected error: %s\n", g_rank, e.what());
+    return 1;
+  }
+  std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
+  return 2;
+}

@@ -1,0 +1,212 @@
+// `tessera launch`: run N ranks of a program on this host for the ring backend — picks ports,
+// writes the hostfile, gives every rank its rank, the hostfile and a fresh job token, then
+// supervises them (supervisor.h).
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "supervisor.h"
+
+extern char** environ;
+
+namespace tessera::cli {
+
+namespace {
+
+const char* kLaunchUsage =
+    "usage: tessera launch -n N [--backend ring] [--env K=V]... [--starting-port P]\n"
+    "                      [--connections-per-ip C] [--verbose] [--no-prefix] [--grace S]\n"
+    "                      [--] program [args...]\n"
+    "Runs N ranks of `program` on this host (a program ending in .py runs with python3).\n"
+    "Each rank gets TESSERA_RANK / MLX_RANK, TESSERA_HOSTFILE / MLX_HOSTFILE,\n"
+    "TESSERA_WORLD_SIZE and a fresh TESSERA_JOB_TOKEN. Output lines are prefixed with\n"
+    "\"[rank] \"; stdin goes to every rank. When a rank fails the others get SIGTERM, then\n"
+    "SIGKILL after --grace seconds (default 5), and the exit status is the first failure's.\n";
+
+int parse_int(const std::string& flag, const std::string& v, int lo, int hi) {
+  size_t pos = 0;
+  long x = 0;
+  try {
+    x = std::stol(v, &pos);
+  } catch (...) {
+    pos = 0;
+  }
+  if (pos != v.size() || v.empty() || x < lo || x > hi) {
+    throw std::invalid_argument(flag + " expects an integer in [" + std::to_string(lo) + ", " +
+                                std::to_string(hi) + "], got '" + v + "'");
+  }
+  return static_cast<int>(x);
+}
+
+// Ports that are free on 127.0.0.1 now: all sockets stay bound until every port is known, so
+// the list has no duplicates.
+std::vector<int> free_ports(int count) {
+  std::vector<int> fds, ports;
+  for (int i = 0; i < count; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) throw std::runtime_error(std::string("[launch] socket: ") + std::strerror(errno));
+    fds.push_back(fd);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = 0;
+    socklen_t len = sizeof a;
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      for (int f : fds) ::close(f);
+      throw std::runtime_error(std::string("[launch] cannot find a free port: ") +
+                               std::strerror(errno));
+    }
+    ports.push_back(ntohs(a.sin_port));
+  }
+  for (int f : fds) ::close(f);
+  return ports;
+}
+
+std::string random_token() {
+  unsigned char bytes[32];
+  int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || ::read(fd, bytes, sizeof bytes) != static_cast<ssize_t>(sizeof bytes)) {
+    if (fd >= 0) ::close(fd);
+    throw std::runtime_error("[launch] cannot read /dev/urandom for the job token");
+  }
+  ::close(fd);
+  static const char* hex = "0123456789abcdef";
+  std::string s;
+  for (unsigned char b : bytes) s += hex[b >> 4], s += hex[b & 15];
+  return s;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+int launch_command(const std::vector<std::string>& args) {
+  int n = 0, connections = 1, starting_port = 0;
+  double grace = 5.0;
+  bool verbose = false, prefix = true;
+  std::string backend = "ring";
+  std::vector<std::string> extra_env, program;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](const std::string& flag) -> const std::string& {
+      if (i + 1 >= args.size()) throw std::invalid_argument(flag + " needs a value");
+      return args[++i];
+    };
+    if (a == "--help" || a == "-h") {
+      std::fputs(kLaunchUsage, stdout);
+      return 0;
+    } else if (a == "-n" || a == "--nproc") {
+      n = parse_int("-n", value(a), 1, 4096);
+    } else if (a == "--backend") {
+      backend = value(a);
+      if (backend != "ring") {
+        throw std::invalid_argument("--backend '" + backend +
+                                    "' is not supported by local launches yet; use ring");
+      }
+    } else if (a == "--env") {
+      const std::string& kv = value(a);
+      if (kv.find('=') == std::string::npos || kv.front() == '=') {
+        throw std::invalid_argument("--env expects K=V, got '" + kv + "'");
+      }
+      extra_env.push_back(kv);
+    } else if (a == "--starting-port") {
+      starting_port = parse_int("--starting-port", value(a), 1, 65535);
+    } else if (a == "--connections-per-ip") {
+      connections = parse_int("--connections-per-ip", value(a), 1, 64);
+    } else if (a == "--grace") {
+      grace = parse_int("--grace", value(a), 0, 3600);
+    } else if (a == "--verbose" || a == "-v") {
+      verbose = true;
+    } else if (a == "--no-prefix") {
+      prefix = false;
+    } else if (a == "--") {
+      program.assign(args.begin() + static_cast<long>(i) + 1, args.end());
+      break;
+    } else if (!a.empty() && a[0] == '-') {
+      throw std::invalid_argument("unknown option '" + a + "'\n" + kLaunchUsage);
+    } else {
+      program.assign(args.begin() + static_cast<long>(i), args.end());
+      break;
+    }
+  }
+  if (n <= 0) throw std::invalid_argument(std::string("-n N is required\n") + kLaunchUsage);
+  if (program.empty()) throw std::invalid_argument(std::string("no program given\n") + kLaunchUsage);
+  if (ends_with(program[0], ".py")) program.insert(program.begin(), "python3");
+  if (starting_port > 0 && starting_port + n * connections - 1 > 65535) {
+    throw std::invalid_argument("--starting-port " + std::to_string(starting_port) + " with " +
+                                std::to_string(n * connections) + " ports passes 65535");
+  }
+
+  std::vector<int> ports;
+  if (starting_port > 0) {
+    for (int i = 0; i < n * connections; ++i) ports.push_back(starting_port + i);
+  } else {
+    ports = free_ports(n * connections);
+  }
+  std::string hostfile_json = "[";
+  for (int r = 0; r < n; ++r) {
+    hostfile_json += r ? ", [" : "[";
+    for (int c = 0; c < connections; ++c) {
+      hostfile_json += (c ? ", " : "") + std::string("\"127.0.0.1:") +
+                       std::to_string(ports[r * connections + c]) + "\"";
+    }
+    hostfile_json += "]";
+  }
+  hostfile_json += "]\n";
+
+  char dir_template[] = "/tmp/tessera-launch-XXXXXX";
+  if (!::mkdtemp(dir_template)) {
+    throw std::runtime_error(std::string("[launch] mkdtemp: ") + std::strerror(errno));
+  }
+  std::filesystem::path dir(dir_template);
+  std::filesystem::path hostfile = dir / "hostfile.json";
+  std::ofstream(hostfile) << hostfile_json;
+  if (verbose) std::fprintf(stderr, "[launch] hostfile %s: %s", hostfile.c_str(), hostfile_json.c_str());
+
+  const std::string token = random_token();
+  std::vector<std::string> base_env;
+  const std::vector<std::string> ours = {"TESSERA_RANK",      "MLX_RANK",           "TESSERA_HOSTFILE",
+                                         "MLX_HOSTFILE",      "TESSERA_WORLD_SIZE", "MLX_WORLD_SIZE",
+                                         "TESSERA_JOB_TOKEN", "TESSERA_RING_VERBOSE"};
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    std::string k = kv.substr(0, kv.find('='));
+    if (std::find(ours.begin(), ours.end(), k) == ours.end()) base_env.push_back(kv);
+  }
+  std::vector<RankSpec> specs(n);
+  for (int r = 0; r < n; ++r) {
+    specs[r].argv = program;
+    specs[r].env = base_env;
+    for (const char* k : {"TESSERA_RANK=", "MLX_RANK="}) specs[r].env.push_back(k + std::to_string(r));
+    for (const char* k : {"TESSERA_HOSTFILE=", "MLX_HOSTFILE="}) specs[r].env.push_back(k + hostfile.string());
+    for (const char* k : {"TESSERA_WORLD_SIZE=", "MLX_WORLD_SIZE="}) specs[r].env.push_back(k + std::to_string(n));
+    specs[r].env.push_back("TESSERA_JOB_TOKEN=" + token);
+    if (verbose) specs[r].env.push_back("TESSERA_RING_VERBOSE=1");
+    for (auto& kv : extra_env) specs[r].env.push_back(kv);
+  }
+  SuperviseOptions opt;
+  opt.prefix = prefix;
+  opt.grace_seconds = grace;
+  opt.verbose = verbose;
+  int code = supervise(specs, opt);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  return code;
+}
+
+}  // namespace tessera::cli

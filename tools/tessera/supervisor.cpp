@@ -1,0 +1,294 @@
+// Process supervision for `tessera launch` (see supervisor.h). A single poll loop owns every
+// pipe and child; signal handlers only record the signal number.
+#include "supervisor.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace tessera::cli {
+
+namespace {
+
+std::atomic<int> g_pending_signal{0};
+
+void on_signal(int sig) { g_pending_signal.store(sig); }
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Owns a pipe end; closes it on destruction.
+struct Fd {
+  int fd = -1;
+  Fd() = default;
+  explicit Fd(int f) : fd(f) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  Fd(Fd&& o) noexcept : fd(o.fd) { o.fd = -1; }
+  Fd& operator=(Fd&& o) noexcept {
+    reset();
+    fd = o.fd;
+    o.fd = -1;
+    return *this;
+  }
+  ~Fd() { reset(); }
+  void reset() {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+  }
+};
+
+void write_all(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return;  // our own stdout is gone; nothing useful to do
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+// Splits a stream into lines and writes each with the rank's prefix.
+struct LineRelay {
+  int out_fd;
+  std::string prefix;
+  std::string partial;
+  // One write per line, so lines of different ranks never interleave mid-line.
+  void write_line(const char* p, size_t n) {
+    std::string line;
+    line.reserve(prefix.size() + n);
+    line.append(prefix);
+    line.append(p, n);
+    write_all(out_fd, line.data(), line.size());
+  }
+  void feed(const char* data, size_t n) {
+    partial.append(data, n);
+    size_t start = 0;
+    for (;;) {
+      size_t nl = partial.find('\n', start);
+      if (nl == std::string::npos) break;
+      write_line(partial.data() + start, nl - start + 1);
+      start = nl + 1;
+    }
+    partial.erase(0, start);
+  }
+  void finish() {
+    if (partial.empty()) return;
+    partial.push_back('\n');
+    write_line(partial.data(), partial.size());
+    partial.clear();
+  }
+};
+
+struct Rank {
+  pid_t pid = -1;
+  bool running = false;
+  int status_code = 0;  // exit code, or 128 + signal
+  Fd out, err, in;
+  LineRelay out_relay, err_relay;
+  std::string pending_in;  // stdin bytes not yet written to this rank
+  bool close_in_when_drained = false;
+};
+
+int status_to_code(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+void make_pipe(int fds[2]) {
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    throw std::runtime_error(std::string("[launch] pipe failed: ") + std::strerror(errno));
+  }
+}
+
+pid_t spawn(const RankSpec& spec, int in_r, int out_w, int err_w) {
+  std::vector<char*> argv, envp;
+  for (auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (auto& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error(std::string("[launch] fork failed: ") + std::strerror(errno));
+  if (pid == 0) {
+    ::setpgid(0, 0);  // own process group: signals reach the rank's whole process tree
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
+    ::signal(SIGPIPE, SIG_DFL);
+    ::dup2(in_r, 0);
+    ::dup2(out_w, 1);
+    ::dup2(err_w, 2);
+    ::execvpe(argv[0], argv.data(), envp.data());
+    std::string msg = "[launch] cannot execute '" + spec.argv[0] + "': " + std::strerror(errno) + "\n";
+    write_all(2, msg.data(), msg.size());
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);  // also from the parent, to avoid racing the child
+  return pid;
+}
+
+void signal_all(std::vector<Rank>& ranks, int sig) {
+  for (auto& r : ranks) {
+    if (!r.running) continue;
+    ::kill(-r.pid, sig);
+    if (sig == SIGTERM || sig == SIGINT) ::kill(-r.pid, SIGCONT);  // a stopped rank must see it
+  }
+}
+
+}  // namespace
+
+int supervise(const std::vector<RankSpec>& specs, const SuperviseOptions& opt) {
+  const int n = static_cast<int>(specs.size());
+  std::vector<Rank> ranks(n);
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  struct sigaction old_int {}, old_term {};
+  ::sigaction(SIGINT, &sa, &old_int);
+  ::sigaction(SIGTERM, &sa, &old_term);
+  ::signal(SIGPIPE, SIG_IGN);  // a rank that closed its stdin must not kill the launcher
+
+  for (int i = 0; i < n; ++i) {
+    int in[2], out[2], err[2];
+    make_pipe(in);
+    make_pipe(out);
+    make_pipe(err);
+    ranks[i].pid = spawn(specs[i], in[0], out[1], err[1]);
+    ranks[i].running = true;
+    ::close(in[0]);
+    ::close(out[1]);
+    ::close(err[1]);
+    ranks[i].in = Fd(in[1]);
+    ranks[i].out = Fd(out[0]);
+    ranks[i].err = Fd(err[0]);
+    ::fcntl(in[1], F_SETFL, O_NONBLOCK);
+    std::string p;
+    if (opt.prefix) {  // built step by step: g++ 12 warns falsely on "lit" + std::string&&
+      p += '[';
+      p += std::to_string(i);
+      p += "] ";
+    }
+    ranks[i].out_relay = LineRelay{1, p, {}};
+    ranks[i].err_relay = LineRelay{2, p, {}};
+  }
+
+  bool stdin_open = ::fcntl(0, F_GETFD) != -1;
+  int first_failure = -1;  // index of the first rank that failed
+  double kill_deadline = 0;
+  int running = n;
+  double drain_deadline = 0;  // once every rank exited, pipes get 2 s to drain
+  char buf[65536];
+  while (running > 0 || std::any_of(ranks.begin(), ranks.end(), [](const Rank& r) {
+           return r.out.fd >= 0 || r.err.fd >= 0;
+         })) {
+    if (running == 0) {
+      if (drain_deadline == 0) drain_deadline = now_s() + 2.0;
+      if (now_s() > drain_deadline) break;  // a leftover grandchild holds a pipe: stop waiting
+    }
+    if (int sig = g_pending_signal.exchange(0)) {
+      if (opt.verbose) std::fprintf(stderr, "[launch] forwarding signal %d to every rank\n", sig);
+      signal_all(ranks, sig);
+      if (kill_deadline == 0) kill_deadline = now_s() + opt.grace_seconds;
+    }
+    // Reap.
+    for (int i = 0; i < n; ++i) {
+      auto& r = ranks[i];
+      if (!r.running) continue;
+      int status = 0;
+      pid_t w = ::waitpid(r.pid, &status, WNOHANG);
+      if (w == r.pid) {
+        r.running = false;
+        --running;
+        r.status_code = status_to_code(status);
+        if (r.status_code != 0 && first_failure < 0) {
+          first_failure = i;
+          if (running > 0) {
+            std::fprintf(stderr,
+                         "[launch] rank %d exited with status %d; stopping the other ranks\n", i,
+                         r.status_code);
+            signal_all(ranks, SIGTERM);
+            kill_deadline = now_s() + opt.grace_seconds;
+          }
+        }
+        if (r.in.fd >= 0) r.in.reset();
+      }
+    }
+    if (kill_deadline > 0 && now_s() > kill_deadline && running > 0) {
+      signal_all(ranks, SIGKILL);
+      kill_deadline = now_s() + 3600;  // once
+    }
+    // Poll pipes.
+    std::vector<pollfd> fds;
+    std::vector<std::pair<int, int>> who;  // (rank, 0 out / 1 err / 2 in / -1 stdin)
+    for (int i = 0; i < n; ++i) {
+      if (ranks[i].out.fd >= 0) fds.push_back({ranks[i].out.fd, POLLIN, 0}), who.push_back({i, 0});
+      if (ranks[i].err.fd >= 0) fds.push_back({ranks[i].err.fd, POLLIN, 0}), who.push_back({i, 1});
+      if (ranks[i].in.fd >= 0 && !ranks[i].pending_in.empty()) {
+        fds.push_back({ranks[i].in.fd, POLLOUT, 0});
+        who.push_back({i, 2});
+      }
+    }
+    bool any_pending = std::any_of(ranks.begin(), ranks.end(),
+                                   [](const Rank& r) { return !r.pending_in.empty(); });
+    if (stdin_open && !any_pending && running > 0) {
+      fds.push_back({0, POLLIN, 0});
+      who.push_back({-1, -1});
+    }
+    int rc = ::poll(fds.data(), fds.size(), 50);
+    if (rc < 0 && errno != EINTR) break;
+    for (size_t k = 0; rc > 0 && k < fds.size(); ++k) {
+      if (!fds[k].revents) continue;
+      auto [i, kind] = who[k];
+      if (i < 0) {  // our stdin -> every rank
+        ssize_t got = ::read(0, buf, sizeof buf);
+        if (got <= 0) {
+          stdin_open = false;
+          for (auto& r : ranks) r.close_in_when_drained = true;
+        } else {
+          for (auto& r : ranks)
+            if (r.in.fd >= 0) r.pending_in.append(buf, static_cast<size_t>(got));
+        }
+        continue;
+      }
+      auto& r = ranks[i];
+      if (kind == 2) {
+        ssize_t w = ::write(r.in.fd, r.pending_in.data(), r.pending_in.size());
+        if (w > 0) r.pending_in.erase(0, static_cast<size_t>(w));
+        else if (w < 0 && errno != EAGAIN && errno != EINTR) r.in.reset(), r.pending_in.clear();
+        continue;
+      }
+      Fd& f = kind == 0 ? r.out : r.err;
+      LineRelay& relay = kind == 0 ? r.out_relay : r.err_relay;
+      ssize_t got = ::read(f.fd, buf, sizeof buf);
+      if (got > 0) {
+        relay.feed(buf, static_cast<size_t>(got));
+      } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
+        relay.finish();
+        f.reset();
+      }
+    }
+    for (auto& r : ranks) {
+      if (r.close_in_when_drained && r.pending_in.empty() && r.in.fd >= 0) r.in.reset();
+    }
+  }
+  ::sigaction(SIGINT, &old_int, nullptr);
+  ::sigaction(SIGTERM, &old_term, nullptr);
+  return first_failure < 0 ? 0 : ranks[first_failure].status_code;
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,26 @@
+// Starting and supervising the ranks of a local job: one process group per rank, stdout/stderr
+// relayed line by line with a "[rank] " prefix, stdin broadcast to every rank, and fail-fast
+// shutdown (SIGTERM, then SIGKILL after a grace period) when any rank fails.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace tessera::cli {
+
+struct RankSpec {
+  std::vector<std::string> argv;
+  std::vector<std::string> env;  // "K=V" entries: the whole environment of the rank
+};
+
+struct SuperviseOptions {
+  bool prefix = true;          // "[rank] " before every line
+  double grace_seconds = 5.0;  // SIGTERM -> SIGKILL delay after a failure
+  bool verbose = false;
+};
+
+// Runs every rank to completion. Returns 0 when all exit 0, else the first failing rank's exit
+// status (a death by signal n as 128 + n).
+int supervise(const std::vector<RankSpec>& ranks, const SuperviseOptions& options);
+
+}  // namespace tessera::cli
