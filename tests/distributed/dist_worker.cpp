@@ -160,6 +160,7 @@ int mode_collectives() {
       mx::eval(got);
       mx::eval(dist::send(mine, right));
     }
+    mx::eval(got);
     if (got.data<int32_t>()[4] != left) fail("ring send/recv");
     if (g_size > 2) {
       if (g_rank == 0) mx::eval(dist::send(mx::array(123.5f), g_size - 1));
