@@ -1,17 +1,31 @@
 // Primitives of the shape family (front ends in shape.cpp, kernels in backend/cpu/shape.cpp).
 #pragma once
 
+#include <string>
+
 #include "ops/primitive.h"
 
 namespace tessera {
+
+// Declares vjp, jvp and vmap overrides.
+#define TESSERA_SHAPE_TRANSFORMS                                                                  \
+  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents, \
+                         const std::vector<int>& argnums, const std::vector<array>& outputs)      \
+      override;                                                                                   \
+  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,   \
+                         const std::vector<int>& argnums) override;                               \
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,          \
+                                                       const std::vector<int>& axes) override;
 
 // View of the input with 0 strides along broadcast dims.
 class Broadcast : public UnaryPrimitive {
  public:
   Broadcast(Stream s, Shape shape) : UnaryPrimitive(s), shape_(std::move(shape)) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  TESSERA_SHAPE_TRANSFORMS
   const char* name() const override { return "Broadcast"; }
   bool is_equivalent(const Primitive& other) const override;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
 
  private:
   Shape shape_;
@@ -22,11 +36,116 @@ class Reshape : public UnaryPrimitive {
  public:
   Reshape(Stream s, Shape shape) : UnaryPrimitive(s), shape_(std::move(shape)) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  TESSERA_SHAPE_TRANSFORMS
   const char* name() const override { return "Reshape"; }
   bool is_equivalent(const Primitive& other) const override;
 
  private:
   Shape shape_;
+};
+
+// View with permuted dims: out.shape[i] = in.shape[axes[i]].
+class Transpose : public UnaryPrimitive {
+ public:
+  Transpose(Stream s, std::vector<int> axes) : UnaryPrimitive(s), axes_(std::move(axes)) {}
+  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  TESSERA_SHAPE_TRANSFORMS
+  const char* name() const override { return "Transpose"; }
+  bool is_equivalent(const Primitive& other) const override;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
+
+ private:
+  std::vector<int> axes_;  // a permutation of [0, ndim)
+};
+
+// View with size-1 dims inserted at `axes` (sorted, unique, positions in the output).
+class ExpandDims : public UnaryPrimitive {
+ public:
+  ExpandDims(Stream s, std::vector<int> axes) : UnaryPrimitive(s), axes_(std::move(axes)) {}
+  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  TESSERA_SHAPE_TRANSFORMS
+  const char* name() const override { return "ExpandDims"; }
+  bool is_equivalent(const Primitive& other) const override;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
+  static Shape output_shape(const Shape& in, const std::vector<int>& axes);
+
+ private:
+  std::vector<int> axes_;
+};
+
+// View with the size-1 dims at `axes` (sorted, unique) removed.
+class Squeeze : public UnaryPrimitive {
+ public:
+  Squeeze(Stream s, std::vector<int> axes) : UnaryPrimitive(s), axes_(std::move(axes)) {}
+  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  TESSERA_SHAPE_TRANSFORMS
+  const char* name() const override { return "Squeeze"; }
+  bool is_equivalent(const Primitive& other) const override;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
+  static Shape output_shape(const Shape& in, const std::vector<int>& axes);
+
+ private:
+  std::vector<int> axes_;
+};
+
+// Inputs of one dtype, equal shapes except along `axis`; a new row-contiguous buffer.
+class Concatenate : public UnaryPrimitive {
+ public:
+  Concatenate(Stream s, int axis) : UnaryPrimitive(s), axis_(axis) {}
+  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  TESSERA_SHAPE_TRANSFORMS
+  const char* name() const override { return "Concatenate"; }
+  bool is_equivalent(const Primitive& other) const override;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
+
+ private:
+  int axis_;
+};
+
+// Views of the parts [0, i0), [i0, i1), ..., [ik, n) along `axis` (indices sorted, in [0, n]).
+class Split : public Primitive {
+ public:
+  Split(Stream s, Shape indices, int axis)
+      : Primitive(s), indices_(std::move(indices)), axis_(axis) {}
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
+  TESSERA_SHAPE_TRANSFORMS
+  const char* name() const override { return "Split"; }
+  bool is_equivalent(const Primitive& other) const override;
+
+ private:
+  Shape indices_;
+  int axis_;
+};
+
+// View with the order of elements reversed along `axes` (negative strides).
+class Flip : public UnaryPrimitive {
+ public:
+  Flip(Stream s, std::vector<int> axes) : UnaryPrimitive(s), axes_(std::move(axes)) {}
+  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  TESSERA_SHAPE_TRANSFORMS
+  const char* name() const override { return "Flip"; }
+  bool is_equivalent(const Primitive& other) const override;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
+
+ private:
+  std::vector<int> axes_;
+};
+
+// inputs {a, pad_value (0-d, a's dtype)}; pads a[axes[i]] (axes normalised) by low_[i] before
+// and high_[i] after, filling with pad_value. A new row-contiguous buffer. ("edge" mode is
+// composed from split/broadcast_to/concatenate in the front end.)
+class Pad : public UnaryPrimitive {
+ public:
+  Pad(Stream s, std::vector<int> axes, Shape low, Shape high)
+      : UnaryPrimitive(s), axes_(std::move(axes)), low_(std::move(low)), high_(std::move(high)) {}
+  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  TESSERA_SHAPE_TRANSFORMS
+  const char* name() const override { return "Pad"; }
+  bool is_equivalent(const Primitive& other) const override;
+
+ private:
+  std::vector<int> axes_;
+  Shape low_, high_;
 };
 
 }  // namespace tessera

@@ -1,26 +1,136 @@
-// CPU kernels of the shape family: views that share the input buffer, copies when they can't.
+// CPU kernels of the shape family: views that share the input buffer (broadcast, reshape when
+// the strides allow, transpose, expand_dims, squeeze, split, flip) and the block copies of
+// concatenate and pad.
+#include <algorithm>
+#include <cstring>
 #include <optional>
 
 #include "backend/cpu/copy.h"
+#include "backend/cpu/shape_util.h"
 #include "backend/cpu/strided.h"
+#include "core/thread_pool.h"
 #include "ops/shape.h"
 
 namespace tessera {
 
-void Broadcast::eval_cpu(const std::vector<array>& inputs, array& out) {
-  const array& in = inputs[0];
-  auto strides = cpu::broadcast_strides(in, out.shape());
-  bool any_broadcast = out.size() > in.size();
-  array::Flags f = in.flags();
-  if (any_broadcast) f = array::Flags{false, false, false};
-  out.copy_shared_buffer(in, strides, f, in.data_size(), in.offset());
+namespace cpu {
+
+ViewLayout view_layout(const Shape& shape, const Strides& strides) {
+  ViewLayout v{{true, true, true}, 0};
+  size_t size = detail::shape_size(shape);
+  if (size == 0) return v;
+  int64_t expected = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    if (shape[i] == 1) continue;
+    v.flags.row_contiguous = v.flags.row_contiguous && strides[i] == expected;
+    expected *= shape[i];
+  }
+  expected = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 1) continue;
+    v.flags.col_contiguous = v.flags.col_contiguous && strides[i] == expected;
+    expected *= shape[i];
+  }
+  // Dense in some order: the positive strides, sorted, are the running products of their dims.
+  std::vector<std::pair<int64_t, int32_t>> dims;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] != 1) dims.emplace_back(strides[i], shape[i]);
+  }
+  std::sort(dims.begin(), dims.end());
+  expected = 1;
+  bool dense = true;
+  for (auto& [st, n] : dims) {
+    dense = dense && st == expected;
+    expected *= n;
+  }
+  v.flags.contiguous = dense;
+  if (dense) {
+    v.data_size = size;
+  } else {
+    // Span between the lowest and highest element (a broadcast scalar spans 1).
+    int64_t span = 1;
+    for (size_t i = 0; i < shape.size(); ++i) {
+      span += static_cast<int64_t>(shape[i] - 1) * (strides[i] < 0 ? -strides[i] : strides[i]);
+    }
+    v.data_size = static_cast<size_t>(span);
+  }
+  return v;
 }
 
-// Strides of `in` reshaped to `shape` without copying, or empty when impossible (numpy's rule:
-// each group of merged input dims must be contiguous among themselves).
+void make_view(array& out, const array& in, const Strides& strides, int64_t offset) {
+  auto v = view_layout(out.shape(), strides);
+  out.copy_shared_buffer(in, strides, v.flags, v.data_size, offset);
+}
+
+namespace {
+
+template <typename T>
+void copy_block_typed(const array& src, char* dst_bytes, const Strides& dst_strides) {
+  const T* s = src.data<T>();
+  T* d = reinterpret_cast<T*>(dst_bytes);
+  auto v = collapse<2>(src.shape(), {src.strides(), dst_strides});
+  detail::parallel_for(src.size(), kElementwiseGrain, [&](size_t b, size_t e) {
+    for_each_run<2>(v, b, e, [&](const std::array<int64_t, 2>& off, int64_t len,
+                                 const std::array<int64_t, 2>& st) {
+      const T* sp = s + off[0];
+      T* dp = d + off[1];
+      if (st[0] == 1 && st[1] == 1) {
+        std::memcpy(dp, sp, static_cast<size_t>(len) * sizeof(T));
+      } else {
+        for (int64_t i = 0; i < len; ++i) dp[i * st[1]] = sp[i * st[0]];
+      }
+    });
+  });
+}
+
+}  // namespace
+
+void copy_block(const array& src, char* dst, const Strides& dst_strides) {
+  if (src.size() == 0) return;
+  switch (src.itemsize()) {
+    case 1: copy_block_typed<uint8_t>(src, dst, dst_strides); break;
+    case 2: copy_block_typed<uint16_t>(src, dst, dst_strides); break;
+    case 4: copy_block_typed<uint32_t>(src, dst, dst_strides); break;
+    case 8: copy_block_typed<uint64_t>(src, dst, dst_strides); break;
+    default: throw std::logic_error("[copy_block] unsupported item size");
+  }
+}
+
+namespace {
+
+template <typename T>
+void fill_typed(array& out, const void* value) {
+  T v;
+  std::memcpy(&v, value, sizeof(T));
+  T* o = out.data<T>();
+  detail::parallel_for(out.size(), kElementwiseGrain,
+                       [&](size_t b, size_t e) { std::fill(o + b, o + e, v); });
+}
+
+}  // namespace
+
+void fill_bytes(array& out, const void* value) {
+  if (out.size() == 0) return;
+  switch (out.itemsize()) {
+    case 1: fill_typed<uint8_t>(out, value); break;
+    case 2: fill_typed<uint16_t>(out, value); break;
+    case 4: fill_typed<uint32_t>(out, value); break;
+    case 8: fill_typed<uint64_t>(out, value); break;
+    default: throw std::logic_error("[fill_bytes] unsupported item size");
+  }
+}
+
+}  // namespace cpu
+
+void Broadcast::eval_cpu(const std::vector<array>& inputs, array& out) {
+  const array& in = inputs[0];
+  cpu::make_view(out, in, cpu::broadcast_strides(in, out.shape()), in.offset());
+}
+
+// Strides of `in` reshaped to `shape` without copying, or nullopt when impossible (NumPy's rule:
+// each group of input dims merged into output dims must be contiguous among themselves).
 static std::optional<Strides> reshape_strides(const array& in, const Shape& shape) {
-  if (in.flags().row_contiguous) return detail::row_strides(shape);
-  if (in.size() == 0) return detail::row_strides(shape);
+  if (in.flags().row_contiguous || in.size() == 0) return detail::row_strides(shape);
   // Drop size-1 dims of the input.
   Shape ish;
   Strides ist;
@@ -68,16 +178,99 @@ static std::optional<Strides> reshape_strides(const array& in, const Shape& shap
 void Reshape::eval_cpu(const std::vector<array>& inputs, array& out) {
   const array& in = inputs[0];
   if (auto st = reshape_strides(in, out.shape())) {
-    array::Flags f = in.flags();
-    if (!in.flags().row_contiguous) {
-      // Re-derive contiguity for the new view.
-      f.row_contiguous = (*st == detail::row_strides(out.shape()));
-      f.col_contiguous = false;
-    }
-    out.copy_shared_buffer(in, *st, f, in.data_size(), in.offset());
+    cpu::make_view(out, in, *st, in.offset());
     return;
   }
-  cpu::copy_contiguous(in, out);
+  // Row-major order is the same for both shapes, so write `in` densely in its own shape.
+  out.set_data(allocator::malloc(out.nbytes()));
+  cpu::copy_block(in, static_cast<char*>(out.raw_data()), detail::row_strides(in.shape()));
+}
+
+void Transpose::eval_cpu(const std::vector<array>& inputs, array& out) {
+  const array& in = inputs[0];
+  Strides st(axes_.size());
+  for (size_t i = 0; i < axes_.size(); ++i) st[i] = in.strides()[axes_[i]];
+  cpu::make_view(out, in, st, in.offset());
+}
+
+void ExpandDims::eval_cpu(const std::vector<array>& inputs, array& out) {
+  const array& in = inputs[0];
+  Strides st(out.ndim());
+  size_t j = axes_.size(), k = in.ndim();
+  int64_t next = 1;  // stride a new size-1 dim takes: that of the dims to its right, merged
+  for (size_t i = out.ndim(); i-- > 0;) {
+    if (j > 0 && axes_[j - 1] == static_cast<int>(i)) {
+      st[i] = next;
+      --j;
+    } else {
+      --k;
+      st[i] = in.strides()[k];
+      next = in.strides()[k] * in.shape()[k];
+    }
+  }
+  cpu::make_view(out, in, st, in.offset());
+}
+
+void Squeeze::eval_cpu(const std::vector<array>& inputs, array& out) {
+  const array& in = inputs[0];
+  Strides st;
+  size_t j = 0;
+  for (size_t i = 0; i < in.ndim(); ++i) {
+    if (j < axes_.size() && axes_[j] == static_cast<int>(i)) {
+      ++j;
+    } else {
+      st.push_back(in.strides()[i]);
+    }
+  }
+  cpu::make_view(out, in, st, in.offset());
+}
+
+void Split::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  const array& in = inputs[0];
+  const int64_t stride = in.strides()[axis_];
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    int64_t start = k == 0 ? 0 : indices_[k - 1];
+    // Empty parts may start past the end; their offset is never read.
+    if (outputs[k].size() == 0) start = 0;
+    cpu::make_view(outputs[k], in, in.strides(), in.offset() + start * stride);
+  }
+}
+
+void Flip::eval_cpu(const std::vector<array>& inputs, array& out) {
+  const array& in = inputs[0];
+  Strides st = in.strides();
+  int64_t offset = in.offset();
+  if (in.size() > 0) {
+    for (int ax : axes_) {
+      offset += static_cast<int64_t>(in.shape()[ax] - 1) * st[ax];
+      st[ax] = -st[ax];
+    }
+  }
+  cpu::make_view(out, in, st, offset);
+}
+
+void Concatenate::eval_cpu(const std::vector<array>& inputs, array& out) {
+  out.set_data(allocator::malloc(out.nbytes()));
+  if (out.size() == 0) return;
+  const Strides ost = detail::row_strides(out.shape());
+  char* base = static_cast<char*>(out.raw_data());
+  int64_t pos = 0;
+  for (const auto& in : inputs) {
+    cpu::copy_block(in, base + pos * ost[axis_] * static_cast<int64_t>(out.itemsize()), ost);
+    pos += in.shape()[axis_];
+  }
+}
+
+void Pad::eval_cpu(const std::vector<array>& inputs, array& out) {
+  const array& in = inputs[0];
+  out.set_data(allocator::malloc(out.nbytes()));
+  if (out.size() == 0) return;
+  cpu::fill_bytes(out, inputs[1].raw_data());
+  const Strides ost = detail::row_strides(out.shape());
+  int64_t off = 0;
+  for (size_t i = 0; i < axes_.size(); ++i) off += static_cast<int64_t>(low_[i]) * ost[axes_[i]];
+  cpu::copy_block(in, static_cast<char*>(out.raw_data()) + off * static_cast<int64_t>(out.itemsize()),
+                  ost);
 }
 
 }  // namespace tessera

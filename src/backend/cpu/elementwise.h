@@ -1,0 +1,199 @@
+// Loop drivers for elementwise kernels (unary.cpp, binary.cpp, ternary.cpp). Contiguous inputs,
+// and a scalar beside a contiguous input, get flat loops over raw pointers that g++ vectorises;
+// anything else walks collapsed strided runs. Ops are functors called per element with the C++
+// type of the dtype; float16/bfloat16 ops compute in float.
+#pragma once
+
+#include <cmath>
+#include <complex>
+#include <stdexcept>
+#include <type_traits>
+
+#include "backend/cpu/copy.h"
+#include "backend/cpu/strided.h"
+#include "core/thread_pool.h"
+#include "tessera/array.h"
+
+namespace tessera::cpu {
+
+template <typename T>
+inline constexpr bool is_half_v = std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>;
+template <typename T>
+inline constexpr bool is_complex_v = std::is_same_v<T, complex64_t>;
+template <typename T>
+inline constexpr bool is_inexact_v =
+    is_half_v<T> || std::is_floating_point_v<T> || is_complex_v<T>;
+// The type a value of T is computed in (float for the 16-bit floats).
+template <typename T>
+using compute_t = std::conditional_t<is_half_v<T>, float, T>;
+
+// Every element is the one at offset 0 (0-d, size 1, or broadcast from a single value).
+inline bool is_scalar_like(const array& a) {
+  if (a.size() <= 1) return true;
+  for (size_t i = 0; i < a.ndim(); ++i) {
+    if (a.shape()[i] != 1 && a.strides()[i] != 0) return false;
+  }
+  return true;
+}
+
+// Elements are dense in the buffer with non-negative strides: a flat loop over data_size()
+// elements visits each once, and an output with the same strides matches element for element.
+inline bool is_dense(const array& a) {
+  if (!a.flags().contiguous || a.data_size() != a.size()) return false;
+  for (auto s : a.strides()) {
+    if (s < 0) return false;
+  }
+  return true;
+}
+
+// Calls f(T{}) for the inexact dtypes; `Complex` says whether complex64 is accepted.
+template <bool Complex = true, typename F>
+void dispatch_inexact(Dtype d, const char* op, F&& f) {
+  switch (d.val()) {
+    case Dtype::Val::float16: f(float16_t{}); return;
+    case Dtype::Val::bfloat16: f(bfloat16_t{}); return;
+    case Dtype::Val::float32: f(float{}); return;
+    case Dtype::Val::float64: f(double{}); return;
+    case Dtype::Val::complex64:
+      if constexpr (Complex) {
+        f(complex64_t{});
+        return;
+      }
+      break;
+    default: break;
+  }
+  throw std::logic_error(std::string("[") + op + "] kernel called with dtype " + dtype_name(d));
+}
+
+// Calls f(T{}) for bool and the integer dtypes.
+template <typename F>
+void dispatch_integral(Dtype d, const char* op, F&& f) {
+  switch (d.val()) {
+    case Dtype::Val::bool_: f(bool{}); return;
+    case Dtype::Val::uint8: f(uint8_t{}); return;
+    case Dtype::Val::uint16: f(uint16_t{}); return;
+    case Dtype::Val::uint32: f(uint32_t{}); return;
+    case Dtype::Val::uint64: f(uint64_t{}); return;
+    case Dtype::Val::int8: f(int8_t{}); return;
+    case Dtype::Val::int16: f(int16_t{}); return;
+    case Dtype::Val::int32: f(int32_t{}); return;
+    case Dtype::Val::int64: f(int64_t{}); return;
+    default: break;
+  }
+  throw std::logic_error(std::string("[") + op + "] kernel called with dtype " + dtype_name(d));
+}
+
+// out[i] = op(in[i]).
+template <typename In, typename Out, typename Op>
+void unary_kernel(const array& in, array& out, Op op) {
+  const size_t n = out.size();
+  if (n == 0) {
+    out.set_data(allocator::malloc(0));
+    return;
+  }
+  if (in.flags().row_contiguous) {
+    allocate_or_donate(out, {&in});
+  } else if (is_dense(in)) {
+    out.set_data(allocator::malloc(out.nbytes()), n, in.strides(), in.flags());
+  } else {
+    out.set_data(allocator::malloc(out.nbytes()));
+    auto v = collapse<2>(out.shape(), {in.strides(), detail::row_strides(out.shape())});
+    const In* x = in.data<In>();
+    Out* o = out.data<Out>();
+    detail::parallel_for(n, kElementwiseGrain, [&](size_t b, size_t e) {
+      for_each_run<2>(v, b, e, [&](const std::array<int64_t, 2>& off, int64_t len,
+                                   const std::array<int64_t, 2>& st) {
+        const In* xp = x + off[0];
+        Out* op_ = o + off[1];
+        const int64_t sx = st[0];
+        for (int64_t i = 0; i < len; ++i) op_[i] = op(xp[i * sx]);
+      });
+    });
+    return;
+  }
+  const In* x = in.data<In>();
+  Out* o = out.data<Out>();
+  detail::parallel_for(n, kElementwiseGrain, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) o[i] = op(x[i]);
+  });
+}
+
+// out[i] = op(a[i], b[i]) for a, b broadcast to out's shape. With donate = false the output
+// never reuses an input buffer (for primitives that read the inputs again afterwards).
+template <typename In, typename Out, typename Op>
+void binary_kernel(const array& a, const array& b, array& out, Op op, bool donate = true) {
+  const size_t n = out.size();
+  if (n == 0) {
+    out.set_data(allocator::malloc(0));
+    return;
+  }
+  const bool sa = is_scalar_like(a), sb = is_scalar_like(b);
+  const bool ra = a.flags().row_contiguous && a.size() == n;
+  const bool rb = b.flags().row_contiguous && b.size() == n;
+  const In* x = a.data<In>();
+  const In* y = b.data<In>();
+  auto alloc = [&]() {
+    if (donate) {
+      allocate_or_donate(out, {&a, &b});
+    } else {
+      out.set_data(allocator::malloc(out.nbytes()));
+    }
+  };
+  if ((ra || sa) && (rb || sb)) {
+    alloc();
+    Out* o = out.data<Out>();
+    if (sa && sb) {
+      const Out v = op(x[0], y[0]);
+      for (size_t i = 0; i < n; ++i) o[i] = v;
+    } else if (sa) {
+      detail::parallel_for(n, kElementwiseGrain, [&, o](size_t lo, size_t hi) {
+        const In s = x[0];
+        for (size_t i = lo; i < hi; ++i) o[i] = op(s, y[i]);
+      });
+    } else if (sb) {
+      detail::parallel_for(n, kElementwiseGrain, [&, o](size_t lo, size_t hi) {
+        const In s = y[0];
+        for (size_t i = lo; i < hi; ++i) o[i] = op(x[i], s);
+      });
+    } else {
+      detail::parallel_for(n, kElementwiseGrain, [&, o](size_t lo, size_t hi) {
+        for (size_t i = lo; i < hi; ++i) o[i] = op(x[i], y[i]);
+      });
+    }
+    return;
+  }
+  if (is_dense(a) && is_dense(b) && a.strides() == b.strides()) {
+    // Same non-row-major dense layout (e.g. both transposed): keep it for the output.
+    out.set_data(allocator::malloc(out.nbytes()), n, a.strides(), a.flags());
+    Out* o = out.data<Out>();
+    detail::parallel_for(n, kElementwiseGrain, [&, o](size_t lo, size_t hi) {
+      for (size_t i = lo; i < hi; ++i) o[i] = op(x[i], y[i]);
+    });
+    return;
+  }
+  out.set_data(allocator::malloc(out.nbytes()));
+  Out* o = out.data<Out>();
+  auto v = collapse<3>(out.shape(), {a.strides(), b.strides(), detail::row_strides(out.shape())});
+  detail::parallel_for(n, kElementwiseGrain, [&, o](size_t lo, size_t hi) {
+    for_each_run<3>(v, lo, hi, [&](const std::array<int64_t, 3>& off, int64_t len,
+                                   const std::array<int64_t, 3>& st) {
+      const In* xp = x + off[0];
+      const In* yp = y + off[1];
+      Out* op_ = o + off[2];
+      if (st[0] == 1 && st[1] == 1) {
+        for (int64_t i = 0; i < len; ++i) op_[i] = op(xp[i], yp[i]);
+      } else if (st[0] == 0 && st[1] == 1) {
+        const In s = xp[0];
+        for (int64_t i = 0; i < len; ++i) op_[i] = op(s, yp[i]);
+      } else if (st[0] == 1 && st[1] == 0) {
+        const In s = yp[0];
+        for (int64_t i = 0; i < len; ++i) op_[i] = op(xp[i], s);
+      } else {
+        const int64_t s0 = st[0], s1 = st[1];
+        for (int64_t i = 0; i < len; ++i) op_[i] = op(xp[i * s0], yp[i * s1]);
+      }
+    });
+  });
+}
+
+}  // namespace tessera::cpu

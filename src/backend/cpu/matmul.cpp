@@ -1,0 +1,200 @@
+// CPU kernels of Matmul and AddMM: OpenBLAS gemm per batch. Inputs whose last two dims are row-
+// or column-contiguous (any row/column pitch, any batch strides, broadcast included) go to BLAS
+// as they are (NoTrans / Trans); other layouts are copied first. float16/bfloat16 run through a
+// float32 gemm (float32 accumulation) and are rounded once at the end.
+#include <cblas.h>
+
+#include <climits>
+#include <cstring>
+#include <optional>
+
+#include "backend/cpu/copy.h"
+#include "core/thread_pool.h"
+#include "ops/linalg.h"
+
+namespace tessera {
+
+namespace {
+
+// OpenBLAS runs a gemm on one thread below this many multiply-adds (M*N*K); batches of such
+// small products are spread over our pool instead.
+constexpr double kSmallGemmWork = 65536.0 * 4.0;
+
+struct BlasLayout {
+  bool trans;
+  int64_t ld;
+};
+
+// How BLAS can read a rows x cols matrix with element strides (sr, sc), if it can.
+std::optional<BlasLayout> blas_layout(int64_t rows, int64_t cols, int64_t sr, int64_t sc) {
+  if ((cols == 1 || sc == 1) && (rows == 1 || sr >= cols) && (rows == 1 || sr <= INT_MAX)) {
+    return BlasLayout{false, rows == 1 ? std::max<int64_t>(cols, 1) : sr};
+  }
+  if ((rows == 1 || sr == 1) && (cols == 1 || sc >= rows) && (cols == 1 || sc <= INT_MAX)) {
+    return BlasLayout{true, cols == 1 ? std::max<int64_t>(rows, 1) : sc};
+  }
+  return std::nullopt;
+}
+
+// One operand ready for BLAS: the array (maybe a contiguous copy), its layout and the element
+// offset of each batch's matrix.
+struct Operand {
+  array arr;
+  BlasLayout layout;
+  std::vector<int64_t> batch_offsets;
+};
+
+Operand prepare(const array& x, const Shape& batch_shape, size_t batch) {
+  int nd = static_cast<int>(x.ndim());
+  int64_t rows = x.shape(nd - 2), cols = x.shape(nd - 1);
+  auto layout = blas_layout(rows, cols, x.strides(nd - 2), x.strides(nd - 1));
+  array arr = x;
+  if (!layout) {
+    arr = cpu::ensure_row_contiguous(x);
+    layout = blas_layout(rows, cols, arr.strides(nd - 2), arr.strides(nd - 1));
+  }
+  // Batch strides aligned to the right of the output's batch dims (0 where x has none).
+  const int nb = static_cast<int>(batch_shape.size());
+  Strides bst(nb, 0);
+  for (int i = 0; i < nd - 2; ++i) {
+    int d = nb - (nd - 2) + i;
+    bst[d] = x.shape(i) == 1 ? 0 : arr.strides(i);
+  }
+  std::vector<int64_t> offsets(batch, 0);
+  std::vector<int32_t> idx(nb, 0);
+  int64_t off = 0;
+  for (size_t b = 0; b < batch; ++b) {
+    offsets[b] = off;
+    for (int d = nb - 1; d >= 0; --d) {
+      off += bst[d];
+      if (++idx[d] < batch_shape[d]) break;
+      off -= bst[d] * batch_shape[d];
+      idx[d] = 0;
+    }
+  }
+  return Operand{std::move(arr), *layout, std::move(offsets)};
+}
+
+void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda,
+          const float* b, int ldb, float beta, float* c, int ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+              k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const double* a, int lda,
+          const double* b, int ldb, float beta, double* c, int ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+              k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const complex64_t* a, int lda,
+          const complex64_t* b, int ldb, float beta, complex64_t* c, int ldc) {
+  complex64_t al(alpha, 0.0f), be(beta, 0.0f);
+  cblas_cgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+              k, &al, a, lda, b, ldb, &be, c, ldc);
+}
+
+// out (row-contiguous, of dtype T, already holding c when beta != 0) = alpha*a@b + beta*out.
+template <typename T>
+void batched_gemm(const array& a, const array& b, array& out, float alpha, float beta) {
+  const int nd = static_cast<int>(out.ndim());
+  const int m = out.shape(nd - 2), n = out.shape(nd - 1);
+  const int k = a.shape(-1);
+  Shape batch_shape(out.shape().begin(), out.shape().end() - 2);
+  const size_t batch = detail::shape_size(batch_shape);
+  Operand pa = prepare(a, batch_shape, batch);
+  Operand pb = prepare(b, batch_shape, batch);
+  const T* ap = pa.arr.template data<T>();
+  const T* bp = pb.arr.template data<T>();
+  T* cp = out.data<T>();
+  const size_t mat = static_cast<size_t>(m) * static_cast<size_t>(n);
+  auto run = [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) {
+      gemm(pa.layout.trans, pb.layout.trans, m, n, k, alpha, ap + pa.batch_offsets[i],
+           static_cast<int>(pa.layout.ld), bp + pb.batch_offsets[i],
+           static_cast<int>(pb.layout.ld), beta, cp + i * mat, n);
+    }
+  };
+  const double work = static_cast<double>(m) * n * k;
+  if (batch > 1 && work < kSmallGemmWork) {
+    size_t grain = std::max<size_t>(1, static_cast<size_t>(kSmallGemmWork / std::max(work, 1.0)));
+    detail::parallel_for(batch, grain, run);
+  } else {
+    run(0, batch);
+  }
+}
+
+// A row-contiguous float32 copy of x (any layout, any dtype).
+array to_float32(const array& x) {
+  array out(allocator::malloc(x.size() * sizeof(float)), x.shape(), float32, allocator::free);
+  cpu::copy_into(x, out);
+  return out;
+}
+
+// out = beta * out, elementwise (the K == 0 product is zero).
+void scale_in_place(array& out, float beta) {
+  detail::dispatch_dtype(out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> ||
+                  std::is_same_v<T, complex64_t> || std::is_same_v<T, float16_t> ||
+                  std::is_same_v<T, bfloat16_t>) {
+      T* p = out.data<T>();
+      for (size_t i = 0; i < out.size(); ++i) {
+        if constexpr (std::is_same_v<T, double>) {
+          p[i] = static_cast<double>(beta) * p[i];
+        } else if constexpr (std::is_same_v<T, complex64_t>) {
+          p[i] = beta * p[i];
+        } else {
+          p[i] = T(beta * static_cast<float>(p[i]));
+        }
+      }
+    }
+  });
+}
+
+// The shared body of Matmul (c == nullptr) and AddMM.
+void matmul_cpu(const array& a, const array& b, const array* c, array& out, float alpha,
+                float beta) {
+  out.set_data(allocator::malloc(out.nbytes()));
+  if (out.size() == 0) return;
+  if (c) {
+    cpu::copy_into(*c, out);
+  } else {
+    beta = 0.0f;
+  }
+  if (a.shape(-1) == 0) {
+    if (!c) {
+      std::memset(out.raw_data(), 0, out.nbytes());
+    } else if (beta != 1.0f) {
+      scale_in_place(out, beta);
+    }
+    return;
+  }
+  const Dtype dt = out.dtype();
+  if (dt == float32) {
+    batched_gemm<float>(a, b, out, alpha, beta);
+  } else if (dt == float64) {
+    batched_gemm<double>(a, b, out, alpha, beta);
+  } else if (dt == complex64) {
+    batched_gemm<complex64_t>(a, b, out, alpha, beta);
+  } else if (dt == float16 || dt == bfloat16) {
+    array a32 = to_float32(a), b32 = to_float32(b);
+    array out32(allocator::malloc(out.size() * sizeof(float)), out.shape(), float32,
+                allocator::free);
+    if (c && beta != 0.0f) cpu::copy_into(out, out32);
+    batched_gemm<float>(a32, b32, out32, alpha, beta);
+    cpu::copy_into(out32, out);
+  } else {
+    throw std::invalid_argument("[matmul] no CPU kernel for dtype " + dtype_name(dt));
+  }
+}
+
+}  // namespace
+
+void Matmul::eval_cpu(const std::vector<array>& inputs, array& out) {
+  matmul_cpu(inputs[0], inputs[1], nullptr, out, 1.0f, 0.0f);
+}
+
+void AddMM::eval_cpu(const std::vector<array>& inputs, array& out) {
+  matmul_cpu(inputs[0], inputs[1], &inputs[2], out, alpha_, beta_);
+}
+
+}  // namespace tessera

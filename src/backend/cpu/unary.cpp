@@ -1,0 +1,363 @@
+// CPU kernels of the unary elementwise primitives (ops/elementwise.h): one functor per op, run
+// by unary_kernel (backend/cpu/elementwise.h). The front ends cast inputs first, so a kernel
+// sees only the dtypes its op accepts.
+
+// The kernels' selects (NaN and range checks) compare floats; without this g++ keeps them as
+// branches (a comparison might raise an FP flag) and the loops do not vectorise. Tessera never
+// reads FP exception flags.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
+#include <cmath>
+#include <complex>
+#include <limits>
+
+#include "backend/cpu/elementwise.h"
+#include "backend/cpu/vector_math.h"
+#include "ops/elementwise.h"
+
+namespace tessera {
+
+namespace {
+
+using cpu::compute_t;
+using cpu::is_complex_v;
+using cpu::is_half_v;
+
+// Run `op` with input and output of the same dtype, for every dtype.
+template <typename Op>
+void same_type_all(const array& in, array& out, Op op) {
+  detail::dispatch_dtype(out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    cpu::unary_kernel<T, T>(in, out, op);
+  });
+}
+
+// Run `op` on an inexact input (the front end promoted it).
+template <bool Complex, typename Op>
+void same_type_inexact(const array& in, array& out, const char* name, Op op) {
+  cpu::dispatch_inexact<Complex>(out.dtype(), name, [&](auto tag) {
+    using T = decltype(tag);
+    cpu::unary_kernel<T, T>(in, out, op);
+  });
+}
+
+// An op on floating values, computed in compute_t<T> (float for float16/bfloat16).
+#define TESSERA_FLOAT_OP(NAME, EXPR)                  \
+  struct NAME {                                       \
+    template <typename T>                             \
+    T operator()(T v) const {                         \
+      using C = compute_t<T>;                         \
+      const C x = static_cast<C>(v);                  \
+      return static_cast<T>(EXPR);                    \
+    }                                                 \
+  };
+
+TESSERA_FLOAT_OP(Expm1Op, std::expm1(x))
+TESSERA_FLOAT_OP(SinOp, std::sin(x))
+TESSERA_FLOAT_OP(CosOp, std::cos(x))
+TESSERA_FLOAT_OP(TanOp, std::tan(x))
+TESSERA_FLOAT_OP(ArcSinOp, std::asin(x))
+TESSERA_FLOAT_OP(ArcCosOp, std::acos(x))
+TESSERA_FLOAT_OP(ArcTanOp, std::atan(x))
+TESSERA_FLOAT_OP(SinhOp, std::sinh(x))
+TESSERA_FLOAT_OP(CoshOp, std::cosh(x))
+TESSERA_FLOAT_OP(ArcSinhOp, std::asinh(x))
+TESSERA_FLOAT_OP(ArcCoshOp, std::acosh(x))
+TESSERA_FLOAT_OP(ArcTanhOp, std::atanh(x))
+TESSERA_FLOAT_OP(ErfOp, std::erf(x))
+TESSERA_FLOAT_OP(SqrtOp, std::sqrt(x))
+TESSERA_FLOAT_OP(RsqrtOp, C(1) / std::sqrt(x))
+TESSERA_FLOAT_OP(FloorOp, std::floor(x))
+TESSERA_FLOAT_OP(CeilOp, std::ceil(x))
+TESSERA_FLOAT_OP(RoundOp, std::rint(x))
+
+#undef TESSERA_FLOAT_OP
+
+// Like TESSERA_FLOAT_OP, with a vectorisable float32 version (vector_math.h).
+#define TESSERA_FAST_FLOAT_OP(NAME, FAST, EXPR)              \
+  struct NAME {                                              \
+    template <typename T>                                    \
+    T operator()(T v) const {                                \
+      using C = compute_t<T>;                                \
+      const C x = static_cast<C>(v);                         \
+      if constexpr (std::is_same_v<C, float>) {              \
+        return static_cast<T>(FAST(x));                      \
+      } else {                                               \
+        return static_cast<T>(EXPR);                         \
+      }                                                      \
+    }                                                        \
+  };
+
+TESSERA_FAST_FLOAT_OP(ExpOp, cpu::vexp, std::exp(x))
+TESSERA_FAST_FLOAT_OP(LogOp, cpu::vlog, std::log(x))
+TESSERA_FAST_FLOAT_OP(TanhOp, cpu::vtanh, std::tanh(x))
+TESSERA_FAST_FLOAT_OP(SigmoidOp, cpu::vsigmoid, C(1) / (C(1) + std::exp(-x)))
+
+#undef TESSERA_FAST_FLOAT_OP
+
+struct Log2Op {
+  template <typename T>
+  T operator()(T v) const {
+    using C = compute_t<T>;
+    if constexpr (is_complex_v<T>) {
+      return std::log(v) / static_cast<float>(M_LN2);
+    } else {
+      return static_cast<T>(std::log2(static_cast<C>(v)));
+    }
+  }
+};
+
+struct Log1pOp {
+  template <typename T>
+  T operator()(T v) const {
+    if constexpr (is_complex_v<T>) {
+      return std::log(T(1.0f) + v);
+    } else {
+      return static_cast<T>(std::log1p(static_cast<compute_t<T>>(v)));
+    }
+  }
+};
+
+struct Log10Op {
+  template <typename T>
+  T operator()(T v) const {
+    using C = compute_t<T>;
+    return static_cast<T>(std::log10(static_cast<C>(v)));
+  }
+};
+
+// Inverse error function: Giles' single-precision approximation ("Approximating the erfinv
+// function", 2010), refined by Newton steps on erf for double.
+template <typename C>
+C erfinv_impl(C y) {
+  if (std::isnan(y) || y < C(-1) || y > C(1)) return std::numeric_limits<C>::quiet_NaN();
+  if (y == C(1)) return std::numeric_limits<C>::infinity();
+  if (y == C(-1)) return -std::numeric_limits<C>::infinity();
+  const float x = static_cast<float>(y);
+  float w = -std::log((1.0f - x) * (1.0f + x));
+  float p;
+  if (w < 5.0f) {
+    w -= 2.5f;
+    p = 2.81022636e-08f;
+    p = 3.43273939e-07f + p * w;
+    p = -3.5233877e-06f + p * w;
+    p = -4.39150654e-06f + p * w;
+    p = 0.00021858087f + p * w;
+    p = -0.00125372503f + p * w;
+    p = -0.00417768164f + p * w;
+    p = 0.246640727f + p * w;
+    p = 1.50140941f + p * w;
+  } else {
+    w = std::sqrt(w) - 3.0f;
+    p = -0.000200214257f;
+    p = 0.000100950558f + p * w;
+    p = 0.00134934322f + p * w;
+    p = -0.00367342844f + p * w;
+    p = 0.00573950773f + p * w;
+    p = -0.0076224613f + p * w;
+    p = 0.00943887047f + p * w;
+    p = 1.00167406f + p * w;
+    p = 2.83297682f + p * w;
+  }
+  C r = static_cast<C>(p * x);
+  if constexpr (std::is_same_v<C, double>) {
+    const double k = 2.0 / std::sqrt(M_PI);
+    for (int i = 0; i < 3; ++i) {
+      const double d = k * std::exp(-r * r);
+      if (d == 0.0) break;
+      r -= (std::erf(r) - y) / d;
+    }
+  }
+  return r;
+}
+
+struct ErfInvOp {
+  template <typename T>
+  T operator()(T v) const {
+    return static_cast<T>(erfinv_impl(static_cast<compute_t<T>>(v)));
+  }
+};
+
+struct AbsOp {
+  template <typename T>
+  auto operator()(T x) const {
+    if constexpr (is_complex_v<T>) {
+      return std::abs(x);
+    } else if constexpr (std::is_same_v<T, bool> || std::is_unsigned_v<T>) {
+      return x;
+    } else if constexpr (is_half_v<T>) {
+      return static_cast<T>(std::fabs(static_cast<float>(x)));
+    } else if constexpr (std::is_floating_point_v<T>) {
+      return std::fabs(x);
+    } else {
+      return static_cast<T>(x < 0 ? -x : x);
+    }
+  }
+};
+
+struct NegativeOp {
+  template <typename T>
+  T operator()(T x) const {
+    if constexpr (std::is_same_v<T, bool>) {
+      return x;
+    } else if constexpr (is_half_v<T>) {
+      return static_cast<T>(-static_cast<float>(x));
+    } else if constexpr (std::is_unsigned_v<T>) {
+      return static_cast<T>(T(0) - x);
+    } else {
+      return static_cast<T>(-x);
+    }
+  }
+};
+
+struct SignOp {
+  template <typename T>
+  T operator()(T x) const {
+    if constexpr (std::is_same_v<T, bool>) {
+      return x;
+    } else if constexpr (is_complex_v<T>) {
+      const float m = std::abs(x);
+      return m == 0.0f ? T(0.0f) : x / m;
+    } else if constexpr (std::is_unsigned_v<T>) {
+      return static_cast<T>(x != 0);
+    } else {
+      using C = compute_t<T>;
+      const C v = static_cast<C>(x);
+      if constexpr (std::is_floating_point_v<C>) {
+        if (std::isnan(v)) return x;
+      }
+      return static_cast<T>(static_cast<C>((v > C(0)) - (v < C(0))));
+    }
+  }
+};
+
+struct SquareOp {
+  template <typename T>
+  T operator()(T x) const {
+    if constexpr (std::is_same_v<T, bool>) {
+      return x;
+    } else {
+      using C = compute_t<T>;
+      const C v = static_cast<C>(x);
+      return static_cast<T>(v * v);
+    }
+  }
+};
+
+}  // namespace
+
+// ---- kernels ----
+
+void Abs::eval_cpu(const std::vector<array>& inputs, array& out) {
+  const array& in = inputs[0];
+  if (in.dtype() == complex64) {
+    cpu::unary_kernel<complex64_t, float>(in, out, AbsOp{});
+    return;
+  }
+  same_type_all(in, out, AbsOp{});
+}
+
+void Negative::eval_cpu(const std::vector<array>& inputs, array& out) {
+  same_type_all(inputs[0], out, NegativeOp{});
+}
+
+void Sign::eval_cpu(const std::vector<array>& inputs, array& out) {
+  same_type_all(inputs[0], out, SignOp{});
+}
+
+void Square::eval_cpu(const std::vector<array>& inputs, array& out) {
+  same_type_all(inputs[0], out, SquareOp{});
+}
+
+#define TESSERA_FLOAT_KERNEL(PRIM, OP, COMPLEX)                                 \
+  void PRIM::eval_cpu(const std::vector<array>& inputs, array& out) {            \
+    same_type_inexact<COMPLEX>(inputs[0], out, #PRIM, OP{});                     \
+  }
+
+TESSERA_FLOAT_KERNEL(Exp, ExpOp, true)
+TESSERA_FLOAT_KERNEL(Expm1, Expm1Op, false)
+TESSERA_FLOAT_KERNEL(Log1p, Log1pOp, true)
+TESSERA_FLOAT_KERNEL(Sin, SinOp, true)
+TESSERA_FLOAT_KERNEL(Cos, CosOp, true)
+TESSERA_FLOAT_KERNEL(Tan, TanOp, true)
+TESSERA_FLOAT_KERNEL(ArcSin, ArcSinOp, true)
+TESSERA_FLOAT_KERNEL(ArcCos, ArcCosOp, true)
+TESSERA_FLOAT_KERNEL(ArcTan, ArcTanOp, true)
+TESSERA_FLOAT_KERNEL(Sinh, SinhOp, true)
+TESSERA_FLOAT_KERNEL(Cosh, CoshOp, true)
+TESSERA_FLOAT_KERNEL(Tanh, TanhOp, true)
+TESSERA_FLOAT_KERNEL(ArcSinh, ArcSinhOp, true)
+TESSERA_FLOAT_KERNEL(ArcCosh, ArcCoshOp, true)
+TESSERA_FLOAT_KERNEL(ArcTanh, ArcTanhOp, true)
+TESSERA_FLOAT_KERNEL(Sigmoid, SigmoidOp, false)
+TESSERA_FLOAT_KERNEL(Erf, ErfOp, false)
+TESSERA_FLOAT_KERNEL(ErfInv, ErfInvOp, false)
+
+#undef TESSERA_FLOAT_KERNEL
+
+void Sqrt::eval_cpu(const std::vector<array>& inputs, array& out) {
+  if (recip_) {
+    same_type_inexact<true>(inputs[0], out, "Rsqrt", RsqrtOp{});
+  } else {
+    same_type_inexact<true>(inputs[0], out, "Sqrt", SqrtOp{});
+  }
+}
+
+void Log::eval_cpu(const std::vector<array>& inputs, array& out) {
+  switch (base_) {
+    case Base::e: same_type_inexact<true>(inputs[0], out, "Log", LogOp{}); break;
+    case Base::two: same_type_inexact<true>(inputs[0], out, "Log2", Log2Op{}); break;
+    case Base::ten: same_type_inexact<true>(inputs[0], out, "Log10", Log10Op{}); break;
+  }
+}
+
+// Floor, ceil and round leave integers as they are.
+#define TESSERA_ROUNDING_KERNEL(PRIM, OP)                                         \
+  void PRIM::eval_cpu(const std::vector<array>& inputs, array& out) {            \
+    if (!is_floating_point(out.dtype())) {                                       \
+      out.copy_shared_buffer(inputs[0]);                                         \
+      return;                                                                    \
+    }                                                                            \
+    same_type_inexact<false>(inputs[0], out, #PRIM, OP{});                       \
+  }
+
+TESSERA_ROUNDING_KERNEL(Floor, FloorOp)
+TESSERA_ROUNDING_KERNEL(Ceil, CeilOp)
+TESSERA_ROUNDING_KERNEL(Round, RoundOp)
+
+#undef TESSERA_ROUNDING_KERNEL
+
+void LogicalNot::eval_cpu(const std::vector<array>& inputs, array& out) {
+  cpu::unary_kernel<bool, bool>(inputs[0], out, [](bool x) { return !x; });
+}
+
+void BitwiseInvert::eval_cpu(const std::vector<array>& inputs, array& out) {
+  cpu::dispatch_integral(out.dtype(), "BitwiseInvert", [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, bool>) {
+      cpu::unary_kernel<bool, bool>(inputs[0], out, [](bool x) { return !x; });
+    } else {
+      cpu::unary_kernel<T, T>(inputs[0], out, [](T x) { return static_cast<T>(~x); });
+    }
+  });
+}
+
+void StopGradient::eval_cpu(const std::vector<array>& inputs, array& out) {
+  out.copy_shared_buffer(inputs[0]);
+}
+
+void Conjugate::eval_cpu(const std::vector<array>& inputs, array& out) {
+  cpu::unary_kernel<complex64_t, complex64_t>(inputs[0], out,
+                                              [](complex64_t x) { return std::conj(x); });
+}
+
+void Real::eval_cpu(const std::vector<array>& inputs, array& out) {
+  cpu::unary_kernel<complex64_t, float>(inputs[0], out, [](complex64_t x) { return x.real(); });
+}
+
+void Imag::eval_cpu(const std::vector<array>& inputs, array& out) {
+  cpu::unary_kernel<complex64_t, float>(inputs[0], out, [](complex64_t x) { return x.imag(); });
+}
+
+}  // namespace tessera

@@ -1,0 +1,125 @@
+// The ring backend (DESIGN.md section 4): rank r keeps C TCP connections to each ring
+// neighbour (C = addresses per rank in the hostfile), opens direct connections on demand for
+// send/recv between other ranks, and runs pipelined ring algorithms striped over all
+// connections in both directions. Ranks on one host use shared memory (shm/shm_transport.h)
+// for collectives when enabled. Every message carries a WireHeader (stream.h), so ranks that
+// call different operations or sizes get an error naming both sides instead of a hang.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "distributed/group_impl.h"
+#include "distributed/hostfile.h"
+#include "distributed/ring/lane_pool.h"
+#include "distributed/ring/socket.h"
+#include "distributed/ring/stream.h"
+
+namespace tessera::distributed::detail {
+
+class ShmTransport;
+
+struct RingOptions {
+  double timeout_s = 300;          // TESSERA_DIST_TIMEOUT: inactivity limit per wait, 0 = none
+  double connect_timeout_s = 60;   // TESSERA_DIST_CONNECT_TIMEOUT
+  std::string token;               // TESSERA_JOB_TOKEN; empty = no authentication
+  bool shm = true;                 // TESSERA_RING_SHM
+  bool verbose = false;            // TESSERA_RING_VERBOSE
+  size_t chunk_bytes = 256 << 10;  // pipelining granularity of the TCP ring
+  // Reads the values above from tessera/config.h (the only place configuration comes from).
+  static RingOptions from_config();
+};
+
+class RingGroup : public GroupImpl {
+ public:
+  // Listens on hostfile.ranks[rank], connects the ring (and authenticates when a token is
+  // set); throws std::invalid_argument for a bad rank and std::runtime_error when peers do
+  // not show up before the connect timeout.
+  RingGroup(int rank, Hostfile hostfile, RingOptions options = RingOptions::from_config());
+  ~RingGroup() override;
+  RingGroup(const RingGroup&) = delete;
+  RingGroup& operator=(const RingGroup&) = delete;
+
+  int rank() override { return rank_; }
+  int size() override { return size_; }
+  const char* backend_name() override { return "ring"; }
+  std::shared_ptr<GroupImpl> split(int color, int key) override;
+
+  void all_reduce(const void* in, void* out, size_t count, Dtype dtype, ReduceOp op) override;
+  void all_gather(const void* in, void* out, size_t bytes) override;
+  void reduce_scatter(const void* in, void* out, size_t count, Dtype dtype,
+                      ReduceOp op) override;
+  void send(const void* in, size_t bytes, Dtype dtype, int dst) override;
+  void recv(void* out, size_t bytes, Dtype dtype, int src) override;
+  void broadcast(void* buf, size_t bytes, int root) override;
+  void all_to_all(const void* in, void* out, size_t bytes) override;
+  void barrier() override;
+
+  // Breaks the group from any thread: connections are shut down, operations in flight and
+  // later ones throw. Peers see the connections close and fail too.
+  void abort(const std::string& why);
+  bool shm_active() const { return shm_ != nullptr; }
+  int connections() const { return conns_; }
+  const Hostfile& hostfile() const { return hostfile_; }
+
+ private:
+  struct OpDesc {
+    OpKind kind;
+    uint8_t dtype;  // Dtype::Val or kBytesDtype
+    size_t count;
+    size_t bytes;
+  };
+
+  void accept_loop();
+  Link* direct_link(int peer);
+  Link* link_to(int peer, bool sending, int conn);
+  WireHeader header_for(const OpDesc& d, uint64_t seq, int lane, int lanes) const;
+  int lanes_for(size_t bytes) const;
+  char* scratch(int lane);
+  // Runs the streams (one per lane) and turns any failure into a broken group + exception.
+  void run_lanes(std::vector<Stream>& streams, const StreamEnv& env);
+  void check_usable(const char* op);
+  [[noreturn]] void fail(const std::string& msg);
+  void ring_reduce(const char* in, char* out, size_t count, Dtype dtype, ReduceOp op,
+                   OpKind kind, bool scatter);
+  void setup_shm();
+
+  const int rank_;
+  const int size_;
+  const int left_, right_;
+  const Hostfile hostfile_;
+  const RingOptions opt_;
+  int conns_ = 1;
+
+  std::vector<Socket> listeners_;      // own addresses; owned by the acceptor thread after start
+  std::vector<Link> right_links_, left_links_;  // C each; fixed after construction
+  Socket wake_read_, wake_write_;      // stops the acceptor thread
+
+  std::mutex accept_mu_;  // guards pending_left_, direct_, stopping_
+  std::condition_variable accept_cv_;
+  std::vector<std::unique_ptr<Link>> pending_left_;
+  std::map<int, std::unique_ptr<Link>> direct_;
+  bool stopping_ = false;
+  std::thread acceptor_;
+
+  std::mutex op_mu_;  // one operation at a time
+  uint64_t coll_seq_ = 0;                   // collectives issued (op_mu_)
+  std::vector<uint64_t> sent_, received_;   // point-to-point messages per peer (op_mu_)
+  std::vector<std::vector<char>> scratch_;  // per lane chunk buffers (op_mu_)
+  std::vector<char> work_;                  // reduce_scatter partial sums (op_mu_)
+  std::unique_ptr<LanePool> pool_;
+
+  std::atomic<bool> broken_{false};
+  std::mutex err_mu_;  // guards first_error_
+  std::string first_error_;
+
+  std::unique_ptr<ShmTransport> shm_;
+};
+
+}  // namespace tessera::distributed::detail

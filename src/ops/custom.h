@@ -1,0 +1,57 @@
+// Primitives of the transforms machinery (front ends in core/transforms.cpp): CustomTransforms
+// (custom_function / custom_vjp / checkpoint) and VmapPlaceholder (the unbatched stand-in that
+// vmap traces the user's function on).
+#pragma once
+
+#include "ops/primitive.h"
+#include "tessera/transforms.h"
+
+namespace tessera {
+
+// Inputs are the function's arguments followed by its outputs (already computed by the traced
+// function); eval forwards those outputs. vjp/jvp/vmap call the user's rules with the arguments
+// only, so the transforms never differentiate or batch through the forwarded outputs.
+class CustomTransforms : public Primitive {
+ public:
+  CustomTransforms(Stream s, int num_outputs, CustomVjpFn vjp_fun, CustomJvpFn jvp_fun,
+                   CustomVmapFn vmap_fun)
+      : Primitive(s),
+        num_outputs_(num_outputs),
+        vjp_fun_(std::move(vjp_fun)),
+        jvp_fun_(std::move(jvp_fun)),
+        vmap_fun_(std::move(vmap_fun)) {}
+
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
+  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
+                         const std::vector<int>& argnums,
+                         const std::vector<array>& outputs) override;
+  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
+                         const std::vector<int>& argnums) override;
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
+                                                       const std::vector<int>& axes) override;
+  const char* name() const override { return "CustomTransforms"; }
+
+  // How many trailing inputs are forwarded outputs (not arguments of the function).
+  int num_outputs() const { return num_outputs_; }
+
+ private:
+  int num_outputs_;
+  CustomVjpFn vjp_fun_;
+  CustomJvpFn jvp_fun_;
+  CustomVmapFn vmap_fun_;
+};
+
+// Element 0 along `axis` of its (batched) input: what the traced function sees in vmap. Only
+// evaluated when the user's function evaluates something while being traced.
+class VmapPlaceholder : public UnaryPrimitive {
+ public:
+  VmapPlaceholder(Stream s, int axis) : UnaryPrimitive(s), axis_(axis) {}
+  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  const char* name() const override { return "VmapPlaceholder"; }
+  int axis() const { return axis_; }
+
+ private:
+  int axis_;
+};
+
+}  // namespace tessera

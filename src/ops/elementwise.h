@@ -1,0 +1,167 @@
+// Primitives of the elementwise family: front ends and derivatives in ops/unary.cpp and
+// ops/binary.cpp, kernels in backend/cpu/{unary,binary,ternary}.cpp. Binary and ternary
+// primitives always receive inputs already promoted to one dtype and broadcast to one shape.
+#pragma once
+
+#include "ops/primitive.h"
+
+namespace tessera {
+
+namespace detail {
+// The broadcast shape of the inputs (shapeless compile re-derives output shapes with it).
+Shape elementwise_shape(const std::vector<array>& inputs);
+}  // namespace detail
+
+#define TESSERA_ELEMENTWISE_TRANSFORMS                                                          \
+  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents, \
+                         const std::vector<int>& argnums, const std::vector<array>& outputs)    \
+      override;                                                                                  \
+  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,  \
+                         const std::vector<int>& argnums) override;                              \
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,         \
+                                                       const std::vector<int>& axes) override;   \
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {                  \
+    return std::vector<Shape>(num_outputs(), detail::elementwise_shape(inputs));                 \
+  }
+
+// A parameterless one-output elementwise primitive with vjp/jvp/vmap.
+#define TESSERA_ELEMENTWISE_PRIMITIVE(NAME)                                   \
+  class NAME : public UnaryPrimitive {                                        \
+   public:                                                                    \
+    using UnaryPrimitive::UnaryPrimitive;                                     \
+    void eval_cpu(const std::vector<array>& inputs, array& out) override;     \
+    TESSERA_ELEMENTWISE_TRANSFORMS                                            \
+    TESSERA_PRIMITIVE_NAME(NAME)                                              \
+                                                                              \
+   private:                                                                   \
+    static constexpr size_t num_outputs() { return 1; }                       \
+  };
+
+// ---- unary ----
+TESSERA_ELEMENTWISE_PRIMITIVE(Abs)
+TESSERA_ELEMENTWISE_PRIMITIVE(Negative)
+TESSERA_ELEMENTWISE_PRIMITIVE(Sign)
+TESSERA_ELEMENTWISE_PRIMITIVE(Square)
+TESSERA_ELEMENTWISE_PRIMITIVE(Exp)
+TESSERA_ELEMENTWISE_PRIMITIVE(Expm1)
+TESSERA_ELEMENTWISE_PRIMITIVE(Log1p)
+TESSERA_ELEMENTWISE_PRIMITIVE(Sin)
+TESSERA_ELEMENTWISE_PRIMITIVE(Cos)
+TESSERA_ELEMENTWISE_PRIMITIVE(Tan)
+TESSERA_ELEMENTWISE_PRIMITIVE(ArcSin)
+TESSERA_ELEMENTWISE_PRIMITIVE(ArcCos)
+TESSERA_ELEMENTWISE_PRIMITIVE(ArcTan)
+TESSERA_ELEMENTWISE_PRIMITIVE(Sinh)
+TESSERA_ELEMENTWISE_PRIMITIVE(Cosh)
+TESSERA_ELEMENTWISE_PRIMITIVE(Tanh)
+TESSERA_ELEMENTWISE_PRIMITIVE(ArcSinh)
+TESSERA_ELEMENTWISE_PRIMITIVE(ArcCosh)
+TESSERA_ELEMENTWISE_PRIMITIVE(ArcTanh)
+TESSERA_ELEMENTWISE_PRIMITIVE(Sigmoid)
+TESSERA_ELEMENTWISE_PRIMITIVE(Erf)
+TESSERA_ELEMENTWISE_PRIMITIVE(ErfInv)
+TESSERA_ELEMENTWISE_PRIMITIVE(Floor)
+TESSERA_ELEMENTWISE_PRIMITIVE(Ceil)
+TESSERA_ELEMENTWISE_PRIMITIVE(Round)
+TESSERA_ELEMENTWISE_PRIMITIVE(LogicalNot)
+TESSERA_ELEMENTWISE_PRIMITIVE(BitwiseInvert)
+TESSERA_ELEMENTWISE_PRIMITIVE(StopGradient)
+TESSERA_ELEMENTWISE_PRIMITIVE(Conjugate)
+TESSERA_ELEMENTWISE_PRIMITIVE(Real)
+TESSERA_ELEMENTWISE_PRIMITIVE(Imag)
+
+// sqrt, or 1/sqrt when `recip`.
+class Sqrt : public UnaryPrimitive {
+ public:
+  explicit Sqrt(Stream s, bool recip = false) : UnaryPrimitive(s), recip_(recip) {}
+  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  TESSERA_ELEMENTWISE_TRANSFORMS
+  const char* name() const override { return recip_ ? "Rsqrt" : "Sqrt"; }
+  bool is_equivalent(const Primitive& other) const override;
+
+ private:
+  static constexpr size_t num_outputs() { return 1; }
+  bool recip_;
+};
+
+class Log : public UnaryPrimitive {
+ public:
+  enum class Base { e, two, ten };
+  Log(Stream s, Base base) : UnaryPrimitive(s), base_(base) {}
+  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  TESSERA_ELEMENTWISE_TRANSFORMS
+  const char* name() const override;
+  bool is_equivalent(const Primitive& other) const override;
+
+ private:
+  static constexpr size_t num_outputs() { return 1; }
+  Base base_;
+};
+
+// ---- binary ----
+TESSERA_ELEMENTWISE_PRIMITIVE(Add)
+TESSERA_ELEMENTWISE_PRIMITIVE(Subtract)
+TESSERA_ELEMENTWISE_PRIMITIVE(Multiply)
+// True division for inexact dtypes; floor division for integers (floor_divide).
+TESSERA_ELEMENTWISE_PRIMITIVE(Divide)
+TESSERA_ELEMENTWISE_PRIMITIVE(Remainder)
+TESSERA_ELEMENTWISE_PRIMITIVE(Power)
+TESSERA_ELEMENTWISE_PRIMITIVE(Maximum)
+TESSERA_ELEMENTWISE_PRIMITIVE(Minimum)
+TESSERA_ELEMENTWISE_PRIMITIVE(ArcTan2)
+TESSERA_ELEMENTWISE_PRIMITIVE(LogAddExp)
+TESSERA_ELEMENTWISE_PRIMITIVE(NotEqual)
+TESSERA_ELEMENTWISE_PRIMITIVE(Less)
+TESSERA_ELEMENTWISE_PRIMITIVE(LessEqual)
+TESSERA_ELEMENTWISE_PRIMITIVE(Greater)
+TESSERA_ELEMENTWISE_PRIMITIVE(GreaterEqual)
+TESSERA_ELEMENTWISE_PRIMITIVE(LogicalAnd)
+TESSERA_ELEMENTWISE_PRIMITIVE(LogicalOr)
+
+// a == b; with equal_nan, two NaNs compare equal (array_equal).
+class Equal : public UnaryPrimitive {
+ public:
+  explicit Equal(Stream s, bool equal_nan = false) : UnaryPrimitive(s), equal_nan_(equal_nan) {}
+  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  TESSERA_ELEMENTWISE_TRANSFORMS
+  const char* name() const override { return equal_nan_ ? "NaNEqual" : "Equal"; }
+  bool is_equivalent(const Primitive& other) const override;
+
+ private:
+  static constexpr size_t num_outputs() { return 1; }
+  bool equal_nan_;
+};
+
+class BitwiseBinary : public UnaryPrimitive {
+ public:
+  enum class Op { And, Or, Xor, LeftShift, RightShift };
+  BitwiseBinary(Stream s, Op op) : UnaryPrimitive(s), op_(op) {}
+  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  TESSERA_ELEMENTWISE_TRANSFORMS
+  const char* name() const override;
+  bool is_equivalent(const Primitive& other) const override;
+
+ private:
+  static constexpr size_t num_outputs() { return 1; }
+  Op op_;
+};
+
+// Two outputs: floor quotient and remainder.
+class DivMod : public Primitive {
+ public:
+  using Primitive::Primitive;
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
+  TESSERA_ELEMENTWISE_TRANSFORMS
+  TESSERA_PRIMITIVE_NAME(DivMod)
+
+ private:
+  static constexpr size_t num_outputs() { return 2; }
+};
+
+// ---- ternary ----
+// where(condition, x, y): inputs are bool condition, x, y of the output dtype.
+TESSERA_ELEMENTWISE_PRIMITIVE(Select)
+
+#undef TESSERA_ELEMENTWISE_PRIMITIVE
+
+}  // namespace tessera

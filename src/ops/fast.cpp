@@ -1,0 +1,310 @@
+// tessera::fast on the CPU: rms_norm, layer_norm, rope and scaled_dot_product_attention as
+// composites of elementwise / reduce / shape / indexing ops and matmul (the same math as MLX's
+// reference fallbacks). Autodiff and vmap come from the ops they are built of.
+#include <cfloat>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "ops/utils.h"
+#include "tessera/fast.h"
+#include "tessera/linalg.h"
+#include "tessera/ops.h"
+
+namespace tessera::fast {
+
+namespace {
+
+// Checks an optional 1-D affine parameter (weight or bias) of a norm over x's last axis.
+void check_affine(const char* op, const char* what, const std::optional<array>& p, const array& x) {
+  if (!p) return;
+  if (p->ndim() != 1) {
+    throw std::invalid_argument(std::string("[") + op + "] " + what +
+                                " must be 1-D; got shape " + detail::shape_str(p->shape()));
+  }
+  if (p->shape(0) != x.shape(-1)) {
+    throw std::invalid_argument(std::string("[") + op + "] " + what + " of shape " +
+                                detail::shape_str(p->shape()) +
+                                " must match the last dimension of x " +
+                                detail::shape_str(x.shape()));
+  }
+}
+
+void check_at_least_1d(const char* op, const array& x) {
+  if (x.ndim() == 0) {
+    throw std::invalid_argument(std::string("[") + op +
+                                "] x must have at least one dimension; got a 0-d array");
+  }
+}
+
+void check_real_floating(const char* op, Dtype t) {
+  if (!issubdtype(t, floating)) {
+    throw std::invalid_argument(std::string("[") + op +
+                                "] inputs must be real floating point; got " + dtype_name(t));
+  }
+}
+
+// The most negative finite value of a floating dtype (numpy's finfo(t).min).
+array lowest(Dtype t) {
+  double v = t == float16    ? -65504.0
+             : t == bfloat16 ? -3.3895313892515355e38
+             : t == float32  ? -static_cast<double>(FLT_MAX)
+                             : -DBL_MAX;
+  return astype(array(v, float64), t);
+}
+
+}  // namespace
+
+array rms_norm(const array& x, const std::optional<array>& weight, float eps, StreamOrDevice s) {
+  check_at_least_1d("rms_norm", x);
+  check_affine("rms_norm", "weight", weight, x);
+  Dtype out_type = weight ? promote_types(x.dtype(), weight->dtype()) : x.dtype();
+  check_real_floating("rms_norm", out_type);
+  array xf = astype(x, float32, s);
+  array ms = mean(square(xf, s), -1, true, s);
+  array y = astype(multiply(xf, rsqrt(add(ms, array(eps, float32), s), s), s), out_type, s);
+  return weight ? multiply(y, astype(*weight, out_type, s), s) : y;
+}
+
+array layer_norm(const array& x, const std::optional<array>& weight,
+                 const std::optional<array>& bias, float eps, StreamOrDevice s) {
+  check_at_least_1d("layer_norm", x);
+  check_affine("layer_norm", "weight", weight, x);
+  check_affine("layer_norm", "bias", bias, x);
+  Dtype out_type = x.dtype();
+  if (weight) out_type = promote_types(out_type, weight->dtype());
+  if (weight && bias) out_type = promote_types(out_type, bias->dtype());
+  check_real_floating("layer_norm", out_type);
+  array xf = astype(x, float32, s);
+  array xc = subtract(xf, mean(xf, -1, true, s), s);
+  array var = mean(square(xc, s), -1, true, s);
+  array y = astype(multiply(xc, rsqrt(add(var, array(eps, float32), s), s), s), out_type, s);
+  if (weight) y = multiply(y, astype(*weight, out_type, s), s);
+  // As MLX: without a weight the bias does not take part in the output dtype, but is added.
+  if (bias) y = add(y, astype(*bias, out_type, s), s);
+  return y;
+}
+
+array rope(const array& x_in, int dims, bool traditional, std::optional<float> base, float scale,
+           const array& offset_in, const std::optional<array>& freqs, StreamOrDevice s) {
+  if (freqs && base) {
+    throw std::invalid_argument("[rope] give either base or freqs, not both");
+  }
+  if (!freqs && !base) throw std::invalid_argument("[rope] one of base or freqs is required");
+  if (x_in.ndim() < 3) {
+    throw std::invalid_argument("[rope] x must have at least 3 dimensions; got shape " +
+                                detail::shape_str(x_in.shape()));
+  }
+  if (!issubdtype(x_in.dtype(), floating)) {
+    throw std::invalid_argument("[rope] x must be real floating point; got " +
+                                dtype_name(x_in.dtype()));
+  }
+  if (offset_in.ndim() > 1) {
+    throw std::invalid_argument("[rope] offset must be a scalar or 1-D; got shape " +
+                                detail::shape_str(offset_in.shape()));
+  }
+  if (offset_in.size() != 1 && static_cast<int>(offset_in.size()) != x_in.shape(0)) {
+    throw std::invalid_argument("[rope] offset must hold 1 or " + std::to_string(x_in.shape(0)) +
+                                " (x.shape[0]) values; got shape " +
+                                detail::shape_str(offset_in.shape()));
+  }
+  if (!issubdtype(offset_in.dtype(), integer)) {
+    throw std::invalid_argument("[rope] offset must be an integer array; got " +
+                                dtype_name(offset_in.dtype()));
+  }
+  if (dims <= 0 || dims % 2 != 0) {
+    throw std::invalid_argument("[rope] dims must be positive and even; got " +
+                                std::to_string(dims));
+  }
+  if (dims > x_in.shape(-1)) {
+    throw std::invalid_argument("[rope] dims " + std::to_string(dims) +
+                                " exceeds the last dimension of x " +
+                                detail::shape_str(x_in.shape()));
+  }
+  const int half = dims / 2;
+  if (freqs && (freqs->ndim() != 1 || freqs->shape(0) != half)) {
+    throw std::invalid_argument("[rope] freqs must be 1-D with dims / 2 = " +
+                                std::to_string(half) + " values; got shape " +
+                                detail::shape_str(freqs->shape()));
+  }
+
+  // Work on a 4-D view (B, N, T, D).
+  const Shape orig_shape = x_in.shape();
+  array x = x_in;
+  if (x.ndim() == 3) {
+    x = expand_dims(x, 1, s);
+  } else if (x.ndim() > 4) {
+    x = flatten(x, 1, static_cast<int>(x.ndim()) - 3, s);
+  }
+  const int B = x.shape(0), N = x.shape(1), T = x.shape(2), D = x.shape(3);
+  const Dtype t = x.dtype();
+
+  array offset = astype(offset_in, int32, s);
+  if (offset.size() > 1) offset = expand_dims(offset, {-1, -2}, s);  // (B, 1, 1)
+  array positions =
+      multiply(add(arange(static_cast<double>(T), float32, s), offset, s), array(scale), s);
+  array inv_freqs =
+      freqs ? reciprocal(astype(*freqs, float32, s), s)
+            : exp(multiply(arange(0.0, static_cast<double>(-half), -1.0, float32, s),
+                           array(static_cast<float>(std::log(*base) / half)), s),
+                  s);
+  array theta = multiply(expand_dims(positions, -1, s), inv_freqs, s);
+  array cosv = astype(cos(theta, s), t, s);
+  array sinv = astype(sin(theta, s), t, s);
+  auto rotate = [&](const array& x1, const array& x2) {
+    return std::vector<array>{subtract(multiply(x1, cosv, s), multiply(x2, sinv, s), s),
+                              add(multiply(x1, sinv, s), multiply(x2, cosv, s), s)};
+  };
+
+  array out = x;
+  if (traditional) {
+    array x1 = slice(x, Shape{0, 0, 0, 0}, Shape{B, N, T, dims}, Shape{1, 1, 1, 2}, s);
+    array x2 = slice(x, Shape{0, 0, 0, 1}, Shape{B, N, T, dims}, Shape{1, 1, 1, 2}, s);
+    auto r = rotate(x1, x2);
+    out = reshape(concatenate({expand_dims(r[0], -1, s), expand_dims(r[1], -1, s)}, -1, s),
+                  {B, N, T, dims}, s);
+    if (dims < D) out = concatenate({out, slice(x, Shape{0, 0, 0, dims}, x.shape(), s)}, -1, s);
+  } else {
+    array x1 = slice(x, Shape{0, 0, 0, 0}, Shape{B, N, T, half}, s);
+    array x2 = slice(x, Shape{0, 0, 0, half}, Shape{B, N, T, dims}, s);
+    auto parts = rotate(x1, x2);
+    if (dims < D) parts.push_back(slice(x, Shape{0, 0, 0, dims}, x.shape(), s));
+    out = concatenate(parts, -1, s);
+  }
+  return reshape(out, orig_shape, s);
+}
+
+array rope(const array& x, int dims, bool traditional, std::optional<float> base, float scale,
+           int offset, const std::optional<array>& freqs, StreamOrDevice s) {
+  return rope(x, dims, traditional, base, scale, array(offset, int32), freqs, s);
+}
+
+array scaled_dot_product_attention(const array& queries, const array& keys, const array& values,
+                                   const float scale, const std::string& mask_mode,
+                                   std::optional<array> mask_arr,
+                                   const std::optional<array>& sinks, bool force_fused,
+                                   StreamOrDevice s) {
+  const char* op = "[scaled_dot_product_attention]";
+  for (const array* x : {&queries, &keys, &values}) {
+    if (x->ndim() != 4) {
+      throw std::invalid_argument(std::string(op) + " queries, keys and values must be 4-D " +
+                                  "(batch, heads, length, dim); got shape " +
+                                  detail::shape_str(x->shape()));
+    }
+  }
+  if (mask_mode != "" && mask_mode != "causal" && mask_mode != "array") {
+    throw std::invalid_argument(std::string(op) + " invalid mask_mode '" + mask_mode +
+                                "'; use '', 'causal' or 'array'");
+  }
+  const bool causal = mask_mode == "causal";
+  if (causal && mask_arr) {
+    throw std::invalid_argument(std::string(op) +
+                                " mask_mode 'causal' takes no mask array; pass one or the other");
+  }
+  if (mask_arr && mask_arr->ndim() > 4) {
+    throw std::invalid_argument(std::string(op) + " the mask must have at most 4 dims; got " +
+                                detail::shape_str(mask_arr->shape()));
+  }
+  if (keys.shape(0) != queries.shape(0) || values.shape(0) != queries.shape(0)) {
+    throw std::invalid_argument(std::string(op) + " batch sizes differ: queries " +
+                                detail::shape_str(queries.shape()) + ", keys " +
+                                detail::shape_str(keys.shape()) + ", values " +
+                                detail::shape_str(values.shape()));
+  }
+  if (queries.shape(-1) != keys.shape(-1)) {
+    throw std::invalid_argument(std::string(op) + " queries " +
+                                detail::shape_str(queries.shape()) + " and keys " +
+                                detail::shape_str(keys.shape()) +
+                                " must have the same last dimension");
+  }
+  if (keys.shape(-2) != values.shape(-2)) {
+    throw std::invalid_argument(std::string(op) + " keys " + detail::shape_str(keys.shape()) +
+                                " and values " + detail::shape_str(values.shape()) +
+                                " must have the same length (dim 2)");
+  }
+  const int n_q_heads = queries.shape(1), n_kv_heads = keys.shape(1);
+  if (values.shape(1) != n_kv_heads) {
+    throw std::invalid_argument(std::string(op) + " keys and values must have the same number " +
+                                "of heads; got " + std::to_string(n_kv_heads) + " and " +
+                                std::to_string(values.shape(1)));
+  }
+  if (n_kv_heads == 0 || n_q_heads % n_kv_heads != 0) {
+    throw std::invalid_argument(std::string(op) + " the query heads (" +
+                                std::to_string(n_q_heads) +
+                                ") must be a multiple of the key/value heads (" +
+                                std::to_string(n_kv_heads) + ")");
+  }
+  Dtype final_type = promote_types(promote_types(queries.dtype(), keys.dtype()), values.dtype());
+  check_real_floating("scaled_dot_product_attention", final_type);
+
+  std::optional<array> mask;
+  if (mask_arr) {
+    if (promote_types(mask_arr->dtype(), final_type) != final_type) {
+      throw std::invalid_argument(std::string(op) + " the mask dtype " +
+                                  dtype_name(mask_arr->dtype()) +
+                                  " must promote to the output dtype " + dtype_name(final_type));
+    }
+    Shape mask_shape = queries.shape();
+    mask_shape.back() = keys.shape(-2);
+    array m = mask_arr->dtype() == bool_ ? *mask_arr : astype(*mask_arr, final_type, s);
+    mask = broadcast_to(m, mask_shape, s);
+  }
+  std::optional<array> sink;
+  if (sinks) {
+    if (promote_types(sinks->dtype(), final_type) != final_type) {
+      throw std::invalid_argument(std::string(op) + " the sinks dtype " +
+                                  dtype_name(sinks->dtype()) +
+                                  " must promote to the output dtype " + dtype_name(final_type));
+    }
+    if (sinks->ndim() != 1 || sinks->shape(0) != n_q_heads) {
+      throw std::invalid_argument(std::string(op) + " sinks must be 1-D with one value per " +
+                                  "query head (" + std::to_string(n_q_heads) + "); got shape " +
+                                  detail::shape_str(sinks->shape()));
+    }
+    sink = astype(*sinks, final_type, s);
+  }
+
+  array q = multiply(array(scale, final_type), astype(queries, final_type, s), s);
+  array k = astype(keys, final_type, s);
+  array v = astype(values, final_type, s);
+  const int n_repeats = n_q_heads / n_kv_heads;
+  if (n_repeats > 1) {
+    // (B, Hq, L, D) -> (B, Hkv, R, L, D); k, v gain a broadcast dim for the repeats.
+    q = unflatten(q, 1, {n_kv_heads, n_repeats}, s);
+    k = expand_dims(k, 2, s);
+    v = expand_dims(v, 2, s);
+  }
+  array scores = matmul(q, swapaxes(k, -1, -2, s), s);
+  if (causal || mask) {
+    array m = [&]() {
+      if (!causal) return *mask;
+      const int kl = k.shape(-2), ql = q.shape(-2);
+      array qi = expand_dims(arange(kl - ql, kl, s), 1, s);
+      array ki = expand_dims(arange(0, kl, s), 0, s);
+      return greater_equal(qi, ki, s);
+    }();
+    if (n_repeats > 1 && m.ndim() >= 3) {
+      m = m.shape(-3) == 1 ? expand_dims(m, -3, s) : unflatten(m, -3, {n_kv_heads, n_repeats}, s);
+    }
+    scores = m.dtype() == bool_ ? where(m, scores, lowest(scores.dtype()), s)
+                                : add(scores, m, s);
+  }
+  if (sink) {
+    array sk = expand_dims(*sink, {0, 2, 3}, s);  // (1, Hq, 1, 1)
+    if (scores.ndim() == 5) sk = unflatten(sk, 1, {n_kv_heads, n_repeats}, s);
+    Shape bshape = scores.shape();
+    bshape.back() = 1;
+    scores = concatenate({broadcast_to(sk, bshape, s), scores}, -1, s);
+  }
+  scores = softmax(scores, std::vector<int>{-1}, true, s);
+  if (sink) {
+    Shape start(scores.ndim(), 0);
+    start.back() = 1;
+    scores = slice(scores, start, scores.shape(), s);
+  }
+  array out = matmul(scores, v, s);
+  if (n_repeats > 1) out = flatten(out, 1, 2, s);
+  return out;
+}
+
+}  // namespace tessera::fast

@@ -1,0 +1,47 @@
+// Primitives of the linalg family: Matmul and AddMM (front ends and derivatives in
+// src/ops/matmul.cpp, the BLAS kernel in src/backend/cpu/matmul.cpp).
+#pragma once
+
+#include "ops/primitive.h"
+
+namespace tessera {
+
+// out[..., M, N] = a[..., M, K] @ b[..., K, N]. The front end gives both inputs the output's batch
+// dims (broadcast views) or a 2-D b with a 2-D a; dtypes already equal and inexact.
+class Matmul : public UnaryPrimitive {
+ public:
+  using UnaryPrimitive::UnaryPrimitive;
+  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
+                         const std::vector<int>& argnums,
+                         const std::vector<array>& outputs) override;
+  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
+                         const std::vector<int>& argnums) override;
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
+                                                       const std::vector<int>& axes) override;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
+  TESSERA_PRIMITIVE_NAME(Matmul)
+};
+
+// out = alpha * (a @ b) + beta * c, inputs {a, b, c}; c already has the output's shape
+// (possibly a broadcast view) and dtype.
+class AddMM : public UnaryPrimitive {
+ public:
+  AddMM(Stream s, float alpha, float beta) : UnaryPrimitive(s), alpha_(alpha), beta_(beta) {}
+  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
+                         const std::vector<int>& argnums,
+                         const std::vector<array>& outputs) override;
+  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
+                         const std::vector<int>& argnums) override;
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
+                                                       const std::vector<int>& axes) override;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
+  const char* name() const override { return "AddMM"; }
+  bool is_equivalent(const Primitive& other) const override;
+
+ private:
+  float alpha_, beta_;
+};
+
+}  // namespace tessera

@@ -1,0 +1,261 @@
+// Front ends of the matrix products (matmul, addmm, inner, outer, tensordot) and the derivatives
+// of Matmul / AddMM. Kernels in backend/cpu/matmul.cpp.
+#include <numeric>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "ops/linalg.h"
+#include "ops/utils.h"
+#include "tessera/linalg.h"
+#include "tessera/ops.h"
+
+namespace tessera {
+
+namespace {
+
+// Drop the dims a 1-D operand gained (row for `a`, column for `b`) from a product of shape `s`.
+Shape drop_vector_dims(Shape s, bool a_was_vector, bool b_was_vector) {
+  if (b_was_vector) s.erase(s.end() - 1);
+  if (a_was_vector) s.erase(s.end() - 1 - (b_was_vector ? 0 : 1));
+  return s;
+}
+
+// Leading dims of a shape (all but the last two).
+Shape batch_of(const Shape& s) { return Shape(s.begin(), s.end() - 2); }
+
+// The broadcast of a's and b's batch dims; the error names the full input shapes.
+Shape broadcast_batch(const char* op, const Shape& a, const Shape& b) {
+  try {
+    return detail::broadcast_shapes(op, batch_of(a), batch_of(b));
+  } catch (const std::invalid_argument&) {
+    throw std::invalid_argument(std::string("[") + op + "] the batch dimensions of a " +
+                                detail::shape_str(a) + " and b " + detail::shape_str(b) +
+                                " cannot be broadcast together");
+  }
+}
+
+Shape with_matrix(Shape batch, int rows, int cols) {
+  batch.push_back(rows);
+  batch.push_back(cols);
+  return batch;
+}
+
+}  // namespace
+
+array matmul(const array& in_a, const array& in_b, StreamOrDevice s) {
+  if (in_a.ndim() == 0 || in_b.ndim() == 0) {
+    throw std::invalid_argument("[matmul] inputs must have at least one dimension; got shapes " +
+                                detail::shape_str(in_a.shape()) + " and " +
+                                detail::shape_str(in_b.shape()));
+  }
+  array a = in_a.ndim() == 1 ? reshape(in_a, {1, in_a.shape(0)}, s) : in_a;
+  array b = in_b.ndim() == 1 ? reshape(in_b, {in_b.shape(0), 1}, s) : in_b;
+  if (a.shape(-1) != b.shape(-2)) {
+    throw std::invalid_argument("[matmul] last dimension of a " + detail::shape_str(in_a.shape()) +
+                                " must match the second to last of b " +
+                                detail::shape_str(in_b.shape()));
+  }
+  Dtype out_type = promote_types(a.dtype(), b.dtype());
+  if (!issubdtype(out_type, inexact)) {
+    throw std::invalid_argument("[matmul] only floating point and complex inputs are supported; "
+                                "got " + dtype_name(in_a.dtype()) + " and " +
+                                dtype_name(in_b.dtype()) + ", which promote to " +
+                                dtype_name(out_type));
+  }
+  a = astype(a, out_type, s);
+  b = astype(b, out_type, s);
+
+  Shape out_shape;
+  if (a.ndim() > 2 && b.ndim() == 2) {
+    // One gemm over all of a's rows: (..., M, K) -> (prod(...) * M, K).
+    Shape a_shape = a.shape();
+    int rows = 1;
+    for (size_t i = 0; i + 1 < a_shape.size(); ++i) rows *= a_shape[i];
+    a = reshape(a, {rows, a_shape.back()}, s);
+    out_shape = a_shape;
+    out_shape.back() = b.shape(-1);
+  } else if (a.ndim() > 2 || b.ndim() > 2) {
+    Shape batch = broadcast_batch("matmul", a.shape(), b.shape());
+    a = broadcast_to(a, with_matrix(batch, a.shape(-2), a.shape(-1)), s);
+    b = broadcast_to(b, with_matrix(batch, b.shape(-2), b.shape(-1)), s);
+  }
+  Shape prim_shape = a.shape();
+  prim_shape.back() = b.shape(-1);
+  if (out_shape.empty()) out_shape = prim_shape;
+  array out(prim_shape, out_type, std::make_shared<Matmul>(to_stream(s)), {a, b});
+  Shape final_shape = drop_vector_dims(out_shape, in_a.ndim() == 1, in_b.ndim() == 1);
+  return final_shape == prim_shape ? out : reshape(out, final_shape, s);
+}
+
+array addmm(array c, array a, array b, const float& alpha, const float& beta, StreamOrDevice s) {
+  if (a.ndim() == 0 || b.ndim() == 0) {
+    throw std::invalid_argument("[addmm] a and b must have at least one dimension; got shapes " +
+                                detail::shape_str(a.shape()) + " and " +
+                                detail::shape_str(b.shape()));
+  }
+  const bool a_vec = a.ndim() == 1, b_vec = b.ndim() == 1;
+  const Shape in_a_shape = a.shape(), in_b_shape = b.shape();
+  if (a_vec) a = reshape(a, {1, in_a_shape[0]}, s);
+  if (b_vec) b = reshape(b, {in_b_shape[0], 1}, s);
+  if (a.shape(-1) != b.shape(-2)) {
+    throw std::invalid_argument("[addmm] last dimension of a " + detail::shape_str(in_a_shape) +
+                                " must match the second to last of b " +
+                                detail::shape_str(in_b_shape));
+  }
+  Dtype out_type = promote_types(promote_types(a.dtype(), b.dtype()), c.dtype());
+  if (!issubdtype(out_type, floating)) {
+    throw std::invalid_argument("[addmm] only real floating point inputs are supported; got c " +
+                                dtype_name(c.dtype()) + ", a " + dtype_name(a.dtype()) + " and b " +
+                                dtype_name(b.dtype()) + ", which promote to " +
+                                dtype_name(out_type));
+  }
+  a = astype(a, out_type, s);
+  b = astype(b, out_type, s);
+  c = astype(c, out_type, s);
+  if (a.ndim() > 2 || b.ndim() > 2) {
+    Shape batch = broadcast_batch("addmm", a.shape(), b.shape());
+    a = broadcast_to(a, with_matrix(batch, a.shape(-2), a.shape(-1)), s);
+    b = broadcast_to(b, with_matrix(batch, b.shape(-2), b.shape(-1)), s);
+  }
+  Shape prim_shape = a.shape();
+  prim_shape.back() = b.shape(-1);
+  // c broadcasts against the user-visible product shape (vector dims removed).
+  Shape user_shape = drop_vector_dims(prim_shape, a_vec, b_vec);
+  Shape c_shape = detail::broadcast_shapes("addmm", c.shape(), user_shape);
+  if (c_shape != user_shape) {
+    throw std::invalid_argument("[addmm] c of shape " + detail::shape_str(c.shape()) +
+                                " cannot be broadcast to the product's shape " +
+                                detail::shape_str(user_shape));
+  }
+  c = reshape(broadcast_to(c, user_shape, s), prim_shape, s);
+  array out(prim_shape, out_type, std::make_shared<AddMM>(to_stream(s), alpha, beta), {a, b, c});
+  return user_shape == prim_shape ? out : reshape(out, user_shape, s);
+}
+
+// ---- derivatives ----
+
+namespace {
+
+// x with its last two dims swapped and, for complex inputs, conjugated (the adjoint).
+array adjoint(const array& x, const Stream& s) {
+  array t = swapaxes(x, -1, -2, s);
+  return x.dtype() == complex64 ? conjugate(t, s) : t;
+}
+
+// Move a vmapped axis to the front (-1: not batched, left as is).
+array batch_first(const array& x, int axis, const Stream& s) {
+  return axis > 0 ? moveaxis(x, axis, 0, s) : x;
+}
+
+array scaled(const array& x, float k, const Stream& s) {
+  return k == 1.0f ? x : multiply(array(k, x.dtype()), x, s);
+}
+
+}  // namespace
+
+std::vector<array> Matmul::vjp(const std::vector<array>& primals,
+                               const std::vector<array>& cotangents,
+                               const std::vector<int>& argnums, const std::vector<array>&) {
+  const array& cotan = cotangents[0];
+  std::vector<array> out;
+  for (int arg : argnums) {
+    if (arg == 0) {
+      out.push_back(matmul(cotan, adjoint(primals[1], stream()), stream()));
+    } else {
+      out.push_back(matmul(adjoint(primals[0], stream()), cotan, stream()));
+    }
+  }
+  return out;
+}
+
+std::vector<array> Matmul::jvp(const std::vector<array>& primals,
+                               const std::vector<array>& tangents,
+                               const std::vector<int>& argnums) {
+  // d(a @ b) = da @ b + a @ db.
+  std::optional<array> acc;
+  for (size_t i = 0; i < argnums.size(); ++i) {
+    array term = argnums[i] == 0 ? matmul(tangents[i], primals[1], stream())
+                                 : matmul(primals[0], tangents[i], stream());
+    acc = acc ? add(*acc, term, stream()) : term;
+  }
+  return {*acc};
+}
+
+std::pair<std::vector<array>, std::vector<int>> Matmul::vmap(const std::vector<array>& inputs,
+                                                             const std::vector<int>& axes) {
+  // The front end gives both operands the same rank, so a vmapped axis moved to the front is
+  // one extra leading dim that broadcasts against the other operand.
+  array a = batch_first(inputs[0], axes[0], stream());
+  array b = batch_first(inputs[1], axes[1], stream());
+  return {{matmul(a, b, stream())}, {0}};
+}
+
+std::vector<array> AddMM::vjp(const std::vector<array>& primals,
+                              const std::vector<array>& cotangents,
+                              const std::vector<int>& argnums, const std::vector<array>&) {
+  const array& cotan = cotangents[0];
+  std::vector<array> out;
+  for (int arg : argnums) {
+    if (arg == 0) {
+      out.push_back(matmul(scaled(cotan, alpha_, stream()), adjoint(primals[1], stream()),
+                           stream()));
+    } else if (arg == 1) {
+      out.push_back(matmul(adjoint(primals[0], stream()), scaled(cotan, alpha_, stream()),
+                           stream()));
+    } else {
+      out.push_back(scaled(cotan, beta_, stream()));
+    }
+  }
+  return out;
+}
+
+std::vector<array> AddMM::jvp(const std::vector<array>& primals,
+                              const std::vector<array>& tangents,
+                              const std::vector<int>& argnums) {
+  std::optional<array> acc;
+  for (size_t i = 0; i < argnums.size(); ++i) {
+    array term = argnums[i] == 0   ? scaled(matmul(tangents[i], primals[1], stream()), alpha_,
+                                            stream())
+                 : argnums[i] == 1 ? scaled(matmul(primals[0], tangents[i], stream()), alpha_,
+                                            stream())
+                                   : scaled(tangents[i], beta_, stream());
+    acc = acc ? add(*acc, term, stream()) : term;
+  }
+  return {*acc};
+}
+
+std::pair<std::vector<array>, std::vector<int>> AddMM::vmap(const std::vector<array>& inputs,
+                                                            const std::vector<int>& axes) {
+  array a = batch_first(inputs[0], axes[0], stream());
+  array b = batch_first(inputs[1], axes[1], stream());
+  array c = batch_first(inputs[2], axes[2], stream());
+  // c must broadcast to the product's shape: when only c is batched, give a the batch dim.
+  if (axes[2] >= 0 && axes[0] < 0 && axes[1] < 0) {
+    Shape shape = a.shape();
+    shape.insert(shape.begin(), c.shape(0));
+    a = broadcast_to(expand_dims(a, 0, stream()), shape, stream());
+  }
+  return {{addmm(c, a, b, alpha_, beta_, stream())}, {0}};
+}
+
+// ---- primitive methods ----
+
+std::vector<Shape> Matmul::output_shapes(const std::vector<array>& inputs) {
+  Shape out = inputs[0].shape();
+  out.back() = inputs[1].shape(-1);
+  return {out};
+}
+
+std::vector<Shape> AddMM::output_shapes(const std::vector<array>& inputs) {
+  Shape out = inputs[0].shape();
+  out.back() = inputs[1].shape(-1);
+  return {out};
+}
+
+bool AddMM::is_equivalent(const Primitive& other) const {
+  auto* o = dynamic_cast<const AddMM*>(&other);
+  return o && o->alpha_ == alpha_ && o->beta_ == beta_;
+}
+
+}  // namespace tessera

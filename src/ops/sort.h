@@ -1,0 +1,74 @@
+// Primitives of the sort family (front ends in sort.cpp, kernels in backend/cpu/sort.cpp).
+// NaNs order after every number.
+#pragma once
+
+#include "ops/primitive.h"
+
+namespace tessera {
+
+class Sort : public UnaryPrimitive {
+ public:
+  Sort(Stream s, int axis) : UnaryPrimitive(s), axis_(axis) {}
+  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
+                         const std::vector<int>& argnums,
+                         const std::vector<array>& outputs) override;
+  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
+                         const std::vector<int>& argnums) override;
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
+                                                       const std::vector<int>& axes) override;
+  const char* name() const override { return "Sort"; }
+  bool is_equivalent(const Primitive& other) const override;
+
+ private:
+  int axis_;
+};
+
+// Stable: ties keep their input order.
+class ArgSort : public UnaryPrimitive {
+ public:
+  ArgSort(Stream s, int axis) : UnaryPrimitive(s), axis_(axis) {}
+  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
+                                                       const std::vector<int>& axes) override;
+  const char* name() const override { return "ArgSort"; }
+  bool is_equivalent(const Primitive& other) const override;
+
+ private:
+  int axis_;
+};
+
+class Partition : public UnaryPrimitive {
+ public:
+  Partition(Stream s, int kth, int axis) : UnaryPrimitive(s), kth_(kth), axis_(axis) {}
+  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
+                         const std::vector<int>& argnums,
+                         const std::vector<array>& outputs) override;
+  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
+                         const std::vector<int>& argnums) override;
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
+                                                       const std::vector<int>& axes) override;
+  const char* name() const override { return "Partition"; }
+  bool is_equivalent(const Primitive& other) const override;
+
+ private:
+  int kth_;
+  int axis_;
+};
+
+class ArgPartition : public UnaryPrimitive {
+ public:
+  ArgPartition(Stream s, int kth, int axis) : UnaryPrimitive(s), kth_(kth), axis_(axis) {}
+  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
+                                                       const std::vector<int>& axes) override;
+  const char* name() const override { return "ArgPartition"; }
+  bool is_equivalent(const Primitive& other) const override;
+
+ private:
+  int kth_;
+  int axis_;
+};
+
+}  // namespace tessera

@@ -1,0 +1,133 @@
+// The ring hostfile parser: MLX's format, IPv4/IPv6, and every broken case with its message.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "distributed/hostfile.h"
+
+using namespace tessera::distributed::detail;
+
+namespace {
+
+// Expects std::invalid_argument whose message contains every fragment.
+void expect_error(const std::string& json, std::initializer_list<const char*> fragments) {
+  try {
+    parse_hostfile(json, "test.json");
+    ADD_FAILURE() << "no error for " << json;
+  } catch (const std::invalid_argument& e) {
+    std::string msg = e.what();
+    for (const char* f : fragments) {
+      EXPECT_NE(msg.find(f), std::string::npos) << "message: " << msg << "\nmissing: " << f;
+    }
+  }
+}
+
+}  // namespace
+
+TEST(Hostfile, ParsesMlxFormatWithSeveralConnections) {
+  auto hf = parse_hostfile(
+      R"([["10.0.0.1:5000","10.0.0.2:5000"],["10.0.1.1:5001","10.0.1.2:5001"],)"
+      R"(["10.0.2.1:6000","10.0.2.2:6000"]])");
+  ASSERT_EQ(hf.size(), 3);
+  EXPECT_EQ(hf.connections(), 2);
+  EXPECT_EQ(hf.ranks[1][1].host, "10.0.1.2");
+  EXPECT_EQ(hf.ranks[1][1].port, 5001);
+  EXPECT_FALSE(hf.ranks[1][1].ipv6);
+  EXPECT_EQ(hf.ranks[2][0].text(), "10.0.2.1:6000");
+}
+
+TEST(Hostfile, ParsesIpv6AndHostNames) {
+  auto hf = parse_hostfile(R"([["[::1]:5000"],["[fe80::1]:65535"],["node-3.cluster:1"]])");
+  EXPECT_TRUE(hf.ranks[0][0].ipv6);
+  EXPECT_EQ(hf.ranks[0][0].host, "::1");
+  EXPECT_EQ(hf.ranks[0][0].text(), "[::1]:5000");
+  EXPECT_EQ(hf.ranks[1][0].port, 65535);
+  EXPECT_EQ(hf.ranks[2][0].host, "node-3.cluster");
+  EXPECT_EQ(hf.ranks[2][0].port, 1);
+}
+
+TEST(Hostfile, RoundTripsThroughJson) {
+  auto hf = parse_hostfile(R"([["127.0.0.1:5000"],["[::1]:5001"]])");
+  auto again = parse_hostfile(hf.to_json());
+  EXPECT_EQ(again.ranks[1][0].text(), "[::1]:5001");
+  EXPECT_EQ(again.size(), 2);
+}
+
+TEST(Hostfile, InvalidJsonNamesTheFile) {
+  expect_error("[[\"127.0.0.1:5000\"", {"test.json", "not valid JSON"});
+}
+
+TEST(Hostfile, TopLevelMustBeANonEmptyList) {
+  expect_error(R"({"a": 1})", {"test.json", "top level is a JSON object", "one entry per rank"});
+  expect_error("[]", {"list of ranks is empty"});
+}
+
+TEST(Hostfile, RankEntryMustBeAList) {
+  expect_error(R"([["127.0.0.1:5000"], "127.0.0.1:5001"])",
+               {"rank 1", "expected a list", "JSON string", "127.0.0.1:5001"});
+  expect_error(R"([["127.0.0.1:5000"], []])", {"rank 1", "list of addresses is empty"});
+}
+
+TEST(Hostfile, AddressMustBeAString) {
+  expect_error(R"([["127.0.0.1:5000"], ["127.0.0.1:5001", 5002]])",
+               {"rank 1, entry 1", "expected an \"ip:port\" string", "number", "5002"});
+}
+
+TEST(Hostfile, MissingPort) {
+  expect_error(R"([["127.0.0.1"]])", {"rank 0, entry 0", "\"127.0.0.1\"", "expected \"ip:port\""});
+  expect_error(R"([["127.0.0.1:"]])", {"rank 0, entry 0", "port ''", "1-65535"});
+}
+
+TEST(Hostfile, PortOutOfRangeOrNotANumber) {
+  expect_error(R"([["127.0.0.1:5000"], ["127.0.0.1:70000"]])",
+               {"rank 1, entry 0", "port 70000 is out of range 1-65535"});
+  expect_error(R"([["127.0.0.1:0"]])", {"rank 0, entry 0", "port 0 is out of range"});
+  expect_error(R"([["127.0.0.1:50a0"]])", {"rank 0, entry 0", "port '50a0'"});
+  expect_error(R"([["127.0.0.1:-5"]])", {"rank 0, entry 0", "port '-5'"});
+}
+
+TEST(Hostfile, BadAddresses) {
+  expect_error(R"([["300.1.2.3:5000"]])", {"rank 0, entry 0", "'300.1.2.3' is not a valid IPv4"});
+  expect_error(R"([[":5000"]])", {"rank 0, entry 0", "address before ':' is empty"});
+  expect_error(R"([["::1:5000"]])", {"rank 0, entry 0", "IPv6 address needs brackets"});
+  expect_error(R"([["[::1:5000"]])", {"rank 0, entry 0", "missing ']'"});
+  expect_error(R"([["[::1]5000"]])", {"rank 0, entry 0", "missing ':port'"});
+  expect_error(R"([["[::g]:5000"]])", {"rank 0, entry 0", "'::g' is not a valid IPv6"});
+  expect_error(R"([["bad host:5000"]])", {"rank 0, entry 0", "not a valid IPv4 address or host"});
+}
+
+TEST(Hostfile, UnequalConnectionCounts) {
+  expect_error(R"([["127.0.0.1:5000","127.0.0.1:5001"],["127.0.0.1:5002"]])",
+               {"rank 1 lists 1 addresses but rank 0 lists 2", "same number"});
+}
+
+TEST(Hostfile, DuplicateAddresses) {
+  expect_error(R"([["127.0.0.1:5000"],["127.0.0.1:5001"],["127.0.0.1:5000"]])",
+               {"rank 2, entry 0", "duplicate of rank 0, entry 0"});
+  expect_error(R"([["[::1]:5000","[::1]:5000"]])", {"rank 0, entry 1", "duplicate of rank 0, entry 0"});
+}
+
+TEST(Hostfile, LoadNamesUnreadablePath) {
+  try {
+    load_hostfile("/nonexistent/dir/hosts.json");
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/dir/hosts.json"), std::string::npos);
+  }
+  std::string path = ::testing::TempDir() + "tessera_hostfile_test.json";
+  {
+    std::ofstream f(path);
+    f << R"([["127.0.0.1:5000"],["127.0.0.1:99999"]])";
+  }
+  try {
+    load_hostfile(path);
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find(path), std::string::npos) << msg;
+    EXPECT_NE(msg.find("rank 1, entry 0"), std::string::npos) << msg;
+  }
+  std::remove(path.c_str());
+}

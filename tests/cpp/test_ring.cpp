@@ -1,0 +1,512 @@
+// The ring backend on raw buffers: ranks are threads in this process talking over 127.0.0.1
+// (TCP, and shared memory when enabled). Every result is compared with the reduction computed
+// here from every rank's known input, and across ranks bitwise.
+#include <gtest/gtest.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "distributed/reduce_kernels.h"
+#include "distributed/ring/handshake.h"
+#include "distributed/ring/ring_group.h"
+#include "tessera/config.h"
+
+using namespace tessera;
+using namespace tessera::distributed::detail;
+
+namespace {
+
+// Binds port 0 to find free ports, then writes them into a hostfile.
+Hostfile free_hostfile(int n, int conns = 1) {
+  std::vector<int> fds;
+  Hostfile hf;
+  for (int r = 0; r < n; ++r) {
+    std::vector<HostAddress> addrs;
+    for (int c = 0; c < conns; ++c) {
+      int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      a.sin_port = 0;
+      EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+      socklen_t len = sizeof(a);
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+      fds.push_back(fd);
+      addrs.push_back(HostAddress{"127.0.0.1", ntohs(a.sin_port), false});
+    }
+    hf.ranks.push_back(addrs);
+  }
+  for (int fd : fds) ::close(fd);
+  return hf;
+}
+
+RingOptions options(bool shm, double timeout_s = 20) {
+  RingOptions o;
+  o.shm = shm;
+  o.timeout_s = timeout_s;
+  o.connect_timeout_s = 10;
+  return o;
+}
+
+// Runs f(group, rank) on n threads, one RingGroup each; rethrows the first failure.
+void run_ranks(int n, const RingOptions& opt, const std::function<void(RingGroup&, int)>& f,
+               int conns = 1) {
+  Hostfile hf = free_hostfile(n, conns);
+  std::vector<std::thread> ts;
+  std::mutex mu;
+  std::string first_error;
+  for (int r = 0; r < n; ++r) {
+    ts.emplace_back([&, r] {
+      try {
+        RingGroup g(r, hf, opt);
+        f(g, r);
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lk(mu);
+        if (first_error.empty()) first_error = "rank " + std::to_string(r) + ": " + e.what();
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  if (!first_error.empty()) FAIL() << first_error;
+}
+
+// std::vector without the vector<bool> specialisation (bool buffers need data()).
+template <typename T>
+class Buf {
+ public:
+  Buf() = default;
+  explicit Buf(size_t n) : n_(n), p_(std::make_unique<T[]>(n)) {}
+  Buf(size_t n, T v) : Buf(n) { std::fill(begin(), end(), v); }
+  template <typename It>
+  Buf(It b, It e) : Buf(static_cast<size_t>(e - b)) { std::copy(b, e, begin()); }
+  Buf(const Buf& o) : Buf(o.begin(), o.end()) {}
+  Buf& operator=(const Buf& o) { return *this = Buf(o); }
+  Buf(Buf&&) noexcept = default;
+  Buf& operator=(Buf&&) noexcept = default;
+  T* data() { return p_.get(); }
+  const T* data() const { return p_.get(); }
+  size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  T& operator[](size_t i) { return p_[i]; }
+  const T& operator[](size_t i) const { return p_[i]; }
+  T* begin() { return p_.get(); }
+  T* end() { return p_.get() + n_; }
+  const T* begin() const { return p_.get(); }
+  const T* end() const { return p_.get() + n_; }
+
+ private:
+  size_t n_ = 0;
+  std::unique_ptr<T[]> p_;
+};
+
+template <typename T>
+T value_for(int rank, size_t i) {
+  long v = static_cast<long>((i * 7 + static_cast<size_t>(rank) * 3 + i / 5) % 11) - 4;
+  if constexpr (std::is_same_v<T, bool>) {
+    return (i + static_cast<size_t>(rank)) % 3 == 0;
+  } else if constexpr (std::is_same_v<T, complex64_t>) {
+    return complex64_t(static_cast<float>(v), static_cast<float>((v * 3) % 5));
+  } else if constexpr (std::is_unsigned_v<T>) {
+    return static_cast<T>(v + 4);
+  } else if constexpr (std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>) {
+    return T(static_cast<float>(v));
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+template <typename T>
+Buf<T> input_for(int rank, size_t n, size_t salt = 0) {
+  Buf<T> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = value_for<T>(rank, i + salt);
+  return v;
+}
+
+template <typename T>
+Buf<T> reference_reduce(int world, size_t n, ReduceOp op, size_t salt = 0) {
+  Buf<T> acc = input_for<T>(0, n, salt);
+  for (int r = 1; r < world; ++r) {
+    auto x = input_for<T>(r, n, salt);
+    for (size_t i = 0; i < n; ++i) acc[i] = reduce_one<T>(acc[i], x[i], op);
+  }
+  return acc;
+}
+
+template <typename A, typename B>
+bool same_bytes(const A& a, const B& b) {
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(*a.data())) == 0);
+}
+
+const ReduceOp kOps[] = {ReduceOp::sum, ReduceOp::max, ReduceOp::min};
+const size_t kLengths[] = {0, 1, 7, 1023};
+constexpr size_t kBig = (1 << 20) + 3;
+
+// All 14 dtypes x 3 ops x small lengths, plus big messages for a few dtypes, in place and not.
+void check_all_reduce(RingGroup& g, int rank) {
+  const int world = g.size();
+  for (Dtype dt : kAllDtypes) {
+    tessera::detail::dispatch_dtype(dt, [&](auto tag) {
+      using T = decltype(tag);
+      for (ReduceOp op : kOps) {
+        for (size_t n : kLengths) {
+          auto in = input_for<T>(rank, n);
+          Buf<T> out(n);
+          g.all_reduce(in.data(), out.data(), n, dt, op);
+          auto want = reference_reduce<T>(world, n, op);
+          ASSERT_TRUE(same_bytes(out, want))
+              << dtype_name(dt) << " " << reduce_op_name(op) << " n=" << n << " world=" << world;
+          g.all_reduce(in.data(), in.data(), n, dt, op);  // in place
+          ASSERT_TRUE(same_bytes(in, want)) << "in place " << dtype_name(dt) << " n=" << n;
+        }
+      }
+    });
+  }
+  for (Dtype dt : {float32, int64, float16, bfloat16, complex64, uint8}) {
+    tessera::detail::dispatch_dtype(dt, [&](auto tag) {
+      using T = decltype(tag);
+      ReduceOp op = dt == int64 ? ReduceOp::max : ReduceOp::sum;
+      auto in = input_for<T>(rank, kBig, 11);
+      Buf<T> out(kBig);
+      g.all_reduce(in.data(), out.data(), kBig, dt, op);
+      ASSERT_TRUE(same_bytes(out, reference_reduce<T>(world, kBig, op, 11)))
+          << "big " << dtype_name(dt) << " world=" << world;
+    });
+  }
+}
+
+void check_gather_scatter(RingGroup& g, int rank) {
+  const int world = g.size();
+  const size_t W = static_cast<size_t>(world);
+  for (size_t n : {size_t(0), size_t(1), size_t(7), size_t(1023), kBig}) {
+    auto in = input_for<int32_t>(rank, n, 5);
+    std::vector<int32_t> out(n * W, -99);
+    g.all_gather(in.data(), out.data(), n * sizeof(int32_t));
+    for (int r = 0; r < world; ++r) {
+      auto want = input_for<int32_t>(r, n, 5);
+      ASSERT_EQ(0, n == 0 ? 0 : std::memcmp(out.data() + r * n, want.data(), n * 4))
+          << "all_gather n=" << n << " block " << r;
+    }
+  }
+  for (Dtype dt : {float32, float16, int8, bool_, complex64, float64}) {
+    tessera::detail::dispatch_dtype(dt, [&](auto tag) {
+      using T = decltype(tag);
+      for (size_t n : {size_t(0), size_t(1), size_t(7), size_t(1023), size_t(300007)}) {
+        for (ReduceOp op : kOps) {
+          if (n == 300007 && op != ReduceOp::sum) continue;
+          auto in = input_for<T>(rank, n * W, 3);
+          Buf<T> out(n);
+          g.reduce_scatter(in.data(), out.data(), n, dt, op);
+          auto full = reference_reduce<T>(world, n * W, op, 3);
+          Buf<T> want(full.begin() + static_cast<long>(rank * n),
+                              full.begin() + static_cast<long>((rank + 1) * n));
+          ASSERT_TRUE(same_bytes(out, want)) << "reduce_scatter " << dtype_name(dt) << " n=" << n
+                                             << " world=" << world;
+        }
+      }
+    });
+  }
+}
+
+void check_p2p_and_friends(RingGroup& g, int rank) {
+  const int world = g.size();
+  const size_t W = static_cast<size_t>(world);
+  for (int root = 0; root < world; ++root) {
+    for (size_t n : {size_t(0), size_t(5), kBig}) {
+      Buf<uint16_t> buf = rank == root ? input_for<uint16_t>(root, n) : Buf<uint16_t>(n);
+      g.broadcast(buf.data(), n * 2, root);
+      ASSERT_TRUE(same_bytes(buf, input_for<uint16_t>(root, n))) << "broadcast root " << root;
+    }
+  }
+  for (size_t n : {size_t(0), size_t(3), size_t(100003)}) {
+    // Block j of rank r's input is input_for(r, n, salt = 1000 * j).
+    std::vector<int32_t> in(n * W), out(n * W, -1);
+    for (size_t j = 0; j < W; ++j) {
+      auto b = input_for<int32_t>(rank, n, 1000 * j);
+      std::copy(b.begin(), b.end(), in.begin() + static_cast<long>(j * n));
+    }
+    g.all_to_all(in.data(), out.data(), n * 4);
+    for (int r = 0; r < world; ++r) {
+      auto want = input_for<int32_t>(r, n, 1000 * static_cast<size_t>(rank));
+      ASSERT_EQ(0, n == 0 ? 0 : std::memcmp(out.data() + r * n, want.data(), n * 4))
+          << "all_to_all from " << r;
+    }
+  }
+  // Every ordered pair, including non-neighbours (direct connections), in a fixed order.
+  for (int a = 0; a < world; ++a) {
+    for (int b = 0; b < world; ++b) {
+      if (a == b) continue;
+      size_t n = (a * 31 + b * 7) % 3 == 0 ? kBig : 9;
+      if (rank == a) {
+        auto v = input_for<float>(a, n, static_cast<size_t>(b));
+        g.send(v.data(), n * 4, float32, b);
+      } else if (rank == b) {
+        std::vector<float> v(n);
+        g.recv(v.data(), n * 4, float32, a);
+        ASSERT_TRUE(same_bytes(v, input_for<float>(a, n, static_cast<size_t>(b))))
+            << "send " << a << " -> " << b;
+      }
+    }
+  }
+  g.barrier();
+}
+
+class RingWorld : public ::testing::TestWithParam<std::tuple<int, bool>> {};
+
+TEST_P(RingWorld, AllReduceEveryDtypeOpAndLength) {
+  auto [world, shm] = GetParam();
+  run_ranks(world, options(shm), [&](RingGroup& g, int r) {
+    EXPECT_EQ(g.shm_active(), shm);
+    check_all_reduce(g, r);
+  });
+}
+
+TEST_P(RingWorld, AllGatherAndReduceScatter) {
+  auto [world, shm] = GetParam();
+  run_ranks(world, options(shm), check_gather_scatter);
+}
+
+TEST_P(RingWorld, BroadcastAllToAllSendRecvBarrier) {
+  auto [world, shm] = GetParam();
+  run_ranks(world, options(shm), check_p2p_and_friends);
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, RingWorld,
+                         ::testing::Combine(::testing::Values(2, 3, 4, 5), ::testing::Bool()),
+                         [](const auto& info) {
+                           return "N" + std::to_string(std::get<0>(info.param)) +
+                                  (std::get<1>(info.param) ? "Shm" : "Tcp");
+                         });
+
+TEST(Ring, SeveralConnectionsPerNeighbourStripeLargeMessages) {
+  run_ranks(3, options(false), [](RingGroup& g, int rank) {
+    EXPECT_EQ(g.connections(), 2);
+    auto in = input_for<float>(rank, kBig);
+    std::vector<float> out(kBig);
+    g.all_reduce(in.data(), out.data(), kBig, float32, ReduceOp::sum);
+    ASSERT_TRUE(same_bytes(out, reference_reduce<float>(3, kBig, ReduceOp::sum)));
+    check_p2p_and_friends(g, rank);
+  }, 2);
+}
+
+TEST(Ring, SingleRankGroupCopies) {
+  Hostfile hf = free_hostfile(1);
+  RingGroup g(0, hf, options(false));
+  int32_t in[3] = {1, 2, 3}, out[3] = {};
+  g.all_reduce(in, out, 3, int32, ReduceOp::sum);
+  EXPECT_EQ(out[2], 3);
+  g.barrier();
+}
+
+TEST(Ring, RankOutOfRangeIsInvalidArgument) {
+  Hostfile hf = free_hostfile(2);
+  try {
+    RingGroup g(2, hf, options(false));
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 2 is out of range for a hostfile of 2"),
+              std::string::npos) << e.what();
+  }
+}
+
+TEST(Ring, ConfigSuppliesTimeoutsTokenAndShm) {
+  config::set_override("TESSERA_DIST_TIMEOUT", "7");
+  config::set_override("TESSERA_JOB_TOKEN", "abc");
+  config::set_override("TESSERA_RING_SHM", "0");
+  RingOptions o = RingOptions::from_config();
+  EXPECT_EQ(o.timeout_s, 7);
+  EXPECT_EQ(o.token, "abc");
+  EXPECT_FALSE(o.shm);
+  for (const char* k : {"TESSERA_DIST_TIMEOUT", "TESSERA_JOB_TOKEN", "TESSERA_RING_SHM"}) {
+    config::set_override(k, std::nullopt);
+  }
+}
+
+// Ranks 0 and 1 call all_sum with different sizes: both fail, naming both sizes.
+void check_size_mismatch(bool shm) {
+  std::vector<std::string> errors(2);
+  run_ranks(2, options(shm, 5), [&](RingGroup& g, int rank) {
+    size_t n = rank == 0 ? 7 : 8;
+    std::vector<float> in(n, 1.0f), out(n);
+    try {
+      g.all_reduce(in.data(), out.data(), n, float32, ReduceOp::sum);
+    } catch (const std::runtime_error& e) {
+      errors[static_cast<size_t>(rank)] = e.what();
+    }
+  });
+  for (int r = 0; r < 2; ++r) {
+    const std::string& e = errors[static_cast<size_t>(r)];
+    EXPECT_NE(e.find("mismatched operation"), std::string::npos) << "rank " << r << ": " << e;
+    EXPECT_NE(e.find("all_sum of 7 float32 elements (28 B)"), std::string::npos) << e;
+    EXPECT_NE(e.find("all_sum of 8 float32 elements (32 B)"), std::string::npos) << e;
+  }
+}
+
+TEST(RingFaults, DifferentSizesFailOnBothRanksTcp) { check_size_mismatch(false); }
+TEST(RingFaults, DifferentSizesFailOnBothRanksShm) { check_size_mismatch(true); }
+
+TEST(RingFaults, DifferentOperationsAreReported) {
+  std::vector<std::string> errors(2);
+  run_ranks(2, options(false, 5), [&](RingGroup& g, int rank) {
+    std::vector<float> in(4, 1.0f), out(8);
+    try {
+      if (rank == 0) {
+        g.all_reduce(in.data(), out.data(), 4, float32, ReduceOp::max);
+      } else {
+        g.all_gather(in.data(), out.data(), 16);
+      }
+    } catch (const std::runtime_error& e) {
+      errors[static_cast<size_t>(rank)] = e.what();
+    }
+  });
+  EXPECT_NE(errors[0].find("all_max of 4 float32"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find("all_gather of 16 B"), std::string::npos) << errors[0];
+}
+
+// Rank 2 leaves (closes its sockets) while the others are inside an all_sum: they must raise
+// within 2 s, naming the operation; later calls fail at once.
+void check_peer_exit(bool shm) {
+  config::set_override("TESSERA_DIST_TIMEOUT", "30");
+  RingOptions opt = RingOptions::from_config();
+  config::set_override("TESSERA_DIST_TIMEOUT", std::nullopt);
+  opt.shm = shm;
+  opt.connect_timeout_s = 10;
+  std::vector<std::string> errors(3);
+  std::vector<double> seconds(3, 0);
+  run_ranks(3, opt, [&](RingGroup& g, int rank) {
+    std::vector<float> in(kBig, 1.0f), out(kBig);
+    g.all_reduce(in.data(), out.data(), kBig, float32, ReduceOp::sum);  // all healthy
+    if (rank == 2) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      g.abort("test: rank 2 leaves");  // closes its connections, as an exiting process would
+      return;
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    try {
+      for (int i = 0; i < 100; ++i) g.all_reduce(in.data(), out.data(), kBig, float32, ReduceOp::sum);
+    } catch (const std::runtime_error& e) {
+      errors[static_cast<size_t>(rank)] = e.what();
+    }
+    seconds[static_cast<size_t>(rank)] =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_THROW(g.barrier(), std::runtime_error);
+  });
+  for (int r = 0; r < 2; ++r) {
+    const std::string& e = errors[static_cast<size_t>(r)];
+    EXPECT_NE(e.find("all_sum"), std::string::npos) << "rank " << r << ": " << e;
+    EXPECT_NE(e.find("[ring] rank " + std::to_string(r)), std::string::npos) << e;
+    EXPECT_LT(seconds[static_cast<size_t>(r)], 2.3) << e;
+  }
+}
+
+TEST(RingFaults, PeerClosingMidOperationRaisesQuicklyTcp) { check_peer_exit(false); }
+TEST(RingFaults, PeerClosingMidOperationRaisesQuicklyShm) { check_peer_exit(true); }
+
+// A silent peer (connected, never calls the op) hits TESSERA_DIST_TIMEOUT.
+TEST(RingFaults, SilentPeerTimesOut) {
+  std::string error;
+  double secs = 0;
+  std::atomic<bool> done{false};
+  run_ranks(2, options(false, 1), [&](RingGroup& g, int rank) {
+    if (rank == 1) {
+      while (!done) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return;
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<float> in(100, 1.0f), out(100);
+    try {
+      g.all_reduce(in.data(), out.data(), 100, float32, ReduceOp::sum);
+    } catch (const std::runtime_error& e) {
+      error = e.what();
+    }
+    secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    done = true;
+  });
+  EXPECT_NE(error.find("no data from rank 1 (127.0.0.1:"), std::string::npos) << error;
+  EXPECT_NE(error.find("for 1.0 s during all_sum of 400 B (float32)"), std::string::npos) << error;
+  EXPECT_NE(error.find("TESSERA_DIST_TIMEOUT"), std::string::npos) << error;
+  EXPECT_GT(secs, 0.9);
+  EXPECT_LT(secs, 3.0);
+}
+
+// An impostor with the wrong token is rejected (and logged); the real ranks still connect.
+TEST(RingSecurity, WrongTokenIsRejectedAndTheGroupStillForms) {
+  Hostfile hf = free_hostfile(2);
+  RingOptions opt = options(false);
+  opt.token = "the-right-token";
+  std::string impostor_error;
+  std::thread impostor([&] {
+    // Pretend to be rank 1 connecting to rank 0, before rank 1 starts.
+    auto d = Deadline::after(5);
+    Socket s = connect_with_backoff(hf.ranks[0][0], d, 1, 0, false);
+    IoContext ctx;
+    ctx.op = "handshake";
+    ctx.rank = 1;
+    ctx.peer = 0;
+    ctx.peer_address = hf.ranks[0][0].text();
+    try {
+      client_handshake(s, "a-wrong-token", {1, 0, 0, ConnKind::ring}, d, ctx);
+    } catch (const std::runtime_error& e) {
+      impostor_error = e.what();
+    }
+  });
+  std::vector<float> results(2, 0);
+  std::thread r0([&] {
+    RingGroup g(0, hf, opt);
+    float x = 1, y = 0;
+    g.all_reduce(&x, &y, 1, float32, ReduceOp::sum);
+    results[0] = y;
+  });
+  impostor.join();
+  std::thread r1([&] {
+    RingGroup g(1, hf, opt);
+    float x = 2, y = 0;
+    g.all_reduce(&x, &y, 1, float32, ReduceOp::sum);
+    results[1] = y;
+  });
+  r0.join();
+  r1.join();
+  // The impostor cannot verify rank 0's proof (different token) and gives up; rank 0 logs
+  // the failed handshake and keeps waiting for the real rank 1.
+  EXPECT_NE(impostor_error.find("job token"), std::string::npos) << impostor_error;
+  EXPECT_EQ(results[0], 3.0f);
+  EXPECT_EQ(results[1], 3.0f);
+}
+
+TEST(RingSecurity, ServerThatDoesNotKnowTheTokenIsRefused) {
+  Hostfile hf = free_hostfile(1);
+  Socket listener = listen_on(hf.ranks[0][0], 0);
+  std::thread server([&] {
+    std::string peer;
+    Socket s = accept_until(listener, Deadline::after(5), &peer);
+    try {
+      server_handshake(s, "server-token", 0, 2, 1, Deadline::after(5), peer);
+    } catch (const std::runtime_error&) {
+    }
+  });
+  auto d = Deadline::after(5);
+  Socket c = connect_with_backoff(hf.ranks[0][0], d, 1, 0, false);
+  IoContext ctx;
+  ctx.peer_address = hf.ranks[0][0].text();
+  try {
+    client_handshake(c, "client-token", {1, 0, 0, ConnKind::ring}, d, ctx);
+    ADD_FAILURE() << "handshake with a different token succeeded";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("does not know the job token"), std::string::npos)
+        << e.what();
+  }
+  c.close();  // the server sees the connection end instead of waiting for its deadline
+  server.join();
+}
+
+}  // namespace

@@ -1,0 +1,583 @@
+// Unary elementwise ops against naive reference loops (std:: math in double): every dtype the op
+// accepts, dtype rules, 0-d, empty, non-contiguous views, errors, and donation.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "tessera/memory.h"
+#include "tessera/tessera.h"
+
+using namespace tessera;
+
+namespace {
+
+const double kNan = std::numeric_limits<double>::quiet_NaN();
+const double kInf = std::numeric_limits<double>::infinity();
+
+// Element i (row-major logical order) of an evaluated array as double, following its strides.
+std::vector<double> values(array a) {
+  eval(a);
+  std::vector<double> out(a.size());
+  detail::dispatch_dtype(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* p = a.data<T>();
+    for (size_t i = 0; i < a.size(); ++i) {
+      size_t rem = i;
+      int64_t off = 0;
+      for (int d = static_cast<int>(a.ndim()) - 1; d >= 0; --d) {
+        off += static_cast<int64_t>(rem % a.shape()[d]) * a.strides()[d];
+        rem /= a.shape()[d];
+      }
+      out[i] = detail::cast_scalar<double, T>(p[off]);
+    }
+  });
+  return out;
+}
+
+std::vector<complex64_t> cvalues(array a) {
+  eval(a);
+  a = contiguous(a);
+  eval(a);
+  return std::vector<complex64_t>(a.data<complex64_t>(), a.data<complex64_t>() + a.size());
+}
+
+array make(const std::vector<double>& v, Dtype dtype, Shape shape = {}) {
+  if (shape.empty() && v.size() != 1) shape = {static_cast<int>(v.size())};
+  return array(v.begin(), shape, dtype);
+}
+
+// Relative tolerance that matches the precision of `dtype`.
+double tol(Dtype d) {
+  if (d == float16) return 2e-3;
+  if (d == bfloat16) return 1.6e-2;
+  if (d == float64) return 1e-12;
+  return 2e-6;
+}
+
+// The value a dtype stores for v (what the op actually receives).
+double rounded(double v, Dtype d) { return make({v}, d).item<double>(); }
+
+void expect_close(const std::vector<double>& got, const std::vector<double>& want, double rtol,
+                  const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(want[i])) {
+      EXPECT_TRUE(std::isnan(got[i])) << what << " at " << i << ": got " << got[i];
+    } else if (std::isinf(want[i])) {
+      EXPECT_EQ(got[i], want[i]) << what << " at " << i;
+    } else {
+      EXPECT_NEAR(got[i], want[i], rtol * std::max(1.0, std::abs(want[i])))
+          << what << " at " << i;
+    }
+  }
+}
+
+const std::vector<Dtype> kFloatDtypes = {float16, bfloat16, float32, float64};
+const std::vector<Dtype> kRealDtypes = {bool_, uint8, uint16, uint32, uint64, int8, int16,
+                                        int32, int64, float16, float32, float64, bfloat16};
+
+struct FloatCase {
+  const char* name;
+  std::function<array(const array&)> op;
+  std::function<double(double)> ref;
+  std::vector<double> inputs;
+};
+
+std::vector<FloatCase> float_cases() {
+  const std::vector<double> any = {-3.0, -1.25, -0.5, 0.0, 0.3, 1.0, 2.5};
+  const std::vector<double> pos = {0.125, 0.5, 1.0, 2.0, 7.5, 100.0};
+  const std::vector<double> unit = {-0.99, -0.5, 0.0, 0.25, 0.75, 0.999};
+  return {
+      {"exp", [](const array& a) { return exp(a); }, [](double x) { return std::exp(x); }, any},
+      {"expm1", [](const array& a) { return expm1(a); }, [](double x) { return std::expm1(x); },
+       any},
+      {"log", [](const array& a) { return log(a); }, [](double x) { return std::log(x); }, pos},
+      {"log2", [](const array& a) { return log2(a); }, [](double x) { return std::log2(x); }, pos},
+      {"log10", [](const array& a) { return log10(a); }, [](double x) { return std::log10(x); },
+       pos},
+      {"log1p", [](const array& a) { return log1p(a); }, [](double x) { return std::log1p(x); },
+       pos},
+      {"sqrt", [](const array& a) { return sqrt(a); }, [](double x) { return std::sqrt(x); }, pos},
+      {"rsqrt", [](const array& a) { return rsqrt(a); },
+       [](double x) { return 1.0 / std::sqrt(x); }, pos},
+      {"sin", [](const array& a) { return sin(a); }, [](double x) { return std::sin(x); }, any},
+      {"cos", [](const array& a) { return cos(a); }, [](double x) { return std::cos(x); }, any},
+      {"tan", [](const array& a) { return tan(a); }, [](double x) { return std::tan(x); }, any},
+      {"arcsin", [](const array& a) { return arcsin(a); }, [](double x) { return std::asin(x); },
+       unit},
+      {"arccos", [](const array& a) { return arccos(a); }, [](double x) { return std::acos(x); },
+       unit},
+      {"arctan", [](const array& a) { return arctan(a); }, [](double x) { return std::atan(x); },
+       any},
+      {"sinh", [](const array& a) { return sinh(a); }, [](double x) { return std::sinh(x); }, any},
+      {"cosh", [](const array& a) { return cosh(a); }, [](double x) { return std::cosh(x); }, any},
+      {"tanh", [](const array& a) { return tanh(a); }, [](double x) { return std::tanh(x); }, any},
+      {"arcsinh", [](const array& a) { return arcsinh(a); },
+       [](double x) { return std::asinh(x); }, any},
+      {"arccosh", [](const array& a) { return arccosh(a); },
+       [](double x) { return std::acosh(x); }, {1.0, 1.5, 2.0, 10.0}},
+      {"arctanh", [](const array& a) { return arctanh(a); },
+       [](double x) { return std::atanh(x); }, unit},
+      {"sigmoid", [](const array& a) { return sigmoid(a); },
+       [](double x) { return 1.0 / (1.0 + std::exp(-x)); }, any},
+      {"erf", [](const array& a) { return erf(a); }, [](double x) { return std::erf(x); }, any},
+      {"degrees", [](const array& a) { return degrees(a); },
+       [](double x) { return x * 180.0 / M_PI; }, any},
+      {"radians", [](const array& a) { return radians(a); },
+       [](double x) { return x * M_PI / 180.0; }, any},
+      {"reciprocal", [](const array& a) { return reciprocal(a); },
+       [](double x) { return 1.0 / x; }, pos},
+  };
+}
+
+}  // namespace
+
+TEST(UnaryFloat, EveryOpMatchesStdMathInEveryFloatDtype) {
+  for (const auto& c : float_cases()) {
+    for (Dtype d : kFloatDtypes) {
+      auto x = make(c.inputs, d);
+      auto y = c.op(x);
+      EXPECT_EQ(y.dtype(), d) << c.name;
+      std::vector<double> want;
+      for (double v : c.inputs) want.push_back(c.ref(rounded(v, d)));
+      // The result is rounded to d once more.
+      expect_close(values(y), want, 2 * tol(d), std::string(c.name) + " " + dtype_name(d));
+    }
+  }
+}
+
+TEST(UnaryFloat, IntegerAndBoolInputsPromoteToFloat32) {
+  for (Dtype d : {bool_, uint8, uint16, uint32, uint64, int8, int16, int32, int64}) {
+    auto x = make({0, 1, 2, 1}, d);
+    if (d == bool_) x = make({0, 1, 1, 0}, d);
+    auto ref_in = values(x);
+    for (const auto& c : float_cases()) {
+      if (std::string(c.name) == "arccosh" || std::string(c.name) == "arctanh" ||
+          std::string(c.name) == "arcsin" || std::string(c.name) == "arccos") {
+        continue;
+      }
+      auto y = c.op(x);
+      EXPECT_EQ(y.dtype(), float32) << c.name << " " << dtype_name(d);
+      std::vector<double> want;
+      for (double v : ref_in) want.push_back(c.ref(v));
+      expect_close(values(y), want, 4e-6, std::string(c.name) + " " + dtype_name(d));
+    }
+  }
+}
+
+TEST(UnaryFloat, ErfinvInvertsErfInEveryFloatDtype) {
+  const std::vector<double> in = {-0.999, -0.9, -0.3, 0.0, 0.1, 0.5, 0.95, 0.99999};
+  for (Dtype d : kFloatDtypes) {
+    auto y = erfinv(make(in, d));
+    auto got = values(y);
+    for (size_t i = 0; i < in.size(); ++i) {
+      // erf(erfinv(x)) == x, checked in double.
+      double x = rounded(in[i], d);
+      double back = std::erf(got[i]);
+      double slack = d == float64 ? 1e-12 : (d == float32 ? 2e-6 : 2e-2);
+      EXPECT_NEAR(back, x, slack * std::max(1.0, std::abs(got[i]) * 3)) << dtype_name(d);
+    }
+  }
+  auto edges = values(erfinv(make({1.0, -1.0, 1.5, kNan}, float32)));
+  EXPECT_EQ(edges[0], kInf);
+  EXPECT_EQ(edges[1], -kInf);
+  EXPECT_TRUE(std::isnan(edges[2]));
+  EXPECT_TRUE(std::isnan(edges[3]));
+}
+
+TEST(UnaryFloat, SpecialValuesFollowIeee) {
+  auto x = make({kNan, kInf, -kInf, 0.0, -0.0}, float32);
+  auto e = values(exp(x));
+  EXPECT_TRUE(std::isnan(e[0]));
+  EXPECT_EQ(e[1], kInf);
+  EXPECT_EQ(e[2], 0.0);
+  EXPECT_EQ(e[3], 1.0);
+  auto l = values(log(make({0.0, -1.0}, float32)));
+  EXPECT_EQ(l[0], -kInf);
+  EXPECT_TRUE(std::isnan(l[1]));
+  auto s = values(sigmoid(make({-200.0, 200.0}, float32)));
+  EXPECT_EQ(s[0], 0.0);
+  EXPECT_EQ(s[1], 1.0);
+}
+
+TEST(UnaryArith, AbsNegativeSignSquareEveryRealDtype) {
+  for (Dtype d : kRealDtypes) {
+    std::vector<double> in = {0, 1, 2, 5, 3};
+    if (d == bool_) in = {0, 1, 1, 0, 1};
+    if (!issubdtype(d, unsignedinteger) && d != bool_) in = {-3, 0, 2, -1, 5};
+    auto x = make(in, d);
+    auto a = abs(x), sg = sign(x), sq = square(x);
+    EXPECT_EQ(a.dtype(), d);
+    EXPECT_EQ(sg.dtype(), d);
+    EXPECT_EQ(sq.dtype(), d);
+    std::vector<double> wa, ws, wq;
+    for (double v : in) {
+      wa.push_back(std::abs(v));
+      ws.push_back(d == bool_ ? v : (v > 0) - (v < 0));
+      wq.push_back(d == bool_ ? v : v * v);
+    }
+    expect_close(values(a), wa, 0, "abs " + dtype_name(d));
+    expect_close(values(sg), ws, 0, "sign " + dtype_name(d));
+    expect_close(values(sq), wq, 0, "square " + dtype_name(d));
+    if (d != bool_) {
+      auto n = negative(x);
+      EXPECT_EQ(n.dtype(), d);
+      auto got = values(n);
+      for (size_t i = 0; i < in.size(); ++i) {
+        if (issubdtype(d, unsignedinteger)) {
+          // Unsigned negation wraps modulo 2^bits.
+          double mod = std::pow(2.0, 8.0 * size_of(d));
+          EXPECT_EQ(got[i], in[i] == 0 ? 0 : mod - in[i]) << dtype_name(d);
+        } else {
+          EXPECT_EQ(got[i], -in[i]) << dtype_name(d);
+        }
+      }
+      expect_close(values(-x), got, 0, "operator- " + dtype_name(d));
+    }
+  }
+}
+
+TEST(UnaryArith, SignOfFloatsKeepsNanAndZero) {
+  auto got = values(sign(make({-2.5, -0.0, 0.0, 3.0, kNan, -kInf}, float32)));
+  EXPECT_EQ(got[0], -1.0);
+  EXPECT_EQ(got[1], 0.0);
+  EXPECT_EQ(got[2], 0.0);
+  EXPECT_EQ(got[3], 1.0);
+  EXPECT_TRUE(std::isnan(got[4]));
+  EXPECT_EQ(got[5], -1.0);
+}
+
+TEST(UnaryArith, NegativeOfBoolIsAnErrorNamingTheOp) {
+  try {
+    negative(array(true));
+    FAIL() << "expected an error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("[negative]"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("bool"), std::string::npos);
+  }
+}
+
+TEST(UnaryRounding, FloorCeilRoundKeepIntegerDtypes) {
+  for (Dtype d : {uint8, int8, int16, int32, int64, uint64}) {
+    auto x = make({0, 3, 7}, d);
+    for (auto* f : {static_cast<array (*)(const array&, StreamOrDevice)>(floor),
+                    static_cast<array (*)(const array&, StreamOrDevice)>(ceil)}) {
+      auto y = f(x, {});
+      EXPECT_EQ(y.dtype(), d);
+      expect_close(values(y), {0, 3, 7}, 0, dtype_name(d));
+    }
+    auto r = round(x);
+    EXPECT_EQ(r.dtype(), d);
+    expect_close(values(r), {0, 3, 7}, 0, "round " + dtype_name(d));
+  }
+}
+
+TEST(UnaryRounding, FloatsRoundHalfToEvenAndFloorCeilInEveryFloatDtype) {
+  const std::vector<double> in = {-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 1.25, -1.75};
+  for (Dtype d : kFloatDtypes) {
+    auto x = make(in, d);
+    std::vector<double> wf, wc, wr;
+    for (double v : in) {
+      wf.push_back(std::floor(v));
+      wc.push_back(std::ceil(v));
+      wr.push_back(std::nearbyint(v));
+    }
+    expect_close(values(floor(x)), wf, 0, "floor " + dtype_name(d));
+    expect_close(values(ceil(x)), wc, 0, "ceil " + dtype_name(d));
+    expect_close(values(round(x)), wr, 0, "round " + dtype_name(d));
+  }
+}
+
+TEST(UnaryRounding, RoundWithDecimals) {
+  expect_close(values(round(make({1.234, -5.678, 2.5}, float32), 2)), {1.23, -5.68, 2.5}, 1e-6,
+               "decimals 2");
+  auto r = round(make({1234, -5678}, int32), -2);
+  EXPECT_EQ(r.dtype(), int32);
+  expect_close(values(r), {1200, -5700}, 0, "decimals -2");
+}
+
+TEST(UnaryLogic, LogicalNotAndBitwiseInvert) {
+  auto ln = logical_not(make({0, 2, -1, 0}, int32));
+  EXPECT_EQ(ln.dtype(), bool_);
+  expect_close(values(ln), {1, 0, 0, 1}, 0, "logical_not");
+  expect_close(values(logical_not(make({0.0, 0.5}, float32))), {1, 0}, 0, "logical_not float");
+  auto bi = bitwise_invert(make({0, 5, -1}, int8));
+  EXPECT_EQ(bi.dtype(), int8);
+  expect_close(values(bi), {-1, -6, 0}, 0, "invert int8");
+  expect_close(values(~make({0, 5}, uint8)), {255, 250}, 0, "invert uint8");
+  expect_close(values(~make({0, 1}, bool_)), {1, 0}, 0, "invert bool");
+  try {
+    bitwise_invert(make({1.0}, float32));
+    FAIL() << "expected an error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("[bitwise_invert]"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("float32"), std::string::npos);
+  }
+}
+
+TEST(UnaryPredicates, IsnanIsinfIsfiniteEveryDtype) {
+  for (Dtype d : kFloatDtypes) {
+    auto x = make({kNan, kInf, -kInf, 1.0, 0.0}, d);
+    EXPECT_EQ(isnan(x).dtype(), bool_);
+    expect_close(values(isnan(x)), {1, 0, 0, 0, 0}, 0, "isnan " + dtype_name(d));
+    expect_close(values(isinf(x)), {0, 1, 1, 0, 0}, 0, "isinf " + dtype_name(d));
+    expect_close(values(isposinf(x)), {0, 1, 0, 0, 0}, 0, "isposinf " + dtype_name(d));
+    expect_close(values(isneginf(x)), {0, 0, 1, 0, 0}, 0, "isneginf " + dtype_name(d));
+    expect_close(values(isfinite(x)), {0, 0, 0, 1, 1}, 0, "isfinite " + dtype_name(d));
+  }
+  for (Dtype d : {bool_, uint8, int32, int64}) {
+    auto x = make({1, 0}, d);
+    expect_close(values(isnan(x)), {0, 0}, 0, "isnan int");
+    expect_close(values(isinf(x)), {0, 0}, 0, "isinf int");
+    expect_close(values(isfinite(x)), {1, 1}, 0, "isfinite int");
+    EXPECT_EQ(isfinite(x).dtype(), bool_);
+  }
+  auto c = array({complex64_t(1, kInf), complex64_t(1, 2), complex64_t(kNan, 0)});
+  expect_close(values(isinf(c)), {1, 0, 0}, 0, "isinf complex");
+  expect_close(values(isnan(c)), {0, 0, 1}, 0, "isnan complex");
+}
+
+TEST(UnaryPredicates, NanToNumDefaultsAndExplicitValues) {
+  auto x = make({kNan, kInf, -kInf, 2.0}, float32);
+  auto got = values(nan_to_num(x));
+  EXPECT_EQ(got[0], 0.0);
+  EXPECT_EQ(got[1], std::numeric_limits<float>::max());
+  EXPECT_EQ(got[2], -std::numeric_limits<float>::max());
+  EXPECT_EQ(got[3], 2.0);
+  expect_close(values(nan_to_num(x, 5.0f, 10.0f, -10.0f)), {5, 10, -10, 2}, 0, "explicit");
+  auto h = values(nan_to_num(make({kInf}, float16)));
+  EXPECT_EQ(h[0], 65504.0);
+  auto i = make({1, 2}, int32);
+  EXPECT_EQ(nan_to_num(i).dtype(), int32);
+  expect_close(values(nan_to_num(i)), {1, 2}, 0, "int");
+}
+
+TEST(UnaryPredicates, ClipWithOneOrTwoBounds) {
+  auto x = make({-5, -1, 0, 3, 9}, float32);
+  expect_close(values(clip(x, array(-2.0f), array(4.0f))), {-2, -1, 0, 3, 4}, 0, "both");
+  expect_close(values(clip(x, array(0.0f))), {0, 0, 0, 3, 9}, 0, "min only");
+  expect_close(values(clip(x, std::nullopt, array(1.0f))), {-5, -1, 0, 1, 1}, 0, "max only");
+  auto xi = make({-5, 5}, int32);
+  auto ci = clip(xi, array(0, int32), array(3, int32));
+  EXPECT_EQ(ci.dtype(), int32);
+  expect_close(values(ci), {0, 3}, 0, "int");
+  EXPECT_THROW(clip(x), std::invalid_argument);
+}
+
+TEST(UnaryComplex, AbsExpRealImagConjugate) {
+  auto z = array({complex64_t(3, 4), complex64_t(0, 1), complex64_t(-1, 0)});
+  auto a = abs(z);
+  EXPECT_EQ(a.dtype(), float32);
+  expect_close(values(a), {5, 1, 1}, 1e-6, "abs complex");
+  auto e = cvalues(exp(z));
+  for (size_t i = 0; i < 3; ++i) {
+    auto want = std::exp(std::complex<double>(cvalues(z)[i]));
+    EXPECT_NEAR(e[i].real(), want.real(), 1e-5);
+    EXPECT_NEAR(e[i].imag(), want.imag(), 1e-5);
+  }
+  EXPECT_EQ(real(z).dtype(), float32);
+  expect_close(values(real(z)), {3, 0, -1}, 0, "real");
+  expect_close(values(imag(z)), {4, 1, 0}, 0, "imag");
+  auto cj = cvalues(conjugate(z));
+  EXPECT_EQ(cj[0], complex64_t(3, -4));
+  // Real inputs: real is the identity, imag is zeros, conjugate the identity.
+  auto r = make({1.5, 2}, float32);
+  expect_close(values(imag(r)), {0, 0}, 0, "imag of real");
+  expect_close(values(conjugate(r)), {1.5, 2}, 0, "conj of real");
+  auto sq = cvalues(sqrt(array({complex64_t(-4, 0)})));
+  EXPECT_NEAR(sq[0].imag(), 2.0f, 1e-6);
+}
+
+TEST(UnaryComplex, UnsupportedOpsNameTheOp) {
+  auto z = array({complex64_t(1, 1)});
+  for (auto [name, f] : std::vector<std::pair<std::string, std::function<array(const array&)>>>{
+           {"expm1", [](const array& a) { return expm1(a); }},
+           {"sigmoid", [](const array& a) { return sigmoid(a); }},
+           {"erf", [](const array& a) { return erf(a); }},
+           {"erfinv", [](const array& a) { return erfinv(a); }},
+           {"floor", [](const array& a) { return floor(a); }},
+           {"ceil", [](const array& a) { return ceil(a); }},
+           {"round", [](const array& a) { return round(a); }}}) {
+    try {
+      f(z);
+      FAIL() << name;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("[" + name + "]"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("complex64"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(UnaryLayout, ZeroDimAndEmptyArrays) {
+  auto s = exp(array(1.0f));
+  EXPECT_EQ(s.ndim(), 0u);
+  EXPECT_NEAR(s.item<float>(), std::exp(1.0f), 1e-6);
+  EXPECT_EQ(abs(array(-3, int32)).item<int>(), 3);
+  auto e = sin(zeros({0, 3}, float32));
+  eval(e);
+  EXPECT_EQ(e.shape(), (Shape{0, 3}));
+  EXPECT_EQ(e.size(), 0u);
+  auto en = negative(zeros({2, 0}, int64));
+  eval(en);
+  EXPECT_EQ(en.shape(), (Shape{2, 0}));
+}
+
+TEST(UnaryLayout, BroadcastAndTransposedViews) {
+  // Broadcast view: every row reads the same buffer.
+  auto row = make({0.5, 1.0, 2.0}, float32);
+  auto b = broadcast_to(row, {4, 3});
+  auto got = values(log(b));
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 3; ++c) EXPECT_NEAR(got[r * 3 + c], std::log(values(row)[c]), 1e-6);
+  // Transposed view (column-major dense) and a strided view of it.
+  std::vector<double> v(12);
+  for (int i = 0; i < 12; ++i) v[i] = i - 5.5;
+  auto m = make(v, float32, {3, 4});
+  auto t = transpose(m);
+  auto tv = values(t);
+  auto gt = values(square(t));
+  for (size_t i = 0; i < tv.size(); ++i) EXPECT_EQ(gt[i], tv[i] * tv[i]);
+  auto bt = broadcast_to(reshape(t, {1, 4, 3}), {2, 4, 3});
+  auto btv = values(bt);
+  auto gbt = values(abs(bt));
+  for (size_t i = 0; i < btv.size(); ++i) EXPECT_EQ(gbt[i], std::abs(btv[i]));
+}
+
+TEST(UnaryLayout, LargeInputsSplitOverThreadsMatchSerialReference) {
+  const int n = (1 << 18) + 7;
+  auto x = arange(0.0, static_cast<double>(n), 1.0, float32);
+  auto y = sin(multiply(x, array(1e-3f)));
+  auto got = values(y);
+  for (int i = 0; i < n; i += 997) {
+    EXPECT_NEAR(got[i], std::sin(static_cast<float>(i) * 1e-3f), 2e-6) << i;
+  }
+  // The same through a transposed (non-contiguous) view.
+  auto m = reshape(x, {n, 1});
+  auto tm = transpose(broadcast_to(m, {n, 2}));
+  auto g2 = values(negative(tm));
+  EXPECT_EQ(g2[n - 1], -(n - 1.0));
+  EXPECT_EQ(g2[n + 5], -5.0);
+}
+
+TEST(UnaryMemory, RepeatedExpReusesTheDonatedBuffer) {
+  array x = ones({1 << 16}, float32);
+  eval(x);
+  x = exp(multiply(x, array(0.0f)));  // a uniquely held buffer
+  eval(x);
+  size_t before = get_active_memory();
+  for (int i = 0; i < 20; ++i) {
+    x = negative(x);
+    eval(x);
+  }
+  EXPECT_LE(get_active_memory(), before + (1u << 16));
+  EXPECT_EQ(values(x)[0], 1.0);
+}
+
+TEST(UnaryGrad, DerivativesMatchFiniteDifferences) {
+  struct G {
+    const char* name;
+    std::function<array(const array&)> f;
+    double x;
+  };
+  std::vector<G> cases = {
+      {"exp", [](const array& a) { return exp(a); }, 0.7},
+      {"log", [](const array& a) { return log(a); }, 1.7},
+      {"log2", [](const array& a) { return log2(a); }, 1.7},
+      {"log10", [](const array& a) { return log10(a); }, 1.7},
+      {"log1p", [](const array& a) { return log1p(a); }, 0.4},
+      {"sqrt", [](const array& a) { return sqrt(a); }, 2.3},
+      {"rsqrt", [](const array& a) { return rsqrt(a); }, 2.3},
+      {"sin", [](const array& a) { return sin(a); }, 0.9},
+      {"cos", [](const array& a) { return cos(a); }, 0.9},
+      {"tan", [](const array& a) { return tan(a); }, 0.4},
+      {"arcsin", [](const array& a) { return arcsin(a); }, 0.3},
+      {"arccos", [](const array& a) { return arccos(a); }, 0.3},
+      {"arctan", [](const array& a) { return arctan(a); }, 0.3},
+      {"sinh", [](const array& a) { return sinh(a); }, 0.3},
+      {"cosh", [](const array& a) { return cosh(a); }, 0.3},
+      {"tanh", [](const array& a) { return tanh(a); }, 0.3},
+      {"arcsinh", [](const array& a) { return arcsinh(a); }, 0.3},
+      {"arccosh", [](const array& a) { return arccosh(a); }, 1.3},
+      {"arctanh", [](const array& a) { return arctanh(a); }, 0.3},
+      {"sigmoid", [](const array& a) { return sigmoid(a); }, 0.3},
+      {"erf", [](const array& a) { return erf(a); }, 0.3},
+      {"erfinv", [](const array& a) { return erfinv(a); }, 0.3},
+      {"expm1", [](const array& a) { return expm1(a); }, 0.3},
+      {"square", [](const array& a) { return square(a); }, -1.3},
+      {"abs", [](const array& a) { return abs(a); }, -1.3},
+      {"negative", [](const array& a) { return negative(a); }, -1.3},
+  };
+  for (const auto& c : cases) {
+    auto x = array(c.x, float64);
+    const double h = 1e-6;
+    double fd = (c.f(array(c.x + h, float64)).item<double>() -
+                 c.f(array(c.x - h, float64)).item<double>()) /
+                (2 * h);
+    auto [out, g] = vjp(c.f, x, array(1.0, float64));
+    EXPECT_NEAR(g.item<double>(), fd, 1e-6 * std::max(1.0, std::abs(fd))) << c.name << " vjp";
+    auto [out2, t] = jvp(c.f, x, array(1.0, float64));
+    EXPECT_NEAR(t.item<double>(), fd, 1e-6 * std::max(1.0, std::abs(fd))) << c.name << " jvp";
+  }
+  // Piecewise-constant ops and stop_gradient have zero derivatives.
+  for (auto f : std::vector<std::function<array(const array&)>>{
+           [](const array& a) { return floor(a); }, [](const array& a) { return ceil(a); },
+           [](const array& a) { return round(a); }, [](const array& a) { return sign(a); },
+           [](const array& a) { return multiply(stop_gradient(a), array(2.0f)); }}) {
+    auto [o, g] = vjp(f, array(1.3f), array(1.0f));
+    EXPECT_EQ(g.item<float>(), 0.0f);
+  }
+  // d/dx (x * stop_gradient(x)) treats the second factor as a constant.
+  auto [o, g] = vjp([](const array& a) { return multiply(a, stop_gradient(a)); }, array(3.0f),
+                    array(1.0f));
+  EXPECT_EQ(g.item<float>(), 3.0f);
+}
+
+TEST(UnaryVmap, BatchesOverAnyAxis) {
+  auto x = make({0.1, 0.2, 0.3, 0.4, 0.5, 0.6}, float32, {2, 3});
+  auto f = [](const array& a) { return exp(a); };
+  auto y = vmap(f, 1, 0)(x);
+  EXPECT_EQ(y.shape(), (Shape{3, 2}));
+  auto got = values(y);
+  auto in = values(x);
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 2; ++j) EXPECT_NEAR(got[i * 2 + j], std::exp(in[j * 3 + i]), 1e-6);
+}
+
+TEST(UnaryFloat, Float32ExpLogTanhSigmoidAccurateOverTheWholeRange) {
+  // A sweep of float bit patterns (both signs, subnormals to the largest finite values).
+  std::vector<float> xs;
+  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 40009) {
+    uint32_t bits = static_cast<uint32_t>(b);
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    if (!std::isnan(f)) xs.push_back(f);
+  }
+  const int n = static_cast<int>(xs.size());
+  auto x = array(xs.data(), Shape{n}, float32);
+  auto check = [&](const char* name, const array& y, double (*ref)(double), bool positive_only) {
+    eval(y);
+    const float* got = y.data<float>();
+    int bad = 0;
+    for (int i = 0; i < n; ++i) {
+      if (positive_only && xs[i] < 0) continue;
+      const float want = static_cast<float>(ref(static_cast<double>(xs[i])));
+      if (std::isnan(want) || std::isinf(want) || want == 0.0f) {
+        if (!(std::isnan(want) ? std::isnan(got[i]) : got[i] == want)) ++bad;
+        continue;
+      }
+      // 4 ulp, or 2 subnormal steps near 0.
+      const double slack = std::max(4.0 * std::abs(want) * 1.2e-7, 3e-45);
+      if (std::abs(static_cast<double>(got[i]) - want) > slack) ++bad;
+    }
+    EXPECT_EQ(bad, 0) << name;
+  };
+  check("exp", exp(x), [](double v) { return std::exp(v); }, false);
+  check("log", log(x), [](double v) { return std::log(v); }, true);
+  check("tanh", tanh(x), [](double v) { return std::tanh(v); }, false);
+  check("sigmoid", sigmoid(x), [](double v) { return 1.0 / (1.0 + std::exp(-v)); }, false);
+}
