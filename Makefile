@@ -17,9 +17,11 @@ $(BUILD)/CMakeCache.txt: | deps
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
-# The main job: train a small MLP with value_and_grad + SGD.
+# The main job: the MLP trained in one process (value_and_grad + SGD), then data-parallel over
+# 4 ranks started by `tessera launch` (gradients averaged with all_sum in 32 MiB buckets).
 demo: build
 	./$(BUILD)/train_mlp
+	./$(BUILD)/tessera launch -n 4 ./$(BUILD)/data_parallel
 
 # Every default test (long stress runs are labelled `long` and excluded here).
 test: build

@@ -211,7 +211,6 @@ struct ArrayDesc {
   std::atomic<int> status{0};
 
   ArrayDesc(Shape s, Dtype t);
-  ~ArrayDesc();
 };
 
 // Row-major strides of `shape`, in elements.

@@ -40,26 +40,9 @@ ArrayDesc::ArrayDesc(Shape s, Dtype t) : shape(std::move(s)), dtype(t) {
   size = shape_size(shape);
 }
 
-// Tear down the graph above this descriptor iteratively: any input whose descriptor would die
-// with us gives up its node first, so no destructor recurses.
-ArrayDesc::~ArrayDesc() {
-  if (!node || node.use_count() != 1) return;
-  std::vector<array> pending = std::move(node->inputs);
-  node.reset();
-  while (!pending.empty()) {
-    array a = std::move(pending.back());
-    pending.pop_back();
-    auto& d = a.desc_;
-    if (d.use_count() == 1 && d->node && d->node.use_count() == 1) {
-      for (auto& in : d->node->inputs) pending.push_back(std::move(in));
-      d->node->inputs.clear();
-      d->node.reset();
-    }
-  }
-}
-
+// Tear down the graph above this node iteratively: an input whose descriptor and node would die
+// with us gives up its own inputs first, so no destructor recurses (a million-node chain is fine).
 Node::~Node() {
-  // Inputs are normally drained by ~ArrayDesc; this covers nodes dropped another way.
   std::vector<array> pending = std::move(inputs);
   while (!pending.empty()) {
     array a = std::move(pending.back());
