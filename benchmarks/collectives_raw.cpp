@@ -1,11 +1,14 @@
 // Raw-buffer benchmark of the ring backend (RingGroup, no lazy ops): forks 2 or 4 ranks over
 // 127.0.0.1 and prints all_reduce / all_gather / reduce_scatter time, algorithm and bus
 // bandwidth (nccl-tests definitions, see CONVENTIONS.md) for float32 messages, TCP and shm.
-//   bench_collectives_raw [--ranks 2,4] [--shm both|on|off] [--max-bytes N] [--samples S]
+//   bench_collectives_raw [--ranks 2,4] [--shm both|on|off] [--min-bytes N] [--max-bytes N]
+//                         [--samples S]
 //                         [--op all_reduce|all_gather|reduce_scatter]
+// With TESSERA_BENCH_RUSAGE=1 every rank also prints its CPU time and context switches.
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <sys/resource.h>
 #include <netinet/in.h>
 #include <unistd.h>
 
@@ -55,6 +58,7 @@ struct Args {
   std::vector<int> ranks = {2, 4};
   std::vector<bool> shm = {false, true};
   size_t max_bytes = size_t(256) << 20;
+  size_t min_bytes = 4;
   int samples = 5;
   std::string only_op;  // empty: all three
 };
@@ -67,7 +71,9 @@ void run_rank(int rank, const Hostfile& hf, bool shm, const Args& args) {
   char* in = big_buffer(args.max_bytes);
   char* out = big_buffer(args.max_bytes);
   std::vector<size_t> sizes;
-  for (size_t b = 4; b <= args.max_bytes; b *= 4) sizes.push_back(b);
+  for (size_t b = 4; b <= args.max_bytes; b *= 4) {
+    if (b >= args.min_bytes) sizes.push_back(b);
+  }
   if (std::find(sizes.begin(), sizes.end(), args.max_bytes) == sizes.end()) {
     sizes.push_back(args.max_bytes);
   }
@@ -142,13 +148,15 @@ int main(int argc, char** argv) {
                               : std::vector<bool>{false, true};
     } else if (a == "--max-bytes") {
       args.max_bytes = std::stoull(next());
+    } else if (a == "--min-bytes") {
+      args.min_bytes = std::stoull(next());
     } else if (a == "--op") {
       args.only_op = next();
     } else if (a == "--samples") {
       args.samples = std::stoi(next());
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--ranks 2,4] [--shm both|on|off] [--max-bytes N] [--samples S] [--op all_reduce|all_gather|reduce_scatter]\n",
+                   "usage: %s [--ranks 2,4] [--shm both|on|off] [--min-bytes N] [--max-bytes N] [--samples S] [--op all_reduce|all_gather|reduce_scatter]\n",
                    argv[0]);
       return 2;
     }
@@ -166,6 +174,14 @@ int main(int argc, char** argv) {
         if (pid == 0) {
           try {
             run_rank(r, hf, shm, args);
+            if (std::getenv("TESSERA_BENCH_RUSAGE")) {
+              rusage ru{};
+              getrusage(RUSAGE_SELF, &ru);
+              std::fprintf(stderr, "rank %d: user %.2f s, sys %.2f s, %ld voluntary / %ld involuntary switches\n",
+                           r, static_cast<double>(ru.ru_utime.tv_sec) + ru.ru_utime.tv_usec * 1e-6,
+                           static_cast<double>(ru.ru_stime.tv_sec) + ru.ru_stime.tv_usec * 1e-6,
+                           ru.ru_nvcsw, ru.ru_nivcsw);
+            }
           } catch (const std::exception& e) {
             std::fprintf(stderr, "rank %d: %s\n", r, e.what());
             _exit(1);

@@ -299,6 +299,109 @@ TEST(Ring, SeveralConnectionsPerNeighbourStripeLargeMessages) {
   }, 2);
 }
 
+// split(color, key) as MPI_Comm_split: the sub-group ring runs over new connections.
+class RingSplit : public ::testing::TestWithParam<bool> {};
+
+std::vector<int32_t> gather_ints(GroupImpl& g, int32_t v) {
+  std::vector<int32_t> all(static_cast<size_t>(g.size()), -1);
+  g.all_gather(&v, all.data(), sizeof(v));
+  return all;
+}
+
+RingOptions split_options(bool shm) {
+  RingOptions o = options(shm);
+  o.token = "split-job-token";  // the sub-groups' connections authenticate with it too
+  return o;
+}
+
+TEST_P(RingSplit, ByParityGivesTwoGroupsThatSumOnlyTheirMembers) {
+  const bool shm = GetParam();
+  run_ranks(4, split_options(shm), [&](RingGroup& g, int rank) {
+    auto sub = g.split(rank % 2, -1);
+    ASSERT_EQ(sub->size(), 2);
+    EXPECT_EQ(sub->rank(), rank / 2);
+    EXPECT_STREQ(sub->backend_name(), "ring");
+    auto* ring = dynamic_cast<RingGroup*>(sub.get());
+    ASSERT_NE(ring, nullptr);
+    EXPECT_EQ(ring->shm_active(), shm);
+    // Members of the even group are parent ranks 0, 2; of the odd group 1, 3.
+    EXPECT_EQ(gather_ints(*sub, rank), (std::vector<int32_t>{rank % 2, rank % 2 + 2}));
+    float x = static_cast<float>(rank + 1), y = 0;
+    sub->all_reduce(&x, &y, 1, float32, ReduceOp::sum);
+    EXPECT_EQ(y, rank % 2 == 0 ? 1.0f + 3.0f : 2.0f + 4.0f);
+    // A large message with a reference computed from the members' known inputs.
+    const int other = rank % 2 == 0 ? (rank == 0 ? 2 : 0) : (rank == 1 ? 3 : 1);
+    auto in = input_for<float>(rank, kBig, 1);
+    std::vector<float> out(kBig);
+    sub->all_reduce(in.data(), out.data(), kBig, float32, ReduceOp::sum);
+    auto theirs = input_for<float>(other, kBig, 1);
+    for (size_t i = 0; i < kBig; i += 997) ASSERT_EQ(out[i], in[i] + theirs[i]) << i;
+    // Point to point inside the sub-group, and the parent still works afterwards.
+    if (sub->rank() == 0) {
+      int32_t v = 100 + rank;
+      sub->send(&v, 4, int32, 1);
+    } else {
+      int32_t v = 0;
+      sub->recv(&v, 4, int32, 0);
+      EXPECT_EQ(v, 100 + (rank - 2));
+    }
+    int32_t one = 1, total = 0;
+    g.all_reduce(&one, &total, 1, int32, ReduceOp::sum);
+    EXPECT_EQ(total, 4);
+  });
+}
+
+TEST_P(RingSplit, KeyOrdersTheNewRanks) {
+  const bool shm = GetParam();
+  run_ranks(3, split_options(shm), [&](RingGroup& g, int rank) {
+    auto sub = g.split(7, 10 - rank);  // descending parent rank
+    ASSERT_EQ(sub->size(), 3);
+    EXPECT_EQ(sub->rank(), 2 - rank);
+    EXPECT_EQ(gather_ints(*sub, rank), (std::vector<int32_t>{2, 1, 0}));
+    // Equal keys keep the parent order.
+    auto same = g.split(0, 5);
+    EXPECT_EQ(same->rank(), rank);
+  });
+}
+
+TEST_P(RingSplit, SplitOfASplitAndSingletons) {
+  const bool shm = GetParam();
+  run_ranks(4, split_options(shm), [&](RingGroup& g, int rank) {
+    auto rev = g.split(0, 100 - rank);  // ranks 3,2,1,0
+    ASSERT_EQ(rev->rank(), 3 - rank);
+    auto pair = rev->split(rev->rank() / 2, -1);  // {3,2} and {1,0} by parent rank
+    ASSERT_EQ(pair->size(), 2);
+    EXPECT_EQ(pair->rank(), rev->rank() % 2);
+    int64_t x = int64_t(1) << (4 * rank), y = 0;
+    pair->all_reduce(&x, &y, 1, int64, ReduceOp::sum);
+    const int mate = rank ^ 1;
+    EXPECT_EQ(y, x + (int64_t(1) << (4 * mate)));
+    auto alone = pair->split(pair->rank(), -1);  // groups of one
+    EXPECT_EQ(alone->size(), 1);
+    EXPECT_EQ(alone->rank(), 0);
+    int64_t z = 0;
+    alone->all_reduce(&x, &z, 1, int64, ReduceOp::sum);
+    EXPECT_EQ(z, x);
+  });
+}
+
+TEST(RingSplitTcp, SeveralConnectionsPerRankCarryOver) {
+  run_ranks(4, split_options(false), [](RingGroup& g, int rank) {
+    auto sub = g.split(rank / 2, -1);
+    auto* ring = dynamic_cast<RingGroup*>(sub.get());
+    ASSERT_NE(ring, nullptr);
+    EXPECT_EQ(ring->connections(), 2);
+    auto in = input_for<float>(rank, kBig);
+    std::vector<float> out(kBig);
+    sub->all_reduce(in.data(), out.data(), kBig, float32, ReduceOp::sum);
+    auto theirs = input_for<float>(rank ^ 1, kBig);
+    for (size_t i = 0; i < kBig; i += 991) ASSERT_EQ(out[i], in[i] + theirs[i]) << i;
+  }, 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, RingSplit, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "Shm" : "Tcp"; });
+
 TEST(Ring, SingleRankGroupCopies) {
   Hostfile hf = free_hostfile(1);
   RingGroup g(0, hf, options(false));

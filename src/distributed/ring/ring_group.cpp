@@ -65,6 +65,10 @@ RingOptions RingOptions::from_config() {
 }
 
 RingGroup::RingGroup(int rank, Hostfile hostfile, RingOptions options)
+    : RingGroup(rank, std::move(hostfile), std::move(options), std::vector<Socket>{}) {}
+
+RingGroup::RingGroup(int rank, Hostfile hostfile, RingOptions options,
+                     std::vector<Socket> listeners)
     : rank_(validated_rank(rank, hostfile)),
       size_(hostfile.size()),
       left_((rank_ - 1 + size_) % size_),
@@ -76,7 +80,18 @@ RingGroup::RingGroup(int rank, Hostfile hostfile, RingOptions options)
   received_.assign(static_cast<size_t>(size_), 0);
   if (size_ == 1) return;
 
-  for (int c = 0; c < conns_; ++c) listeners_.push_back(listen_on(hostfile_.ranks[rank_][c], rank_));
+  if (!listeners.empty()) {
+    if (static_cast<int>(listeners.size()) != conns_) {
+      throw std::invalid_argument("[ring] rank " + std::to_string(rank_) + ": " +
+                                  std::to_string(listeners.size()) + " listeners given for " +
+                                  std::to_string(conns_) + " connections per rank");
+    }
+    listeners_ = std::move(listeners);
+  } else {
+    for (int c = 0; c < conns_; ++c) {
+      listeners_.push_back(listen_on(hostfile_.ranks[rank_][c], rank_));
+    }
+  }
   int fds[2];
   if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) throw std::runtime_error("[ring] pipe2 failed");
   wake_read_ = Socket(fds[0]);
@@ -628,9 +643,57 @@ void RingGroup::recv(void* out, size_t bytes, Dtype dtype, int src) {
   run_lanes(streams, StreamEnv{rank_, opt_.timeout_s, " (this rank's recv against its send)"});
 }
 
+// MPI_Comm_split semantics: ranks with the same color form a group ordered by (key, rank).
+// Every rank of this group takes part. Each binds fresh listeners on its own hostfile hosts
+// (ephemeral ports), the (color, key, ports) records are exchanged with an all_gather here,
+// and the sub-group connects its own ring over new, authenticated connections.
 std::shared_ptr<GroupImpl> RingGroup::split(int color, int key) {
-  throw std::runtime_error("[ring] split is not implemented yet by the ring backend (color " +
-                           std::to_string(color) + ", key " + std::to_string(key) + ")");
+  check_usable("split");
+  if (key < 0) key = rank_;
+  const size_t C = static_cast<size_t>(std::max(conns_, 1));
+  const size_t rec = 2 + C;  // color, key, one port per connection
+  std::vector<Socket> listeners;
+  std::vector<int32_t> mine(rec, 0);
+  mine[0] = color;
+  mine[1] = key;
+  if (size_ > 1) {
+    for (size_t c = 0; c < C; ++c) {
+      HostAddress a = hostfile_.ranks[rank_][c];
+      a.port = 0;
+      Socket s = listen_on(a, rank_);
+      mine[2 + c] = local_port(s);
+      listeners.push_back(std::move(s));
+    }
+  }
+  std::vector<int32_t> all(rec * static_cast<size_t>(size_), 0);
+  all_gather(mine.data(), all.data(), rec * sizeof(int32_t));
+
+  std::vector<int> members;
+  for (int r = 0; r < size_; ++r) {
+    if (all[static_cast<size_t>(r) * rec] == color) members.push_back(r);
+  }
+  std::stable_sort(members.begin(), members.end(), [&](int a, int b) {
+    return all[static_cast<size_t>(a) * rec + 1] < all[static_cast<size_t>(b) * rec + 1];
+  });
+  Hostfile sub;
+  int new_rank = -1;
+  for (size_t i = 0; i < members.size(); ++i) {
+    const int m = members[i];
+    if (m == rank_) new_rank = static_cast<int>(i);
+    std::vector<HostAddress> addrs;
+    for (size_t c = 0; c < C && c < hostfile_.ranks[m].size(); ++c) {
+      HostAddress a = hostfile_.ranks[m][c];
+      a.port = all[static_cast<size_t>(m) * rec + 2 + c];
+      addrs.push_back(a);
+    }
+    sub.ranks.push_back(std::move(addrs));
+  }
+  if (members.size() == 1) listeners.clear();
+  if (opt_.verbose) {
+    std::cerr << "[ring] rank " << rank_ << ": split(color " << color << ", key " << key
+              << ") -> rank " << new_rank << " of " << members.size() << "\n";
+  }
+  return std::make_shared<RingGroup>(new_rank, std::move(sub), opt_, std::move(listeners));
 }
 
 void RingGroup::setup_shm() {

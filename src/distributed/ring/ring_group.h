@@ -42,6 +42,9 @@ class RingGroup : public GroupImpl {
   // set); throws std::invalid_argument for a bad rank and std::runtime_error when peers do
   // not show up before the connect timeout.
   RingGroup(int rank, Hostfile hostfile, RingOptions options = RingOptions::from_config());
+  // The same with this rank's listeners already bound (one per hostfile address of `rank`, in
+  // order), as split() does: its ports are ephemeral and known only once bound.
+  RingGroup(int rank, Hostfile hostfile, RingOptions options, std::vector<Socket> listeners);
   ~RingGroup() override;
   RingGroup(const RingGroup&) = delete;
   RingGroup& operator=(const RingGroup&) = delete;
@@ -49,6 +52,8 @@ class RingGroup : public GroupImpl {
   int rank() override { return rank_; }
   int size() override { return size_; }
   const char* backend_name() override { return "ring"; }
+  // MPI_Comm_split: an all_gather of (color, key, fresh listener ports) on this group, then
+  // the members' own ring over new authenticated connections (same hosts, same job token).
   std::shared_ptr<GroupImpl> split(int color, int key) override;
 
   void all_reduce(const void* in, void* out, size_t count, Dtype dtype, ReduceOp op) override;
@@ -67,6 +72,7 @@ class RingGroup : public GroupImpl {
   bool shm_active() const { return shm_ != nullptr; }
   int connections() const { return conns_; }
   const Hostfile& hostfile() const { return hostfile_; }
+  const RingOptions& options() const { return opt_; }
 
  private:
   struct OpDesc {

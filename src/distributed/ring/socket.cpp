@@ -156,6 +156,16 @@ Socket listen_on(const HostAddress& addr, int rank) {
                            ". Is another job using the port, or is the address not of this host?");
 }
 
+int local_port(const Socket& s) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (::getsockname(s.fd(), reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
+    throw std::runtime_error("[ring] getsockname failed: " + err_text(errno));
+  }
+  if (ss.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+  return ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+}
+
 Socket accept_until(const Socket& listener, const Deadline& deadline, std::string* peer_text) {
   while (true) {
     sockaddr_storage ss{};

@@ -78,6 +78,9 @@ class Socket {
 // Throws std::runtime_error naming the address and errno text.
 Socket listen_on(const HostAddress& addr, int rank);
 
+// The local port a bound socket got (e.g. after binding port 0); throws on failure.
+int local_port(const Socket& s);
+
 // Accepts one connection or returns an invalid Socket when the deadline passes.
 Socket accept_until(const Socket& listener, const Deadline& deadline, std::string* peer_text);
 

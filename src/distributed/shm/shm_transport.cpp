@@ -10,11 +10,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstring>
 #include <stdexcept>
-#include <thread>
 
 #include "distributed/reduce_kernels.h"
 #include "distributed/ring/socket.h"
@@ -25,6 +25,7 @@ namespace {
 
 constexpr double kSpinSeconds = 50e-6;  // bounded spin before sleeping on the futex
 constexpr int kSleepSliceMs = 10;       // futex sleeps this long between liveness checks
+constexpr size_t kPieceBytes = 64 << 10;  // reduce granularity (the result stays in cache)
 
 struct alignas(64) Word {
   std::atomic<uint32_t> v{0};
@@ -32,13 +33,14 @@ struct alignas(64) Word {
 };
 
 struct Control {
-  Word pub;      // rounds whose input blocks and header are published
-  Word red;      // rounds whose result block is written
-  Word done;     // rounds this rank has finished reading from everyone
+  Word pub;      // units whose inputs and header are published
+  Word red;      // units whose reduced block is published
+  Word done;     // units this rank has finished reading from everyone
   Word abort;    // non-zero: this rank failed
   Word waiters;  // threads sleeping on one of the counters above
-  WireHeader hdr[2];
+  WireHeader hdr[kShmSlots];
 };
+static_assert(sizeof(Control) <= 4096);
 
 long futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timespec* ts) {
   return syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), op, val, ts, nullptr, 0);
@@ -51,6 +53,14 @@ inline void cpu_relax() {
   __builtin_ia32_pause();
 #endif
 }
+
+// Contiguous split of n elements into `parts` blocks: block b is [off(b), off(b) + len(b)).
+struct Blocks {
+  size_t n, seg;
+  Blocks(size_t n_, size_t parts) : n(n_), seg((n_ + parts - 1) / parts) {}
+  size_t off(size_t b) const { return std::min(n, b * seg); }
+  size_t len(size_t b) const { return std::min(n, (b + 1) * seg) - off(b); }
+};
 
 }  // namespace
 
@@ -67,11 +77,7 @@ struct ShmTransport::Segment {
 
 namespace {
 
-size_t segment_bytes(int size) {
-  return 4096 + 2 * static_cast<size_t>(size) * kShmBlockBytes;
-}
-
-std::unique_ptr<ShmTransport::Segment> map_segment(const std::string& name, int size,
+std::unique_ptr<ShmTransport::Segment> map_segment(const std::string& name, size_t bytes,
                                                    bool create) {
   int fd = shm_open(name.c_str(), create ? (O_CREAT | O_EXCL | O_RDWR) : O_RDWR, 0600);
   if (fd < 0) {
@@ -82,7 +88,7 @@ std::unique_ptr<ShmTransport::Segment> map_segment(const std::string& name, int 
   }
   auto seg = std::make_unique<ShmTransport::Segment>();
   seg->name = name;
-  seg->bytes = segment_bytes(size);
+  seg->bytes = bytes;
   if (create && ftruncate(fd, static_cast<off_t>(seg->bytes)) != 0) {
     int e = errno;
     close(fd);
@@ -90,7 +96,7 @@ std::unique_ptr<ShmTransport::Segment> map_segment(const std::string& name, int 
     throw std::runtime_error("[ring] shared memory: cannot size segment " + name + " to " +
                              format_bytes(seg->bytes) + ": " + std::strerror(e));
   }
-  void* p = mmap(nullptr, seg->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* p = mmap(nullptr, seg->bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   close(fd);
   if (p == MAP_FAILED) {
     if (create) shm_unlink(name.c_str());
@@ -98,7 +104,7 @@ std::unique_ptr<ShmTransport::Segment> map_segment(const std::string& name, int 
                              std::strerror(errno));
   }
   seg->base = p;
-  madvise(p, seg->bytes, MADV_HUGEPAGE);
+  madvise(p, seg->bytes, MADV_HUGEPAGE);  // honoured where shmem huge pages are enabled
   seg->ctrl = static_cast<Control*>(p);
   seg->data = static_cast<char*>(p) + 4096;
   if (create) {
@@ -111,7 +117,10 @@ std::unique_ptr<ShmTransport::Segment> map_segment(const std::string& name, int 
 }  // namespace
 
 ShmTransport::ShmTransport(int rank, int size, double timeout_s, std::vector<int> liveness_fds)
-    : rank_(rank), size_(size), timeout_s_(timeout_s), liveness_fds_(std::move(liveness_fds)) {}
+    : rank_(rank), size_(size), timeout_s_(timeout_s), liveness_fds_(std::move(liveness_fds)) {
+  chunk_ = kShmChunkBytes;
+  block_ = chunk_ / static_cast<size_t>(size_) / 64 * 64;
+}
 
 ShmTransport::~ShmTransport() = default;
 
@@ -120,6 +129,7 @@ std::unique_ptr<ShmTransport> ShmTransport::create(
     const std::function<void(const void*, void*, size_t)>& exchange,
     std::vector<int> liveness_fds) {
   std::unique_ptr<ShmTransport> t(new ShmTransport(rank, size, timeout_s, std::move(liveness_fds)));
+  const size_t seg_bytes = 4096 + kShmSlots * t->chunk_;
   uint64_t rnd = 0;
   if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd)) rnd = static_cast<uint64_t>(getpid());
   constexpr size_t kName = 64;
@@ -127,14 +137,14 @@ std::unique_ptr<ShmTransport> ShmTransport::create(
   std::snprintf(mine, kName, "/tessera-%d-%d-%016llx", static_cast<int>(getpid()), rank,
                 static_cast<unsigned long long>(rnd));
   t->segs_.resize(static_cast<size_t>(size));
-  t->segs_[static_cast<size_t>(rank)] = map_segment(mine, size, true);
+  t->segs_[static_cast<size_t>(rank)] = map_segment(mine, seg_bytes, true);
   std::vector<char> names(kName * static_cast<size_t>(size));
   try {
     exchange(mine, names.data(), kName);
     for (int r = 0; r < size; ++r) {
       if (r == rank) continue;
-      t->segs_[static_cast<size_t>(r)] =
-          map_segment(std::string(names.data() + kName * static_cast<size_t>(r)), size, false);
+      t->segs_[static_cast<size_t>(r)] = map_segment(
+          std::string(names.data() + kName * static_cast<size_t>(r)), seg_bytes, false);
     }
     char dummy = 0;
     std::vector<char> all(static_cast<size_t>(size));
@@ -147,16 +157,22 @@ std::unique_ptr<ShmTransport> ShmTransport::create(
   return t;
 }
 
-char* ShmTransport::buffer(int peer, int parity) {
-  return segs_[static_cast<size_t>(peer)]->data +
-         static_cast<size_t>(parity) * static_cast<size_t>(size_) * kShmBlockBytes;
+char* ShmTransport::slot(int peer, uint64_t unit) {
+  return segs_[static_cast<size_t>(peer)]->data + (unit % kShmSlots) * chunk_;
 }
 
-void ShmTransport::post(Counter c, uint32_t value) {
+namespace {
+
+std::atomic<uint32_t>& counter_word(Control* ctl, int c) {
+  return c == 0 ? ctl->pub.v : c == 1 ? ctl->red.v : ctl->done.v;
+}
+
+}  // namespace
+
+void ShmTransport::post(Counter c, uint64_t value) {
   Control* ctl = segs_[static_cast<size_t>(rank_)]->ctrl;
-  std::atomic<uint32_t>& w = c == Counter::pub ? ctl->pub.v : c == Counter::red ? ctl->red.v
-                                                                                : ctl->done.v;
-  w.store(value, std::memory_order_seq_cst);
+  std::atomic<uint32_t>& w = counter_word(ctl, static_cast<int>(c));
+  w.store(static_cast<uint32_t>(value), std::memory_order_seq_cst);
   if (ctl->waiters.v.load(std::memory_order_seq_cst) > 0) futex(&w, FUTEX_WAKE, INT_MAX, nullptr);
 }
 
@@ -170,14 +186,17 @@ void ShmTransport::abort() {
   }
 }
 
-void ShmTransport::wait_for(int peer, Counter c, uint32_t target, const WireHeader& mine) {
+void ShmTransport::wait_for(int peer, Counter c, uint64_t target64, const WireHeader& mine) {
   Control* ctl = segs_[static_cast<size_t>(peer)]->ctrl;
-  std::atomic<uint32_t>& w = c == Counter::pub ? ctl->pub.v : c == Counter::red ? ctl->red.v
-                                                                                : ctl->done.v;
+  std::atomic<uint32_t>& w = counter_word(ctl, static_cast<int>(c));
+  const auto target = static_cast<uint32_t>(target64);
   if (reached(w.load(std::memory_order_acquire), target)) return;
   auto start = Clock::now();
   auto spin_end = start + std::chrono::duration_cast<Clock::duration>(
                               std::chrono::duration<double>(kSpinSeconds));
+  // Bounded spin (the peer is usually running on another core and posts within
+  // microseconds), then sleep on the futex. (Yielding instead was measured to hurt on a loaded
+  // machine: the scheduler hands the core to unrelated work and the rank loses its slice.)
   for (int i = 0;; ++i) {
     if (reached(w.load(std::memory_order_acquire), target)) return;
     cpu_relax();
@@ -193,6 +212,9 @@ void ShmTransport::wait_for(int peer, Counter c, uint32_t target, const WireHead
   ctx.peer_address = "shared memory";
   ctx.timeout_s = timeout_s_;
   while (true) {
+    // The counter first: a peer that posted and then left (or failed a later check) must not
+    // turn a completed wait into an error.
+    if (reached(w.load(std::memory_order_acquire), target)) return;
     for (int r = 0; r < size_; ++r) {
       if (segs_[static_cast<size_t>(r)]->ctrl->abort.v.load() != 0 && !aborted_) {
         throw std::runtime_error("[ring] rank " + std::to_string(rank_) + ": rank " +
@@ -234,8 +256,8 @@ void ShmTransport::wait_for(int peer, Counter c, uint32_t target, const WireHead
   }
 }
 
-void ShmTransport::check_header(int peer, int parity, const WireHeader& mine) {
-  const WireHeader& h = segs_[static_cast<size_t>(peer)]->ctrl->hdr[parity];
+void ShmTransport::check_header(int peer, uint64_t unit, const WireHeader& mine) {
+  const WireHeader& h = segs_[static_cast<size_t>(peer)]->ctrl->hdr[unit % kShmSlots];
   if (h.kind != mine.kind || h.dtype != mine.dtype || h.seq != mine.seq ||
       h.count != mine.count || h.bytes != mine.bytes || h.lane != mine.lane) {
     WireHeader copy = h;
@@ -248,15 +270,65 @@ void ShmTransport::check_header(int peer, int parity, const WireHeader& mine) {
   }
 }
 
-// Waits until buffer `parity` is free on every rank (all finished round round_ - 2), then
-// publishes our header for this round.
-void ShmTransport::begin_round(const WireHeader& h, int parity) {
-  if (round_ >= 2) {
-    for (int j = 0; j < size_; ++j) {
-      if (j != rank_) wait_for(j, Counter::done, round_ - 1, h);
+void ShmTransport::wait_all(Counter c, uint64_t target, const WireHeader& mine) {
+  for (int j = 0; j < size_; ++j) {
+    if (j != rank_) wait_for(j, c, target, mine);
+  }
+}
+
+void ShmTransport::begin_unit(uint64_t unit, const WireHeader& h) {
+  if (unit >= kShmSlots) wait_all(Counter::done, unit - kShmSlots + 1, h);
+  segs_[static_cast<size_t>(rank_)]->ctrl->hdr[unit % kShmSlots] = h;
+}
+
+void ShmTransport::reduce_stage(uint64_t unit, const WireHeader& h, const char* in, char* out,
+                                size_t base, size_t n, Dtype dtype, ReduceOp op) {
+  const size_t es = dtype.size();
+  const size_t N = static_cast<size_t>(size_);
+  const size_t r = static_cast<size_t>(rank_);
+  for (int j = 0; j < size_; ++j) {
+    if (j == rank_) continue;
+    wait_for(j, Counter::pub, unit + 1, h);
+    check_header(j, unit, h);
+  }
+  Blocks b(n, N);
+  const size_t len = b.len(r);
+  if (len > 0) {
+    const size_t off = (base + b.off(r)) * es;
+    char* dst = out + off;
+    const char* own = in + off;
+    char* result = slot(rank_, unit) + r * block_;
+    const size_t piece = kPieceBytes / es;
+    for (size_t p = 0; p < len; p += piece) {
+      const size_t m = std::min(piece, len - p);
+      const size_t pb = p * es;
+      // Own contribution first (safe when in == out), then the peers in rank order.
+      bool first = true;
+      for (size_t k = 1; k < N; ++k) {
+        const size_t j = (r + k) % N;
+        const char* src = slot(static_cast<int>(j), unit) + r * block_ + pb;
+        reduce_buffers(dst + pb, first ? own + pb : dst + pb, src, m, dtype, op);
+        first = false;
+      }
+      std::memcpy(result + pb, dst + pb, m * es);
     }
   }
-  segs_[static_cast<size_t>(rank_)]->ctrl->hdr[parity] = h;
+  post(Counter::red, unit + 1);
+}
+
+void ShmTransport::gather_stage(uint64_t unit, const WireHeader& h, char* out, size_t base,
+                                size_t n, size_t es) {
+  const size_t N = static_cast<size_t>(size_);
+  Blocks b(n, N);
+  for (size_t j = 0; j < N; ++j) {
+    if (j == static_cast<size_t>(rank_)) continue;
+    wait_for(static_cast<int>(j), Counter::red, unit + 1, h);
+    if (b.len(j) > 0) {
+      std::memcpy(out + (base + b.off(j)) * es, slot(static_cast<int>(j), unit) + j * block_,
+                  b.len(j) * es);
+    }
+  }
+  post(Counter::done, unit + 1);
 }
 
 void ShmTransport::all_reduce(const void* in_v, void* out_v, size_t count, Dtype dtype,
@@ -264,9 +336,6 @@ void ShmTransport::all_reduce(const void* in_v, void* out_v, size_t count, Dtype
   const size_t es = dtype.size();
   const size_t N = static_cast<size_t>(size_);
   const size_t r = static_cast<size_t>(rank_);
-  const size_t epb = kShmBlockBytes / es;  // elements per block
-  const size_t per_round = epb * N;
-  const size_t rounds = count == 0 ? 1 : (count + per_round - 1) / per_round;
   auto* in = static_cast<const char*>(in_v);
   auto* out = static_cast<char*>(out_v);
   WireHeader h;
@@ -277,50 +346,59 @@ void ShmTransport::all_reduce(const void* in_v, void* out_v, size_t count, Dtype
   h.seq = seq;
   h.count = count;
   h.bytes = count * es;
-  for (size_t k = 0; k < rounds; ++k) {
-    const int parity = static_cast<int>(round_ & 1);
-    h.lane = static_cast<uint8_t>(k);
-    const size_t base = k * per_round;
-    const size_t n = count == 0 ? 0 : std::min(per_round, count - base);
-    const size_t seg = (n + N - 1) / N;
-    auto off = [&](size_t b) { return std::min(n, b * seg); };
-    auto len = [&](size_t b) { return std::min(n, (b + 1) * seg) - off(b); };
-    begin_round(h, parity);
-    char* mybuf = buffer(rank_, parity);
-    for (size_t j = 0; j < N; ++j) {
-      if (j != r && len(j) > 0) {
-        std::memcpy(mybuf + j * kShmBlockBytes, in + (base + off(j)) * es, len(j) * es);
-      }
-    }
-    post(Counter::pub, round_ + 1);
+
+  if (h.bytes <= kShmSmallBytes && h.bytes <= chunk_) {
+    // One unit: everyone publishes everything and reduces everything itself, in rank order
+    // from the slots (so in == out is safe and every rank computes the same bits).
+    const uint64_t u = unit_++;
+    h.lane = 0;
+    begin_unit(u, h);
+    if (h.bytes > 0) std::memcpy(slot(rank_, u), in, h.bytes);
+    post(Counter::pub, u + 1);
     for (int j = 0; j < size_; ++j) {
       if (j == rank_) continue;
-      wait_for(j, Counter::pub, round_ + 1, h);
-      check_header(j, parity, h);
+      wait_for(j, Counter::pub, u + 1, h);
+      check_header(j, u, h);
     }
-    // Our block: fold every rank's contribution straight from the peers' buffers (computed
-    // once, so identical on every rank); the result goes to `out` and to our buffer.
-    if (len(r) > 0) {
-      auto src = [&](size_t j) -> const char* {
-        return j == r ? in + (base + off(r)) * es : buffer(static_cast<int>(j), parity) + r * kShmBlockBytes;
-      };
-      char* dst = out + (base + off(r)) * es;
-      // Fold order r, r+1, ..., r-1: fixed per block, and safe when in == out.
-      reduce_buffers(dst, src(r), src((r + 1) % N), len(r), dtype, op);
-      for (size_t j = 2; j < N; ++j) reduce_buffers(dst, dst, src((r + j) % N), len(r), dtype, op);
-      std::memcpy(mybuf + r * kShmBlockBytes, dst, len(r) * es);
+    if (count > 0) {
+      reduce_buffers(out, slot(0, u), slot(1, u), count, dtype, op);
+      for (int j = 2; j < size_; ++j) reduce_buffers(out, out, slot(j, u), count, dtype, op);
     }
-    post(Counter::red, round_ + 1);
-    for (size_t j = 0; j < N; ++j) {
-      if (j == r) continue;
-      wait_for(static_cast<int>(j), Counter::red, round_ + 1, h);
-      if (len(j) > 0) {
-        std::memcpy(out + (base + off(j)) * es,
-                    buffer(static_cast<int>(j), parity) + j * kShmBlockBytes, len(j) * es);
+    post(Counter::done, u + 1);
+    return;
+  }
+
+  const size_t per_unit = N * (block_ / es);
+  const size_t K = (count + per_unit - 1) / per_unit;
+  const uint64_t u0 = unit_;
+  unit_ += K;
+  auto unit_n = [&](size_t k) { return std::min(per_unit, count - k * per_unit); };
+  for (size_t t = 0; t < K + 2; ++t) {
+    if (t < K) {
+      // Copy-in: the blocks of unit t that the peers reduce.
+      const uint64_t u = u0 + t;
+      h.lane = static_cast<uint8_t>(t);
+      begin_unit(u, h);
+      const size_t base = t * per_unit;
+      Blocks b(unit_n(t), N);
+      char* mine = slot(rank_, u);
+      for (size_t j = 0; j < N; ++j) {
+        if (j != r && b.len(j) > 0) {
+          std::memcpy(mine + j * block_, in + (base + b.off(j)) * es, b.len(j) * es);
+        }
       }
+      post(Counter::pub, u + 1);
     }
-    post(Counter::done, round_ + 1);
-    ++round_;
+    if (t >= 1 && t - 1 < K) {
+      const size_t k = t - 1;
+      h.lane = static_cast<uint8_t>(k);
+      reduce_stage(u0 + k, h, in, out, k * per_unit, unit_n(k), dtype, op);
+    }
+    if (t >= 2) {
+      const size_t k = t - 2;
+      h.lane = static_cast<uint8_t>(k);
+      gather_stage(u0 + k, h, out, k * per_unit, unit_n(k), es);
+    }
   }
 }
 
@@ -329,8 +407,8 @@ void ShmTransport::reduce_scatter(const void* in_v, void* out_v, size_t count, D
   const size_t es = dtype.size();
   const size_t N = static_cast<size_t>(size_);
   const size_t r = static_cast<size_t>(rank_);
-  const size_t epb = kShmBlockBytes / es;
-  const size_t rounds = count == 0 ? 1 : (count + epb - 1) / epb;
+  const size_t epb = block_ / es;
+  const size_t K = std::max<size_t>(1, (count + epb - 1) / epb);
   auto* in = static_cast<const char*>(in_v);
   auto* out = static_cast<char*>(out_v);
   WireHeader h;
@@ -341,42 +419,47 @@ void ShmTransport::reduce_scatter(const void* in_v, void* out_v, size_t count, D
   h.seq = seq;
   h.count = count;
   h.bytes = count * N * es;
-  for (size_t k = 0; k < rounds; ++k) {
-    const int parity = static_cast<int>(round_ & 1);
-    h.lane = static_cast<uint8_t>(k);
-    const size_t lo = k * epb;
-    const size_t n = count == 0 ? 0 : std::min(epb, count - lo);
-    begin_round(h, parity);
-    char* mybuf = buffer(rank_, parity);
-    for (size_t j = 0; j < N; ++j) {
-      if (j != r && n > 0) {
-        std::memcpy(mybuf + j * kShmBlockBytes, in + (j * count + lo) * es, n * es);
+  const uint64_t u0 = unit_;
+  unit_ += K;
+  auto unit_n = [&](size_t k) { return count == 0 ? 0 : std::min(epb, count - k * epb); };
+  for (size_t t = 0; t < K + 1; ++t) {
+    if (t < K) {
+      const uint64_t u = u0 + t;
+      h.lane = static_cast<uint8_t>(t);
+      begin_unit(u, h);
+      const size_t lo = t * epb, n = unit_n(t);
+      char* mine = slot(rank_, u);
+      for (size_t j = 0; j < N; ++j) {
+        if (j != r && n > 0) std::memcpy(mine + j * block_, in + (j * count + lo) * es, n * es);
       }
+      post(Counter::pub, u + 1);
     }
-    post(Counter::pub, round_ + 1);
-    for (int j = 0; j < size_; ++j) {
-      if (j == rank_) continue;
-      wait_for(j, Counter::pub, round_ + 1, h);
-      check_header(j, parity, h);
+    if (t >= 1) {
+      const size_t k = t - 1;
+      const uint64_t u = u0 + k;
+      h.lane = static_cast<uint8_t>(k);
+      wait_all(Counter::pub, u + 1, h);
+      for (int j = 0; j < size_; ++j) {
+        if (j != rank_) check_header(j, u, h);
+      }
+      const size_t lo = k * epb, n = unit_n(k);
+      if (n > 0) {
+        char* dst = out + lo * es;
+        const char* own = in + (r * count + lo) * es;
+        for (size_t i = 1; i < N; ++i) {
+          const size_t j = (r + i) % N;
+          reduce_buffers(dst, i == 1 ? own : dst, slot(static_cast<int>(j), u) + r * block_, n,
+                         dtype, op);
+        }
+      }
+      post(Counter::done, u + 1);
     }
-    if (n > 0) {
-      auto src = [&](size_t j) -> const char* {
-        return j == r ? in + (r * count + lo) * es
-                      : buffer(static_cast<int>(j), parity) + r * kShmBlockBytes;
-      };
-      char* dst = out + lo * es;
-      reduce_buffers(dst, src(r), src((r + 1) % N), n, dtype, op);
-      for (size_t j = 2; j < N; ++j) reduce_buffers(dst, dst, src((r + j) % N), n, dtype, op);
-    }
-    post(Counter::done, round_ + 1);
-    ++round_;
   }
 }
 
 void ShmTransport::all_gather(const void* in_v, void* out_v, size_t bytes, uint64_t seq) {
   const size_t N = static_cast<size_t>(size_);
-  const size_t per_round = N * kShmBlockBytes;
-  const size_t rounds = bytes == 0 ? 1 : (bytes + per_round - 1) / per_round;
+  const size_t K = std::max<size_t>(1, (bytes + chunk_ - 1) / chunk_);
   auto* in = static_cast<const char*>(in_v);
   auto* out = static_cast<char*>(out_v);
   WireHeader h;
@@ -384,22 +467,31 @@ void ShmTransport::all_gather(const void* in_v, void* out_v, size_t bytes, uint6
   h.seq = seq;
   h.count = bytes;
   h.bytes = bytes;
-  for (size_t k = 0; k < rounds; ++k) {
-    const int parity = static_cast<int>(round_ & 1);
-    h.lane = static_cast<uint8_t>(k);
-    const size_t lo = k * per_round;
-    const size_t n = bytes == 0 ? 0 : std::min(per_round, bytes - lo);
-    begin_round(h, parity);
-    if (n > 0) std::memcpy(buffer(rank_, parity), in + lo, n);
-    post(Counter::pub, round_ + 1);
-    for (size_t j = 0; j < N; ++j) {
-      if (j == static_cast<size_t>(rank_)) continue;
-      wait_for(static_cast<int>(j), Counter::pub, round_ + 1, h);
-      check_header(static_cast<int>(j), parity, h);
-      if (n > 0) std::memcpy(out + j * bytes + lo, buffer(static_cast<int>(j), parity), n);
+  const uint64_t u0 = unit_;
+  unit_ += K;
+  auto unit_n = [&](size_t k) { return bytes == 0 ? 0 : std::min(chunk_, bytes - k * chunk_); };
+  for (size_t t = 0; t < K + 1; ++t) {
+    if (t < K) {
+      const uint64_t u = u0 + t;
+      h.lane = static_cast<uint8_t>(t);
+      begin_unit(u, h);
+      if (unit_n(t) > 0) std::memcpy(slot(rank_, u), in + t * chunk_, unit_n(t));
+      post(Counter::pub, u + 1);
     }
-    post(Counter::done, round_ + 1);
-    ++round_;
+    if (t >= 1) {
+      const size_t k = t - 1;
+      const uint64_t u = u0 + k;
+      h.lane = static_cast<uint8_t>(k);
+      for (size_t j = 0; j < N; ++j) {
+        if (j == static_cast<size_t>(rank_)) continue;
+        wait_for(static_cast<int>(j), Counter::pub, u + 1, h);
+        check_header(static_cast<int>(j), u, h);
+        if (unit_n(k) > 0) {
+          std::memcpy(out + j * bytes + k * chunk_, slot(static_cast<int>(j), u), unit_n(k));
+        }
+      }
+      post(Counter::done, u + 1);
+    }
   }
 }
 
@@ -407,16 +499,15 @@ void ShmTransport::barrier(uint64_t seq) {
   WireHeader h;
   h.kind = static_cast<uint8_t>(OpKind::barrier);
   h.seq = seq;
-  const int parity = static_cast<int>(round_ & 1);
-  begin_round(h, parity);
-  post(Counter::pub, round_ + 1);
+  const uint64_t u = unit_++;
+  begin_unit(u, h);
+  post(Counter::pub, u + 1);
   for (int j = 0; j < size_; ++j) {
     if (j == rank_) continue;
-    wait_for(j, Counter::pub, round_ + 1, h);
-    check_header(j, parity, h);
+    wait_for(j, Counter::pub, u + 1, h);
+    check_header(j, u, h);
   }
-  post(Counter::done, round_ + 1);
-  ++round_;
+  post(Counter::done, u + 1);
 }
 
 }  // namespace tessera::distributed::detail

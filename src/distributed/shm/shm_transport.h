@@ -1,10 +1,22 @@
 // Same-host collectives through POSIX shared memory (DESIGN.md section 4), used by RingGroup
-// when every rank's address is local and TESSERA_RING_SHM is on. Each rank owns one segment:
-// a control block (round counters, headers, abort flag) and two buffers used alternately by
-// successive rounds. A rank publishes the blocks its peers need, reduces its own block reading
-// the peers' buffers directly, and copies the peers' results out. Waits spin briefly, then
-// sleep on a futex; while sleeping they poll the TCP ring connections so a dead peer becomes
-// an error, and honour TESSERA_DIST_TIMEOUT.
+// when every rank's address is local and TESSERA_RING_SHM is on.
+//
+// Each rank owns one persistent segment, created and pre-faulted once per group: a control
+// block (three progress counters, the abort flag, one header per slot) and kSlots slots of
+// kShmChunkBytes. An operation is cut into "units" (one chunk of work each); unit u uses slot
+// u % kSlots of every rank, and all ranks process the same sequence of units, so the
+// counters are absolute unit numbers that only grow:
+//   pub  = units whose inputs (and header) this rank has published in its slot,
+//   red  = units whose reduced block this rank has published (all_reduce only),
+//   done = units this rank has finished reading from every peer (frees the slot on reuse).
+// All-reduce of a large message, per unit: a rank copies the blocks its peers reduce into its
+// slot, reduces its own block straight from its input and the peers' slots into the output
+// and into its slot, then copies the peers' reduced blocks out. Units are software-pipelined
+// (copy-in of unit t, reduce of t-1, gather of t-2 in one step), so a rank rarely waits and
+// both ranks work on disjoint blocks in parallel. Small messages take one unit in which every
+// rank reduces everything itself (one synchronisation instead of two).
+// Waits spin briefly, then sleep on a futex; while sleeping they poll the TCP ring
+// connections so a dead peer becomes an error, and honour TESSERA_DIST_TIMEOUT.
 #pragma once
 
 #include <atomic>
@@ -48,21 +60,35 @@ class ShmTransport {
  private:
   ShmTransport(int rank, int size, double timeout_s, std::vector<int> liveness_fds);
   enum class Counter { pub, red, done };
-  void wait_for(int peer, Counter c, uint32_t target, const WireHeader& mine);
-  void post(Counter c, uint32_t value);
-  void check_header(int peer, int parity, const WireHeader& mine);
-  char* buffer(int peer, int parity);
-  void begin_round(const WireHeader& h, int parity);
+  // Waits until `peer`'s counter c has reached `target` (unit numbers + 1).
+  void wait_for(int peer, Counter c, uint64_t target, const WireHeader& mine);
+  void wait_all(Counter c, uint64_t target, const WireHeader& mine);
+  void post(Counter c, uint64_t value);
+  void check_header(int peer, uint64_t unit, const WireHeader& mine);
+  char* slot(int peer, uint64_t unit);
+  // Waits until slot unit % kSlots is free on every peer, then publishes our header for it.
+  void begin_unit(uint64_t unit, const WireHeader& h);
+  // Stage of an all_reduce unit that follows the copy-in: waits for the peers' inputs and
+  // reduces this rank's block.
+  void reduce_stage(uint64_t unit, const WireHeader& h, const char* in, char* out, size_t base,
+                    size_t n, Dtype dtype, ReduceOp op);
+  void gather_stage(uint64_t unit, const WireHeader& h, char* out, size_t base, size_t n,
+                    size_t es);
 
   const int rank_, size_;
   const double timeout_s_;
   const std::vector<int> liveness_fds_;
   std::vector<std::unique_ptr<Segment>> segs_;  // index = rank; segs_[rank_] is ours
-  uint32_t round_ = 0;                          // rounds completed (the operation thread only)
+  size_t chunk_ = 0;                            // bytes per slot
+  size_t block_ = 0;                            // bytes per rank's block in a slot (64-aligned)
+  uint64_t unit_ = 0;                           // units started (the operation thread only)
   std::atomic<bool> aborted_{false};
 };
 
-// Bytes of one block in a round (also what a segment's buffer holds per rank).
-inline constexpr size_t kShmBlockBytes = 256 << 10;
+// Bytes of one slot (one unit of work); a rank's segment holds kShmSlots of them.
+inline constexpr size_t kShmChunkBytes = size_t(1) << 20;
+inline constexpr size_t kShmSlots = 4;
+// All-reduce messages up to this size (and at most one slot) use the one-step algorithm.
+inline constexpr size_t kShmSmallBytes = 32 << 10;
 
 }  // namespace tessera::distributed::detail
