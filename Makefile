@@ -4,7 +4,7 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test test-long test-asan bench docs clean
+.PHONY: all deps build demo test test-long test-asan bench bench-dist docs clean
 
 all: build
 
@@ -41,6 +41,12 @@ test-asan: deps
 bench: build
 	@bash scripts/bench_deps.sh
 	./$(BUILD)/bench_ops --json $(BUILD)/bench_ops.json
+
+# Collectives: Tessera's ring (TCP and shared memory) against Gloo, Open MPI (shared memory and
+# TCP) and MLX's ring, 2 and 4 ranks, 4 B .. 256 MiB; interleaved rounds, medians.
+bench-dist: build
+	@bash scripts/bench_dist_deps.sh
+	./$(BUILD)/bench_collectives --rounds 2 --json $(BUILD)/bench_collectives.json
 
 # Regenerate docs/env.md from the configuration registry.
 docs: build
