@@ -538,3 +538,83 @@ TEST(ArgReduce, LongRowsMatchSequentialFirstIndexRule) {
     }
   }
 }
+
+// Long float32 rows take the vectorised kernels (lane-wise max / exp / sum, rows over threads):
+// rows of odd lengths against a naive double reference, plus rows with NaN / -inf / +inf.
+TEST(Softmax, LongFloat32RowsMatchDoubleReference) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::mt19937 gen(11);
+  std::uniform_real_distribution<float> dist(-30.0f, 30.0f);
+  for (int n : {1, 15, 16, 17, 1000, 4099}) {
+    const int rows = 37;
+    std::vector<float> x(static_cast<size_t>(rows) * n);
+    for (auto& v : x) v = dist(gen);
+    if (n > 2) {
+      x[3 * n + n / 2] = nan;   // row 3: all NaN
+      x[5 * n] = -inf;          // row 5: exp(-inf) = 0
+      x[6 * n + n - 1] = inf;   // row 6: +inf - inf -> NaN
+      for (int i = 0; i < n; ++i) x[7 * n + i] = -inf;  // row 7: all -inf -> NaN
+    }
+    auto a = array(x.data(), Shape{rows, n}, float32);
+    auto y = values(softmax(a, -1));
+    auto l = values(logsumexp(a, -1));
+    for (int r = 0; r < rows; ++r) {
+      const float* xr = x.data() + static_cast<size_t>(r) * n;
+      double m = -INFINITY;
+      bool has_nan = false;
+      for (int i = 0; i < n; ++i) {
+        has_nan |= std::isnan(xr[i]);
+        m = std::max(m, static_cast<double>(xr[i]));
+      }
+      double s = 0;
+      for (int i = 0; i < n; ++i) s += std::exp(static_cast<double>(xr[i]) - m);
+      const bool nan_row = has_nan || std::isinf(m);
+      for (int i = 0; i < n; ++i) {
+        const double got = y[static_cast<size_t>(r) * n + i];
+        if (nan_row) {
+          ASSERT_TRUE(std::isnan(got)) << "n " << n << " row " << r << " i " << i;
+          continue;
+        }
+        const double shift = static_cast<double>(xr[i]) - m;
+        const double want = std::exp(shift) / s;
+        // x - m is rounded to float first: a relative error of |x - m| * 2^-24 in the result.
+        const double rel = std::isinf(shift) ? 0.0 : 2e-6 + 1.2e-7 * std::abs(shift);
+        ASSERT_NEAR(got, want, rel * want + 1e-37) << "n " << n << " row " << r << " i " << i;
+      }
+      const double lwant = has_nan ? NAN : (std::isinf(m) ? m : m + std::log(s));
+      if (std::isnan(lwant)) {
+        EXPECT_TRUE(std::isnan(l[r])) << "n " << n << " row " << r;
+      } else if (std::isinf(lwant)) {
+        EXPECT_EQ(l[r], lwant) << "n " << n << " row " << r;
+      } else {
+        EXPECT_NEAR(l[r], lwant, 2e-6 * std::max(1.0, std::abs(lwant))) << "n " << n << " row " << r;
+      }
+    }
+  }
+}
+
+// max/min of a whole array larger than a few reduction blocks (the blocks run on every
+// thread): the extreme and a NaN found wherever they are.
+TEST(Reduce, LargeFloat32MaxMinFindExtremaAndNanInAnyBlock) {
+  const size_t n = (size_t{1} << 20) + 12345;
+  std::vector<float> x(n);
+  for (size_t i = 0; i < n; ++i) x[i] = static_cast<float>((i * 2654435761u) % 1000003) * 1e-3f;
+  for (size_t pos : {size_t{0}, size_t{16383}, size_t{16384}, n / 2 + 7, n - 1}) {
+    auto y = x;
+    y[pos] = 5000.0f;
+    auto a = array(y.data(), Shape{static_cast<int>(n)}, float32);
+    EXPECT_EQ(max(a).item<float>(), 5000.0f) << pos;
+    y[pos] = -5000.0f;
+    a = array(y.data(), Shape{static_cast<int>(n)}, float32);
+    EXPECT_EQ(min(a).item<float>(), -5000.0f) << pos;
+    y[pos] = std::numeric_limits<float>::quiet_NaN();
+    a = array(y.data(), Shape{static_cast<int>(n)}, float32);
+    EXPECT_TRUE(std::isnan(max(a).item<float>())) << pos;
+    EXPECT_TRUE(std::isnan(min(a).item<float>())) << pos;
+  }
+  // The same in double.
+  std::vector<double> d(x.begin(), x.end());
+  d[n - 3] = 2000.0;
+  EXPECT_EQ(max(array(d.begin(), Shape{static_cast<int>(n)}, float64)).item<double>(), 2000.0);
+}

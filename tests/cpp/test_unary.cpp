@@ -581,3 +581,149 @@ TEST(UnaryFloat, Float32ExpLogTanhSigmoidAccurateOverTheWholeRange) {
   check("tanh", tanh(x), [](double v) { return std::tanh(v); }, false);
   check("sigmoid", sigmoid(x), [](double v) { return 1.0 / (1.0 + std::exp(-v)); }, false);
 }
+
+namespace {
+
+// Distance in units in the last place between two non-NaN floats (sign-magnitude ordered).
+int64_t ulp_distance(float a, float b) {
+  auto ordered = [](float f) {
+    int32_t i;
+    std::memcpy(&i, &f, sizeof i);
+    return i < 0 ? -static_cast<int64_t>(i & 0x7fffffff) : static_cast<int64_t>(i);
+  };
+  return std::abs(ordered(a) - ordered(b));
+}
+
+std::vector<uint32_t> bits_of(array a) {
+  eval(a);
+  std::vector<uint32_t> out(a.size());
+  std::memcpy(out.data(), a.data<float>(), a.nbytes());
+  return out;
+}
+
+array from_bits(const std::vector<uint32_t>& b) {
+  std::vector<float> f(b.size());
+  std::memcpy(f.data(), b.data(), b.size() * sizeof(float));
+  return array(f.data(), Shape{static_cast<int>(f.size())}, float32);
+}
+
+}  // namespace
+
+// The vectorised float32 sin, cos (reduction in double up to 2^20, libm beyond), expm1 and log1p
+// against std:: in double rounded to float: within 1 ulp; NaN, infinities and signed zeros exact.
+TEST(UnaryFloat, Float32SinCosExpm1Log1pWithinOneUlpOverTheWholeRange) {
+  std::vector<float> xs;
+  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 40009) {
+    uint32_t bits = static_cast<uint32_t>(b);
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    xs.push_back(f);
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float f : {0.0f, -0.0f, inf, -inf, std::numeric_limits<float>::quiet_NaN(), 1e-45f,
+                  -1e-45f, 1e-38f, 1048576.0f, -1048576.0f, 1048576.125f, 3.14159265f,
+                  1.57079633f, -1.0f, std::nextafter(-1.0f, 0.0f), -1.5f, 88.7f, 89.0f, -104.0f})
+    xs.push_back(f);
+  const int n = static_cast<int>(xs.size());
+  auto x = array(xs.data(), Shape{n}, float32);
+  auto check = [&](const char* name, const array& y, double (*ref)(double)) {
+    eval(y);
+    const float* got = y.data<float>();
+    int bad = 0;
+    for (int i = 0; i < n; ++i) {
+      const float want = static_cast<float>(ref(static_cast<double>(xs[i])));
+      bool ok;
+      if (std::isnan(want)) {
+        ok = std::isnan(got[i]);
+      } else if (std::isinf(want) || want == 0.0f) {
+        ok = got[i] == want && std::signbit(got[i]) == std::signbit(want);
+      } else {
+        ok = !std::isnan(got[i]) && ulp_distance(got[i], want) <= 1;
+      }
+      if (!ok && bad++ < 5) {
+        ADD_FAILURE() << name << "(" << xs[i] << ") = " << got[i] << ", want " << want;
+      }
+    }
+    EXPECT_EQ(bad, 0) << name;
+  };
+  check("sin", sin(x), [](double v) { return std::sin(v); });
+  check("cos", cos(x), [](double v) { return std::cos(v); });
+  check("expm1", expm1(x), [](double v) { return std::expm1(v); });
+  check("log1p", log1p(x), [](double v) { return std::log1p(v); });
+}
+
+// Blocks mixing small and huge arguments (the huge ones go to libm), in every layout.
+TEST(UnaryFloat, SinCosOfHugeArgumentsAmongSmallOnes) {
+  std::vector<float> xs(3000);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>(i) * 0.37f - 500.0f;
+  xs[10] = 3.0e38f;
+  xs[1500] = -1.0e7f;
+  xs[2999] = std::numeric_limits<float>::infinity();
+  auto x = array(xs.data(), Shape{3000}, float32);
+  for (int k = 0; k < 2; ++k) {
+    auto y = k == 0 ? sin(x) : cos(x);
+    // Transposed view: the strided path computes the same values.
+    auto yt = k == 0 ? sin(transpose(reshape(x, {60, 50}))) : cos(transpose(reshape(x, {60, 50})));
+    auto got = values(y);
+    auto got_t = values(yt);
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const double v = xs[i];
+      const double want = k == 0 ? std::sin(v) : std::cos(v);
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(got[i])) << i;
+        continue;
+      }
+      EXPECT_NEAR(got[i], want, 1.2e-7) << (k == 0 ? "sin " : "cos ") << v;
+      const size_t r = i / 50, c = i % 50;  // x[r, c] lands at yt[c, r]
+      EXPECT_EQ(got_t[c * 60 + r], got[i]) << i;
+    }
+  }
+}
+
+// float32 erf, erfinv and log give MLX 0.32.4's CPU results bit for bit (values from
+// mlx.core on Linux x86-64); erf keeps MLX's absolute error (up to about 4e-7).
+TEST(UnaryFloat, Float32ErfErfinvLogBitIdenticalToMLX) {
+  const float inf = std::numeric_limits<float>::infinity();
+  auto erf_in = array({0.0f, -0.0f, 1e-3f, -0.25f, 0.5f, -1.5f, 2.0f, 3.9f, -10.0f, inf, -inf,
+                       1e-30f});
+  EXPECT_EQ(bits_of(erf(erf_in)),
+            (std::vector<uint32_t>{0x80000000, 0x80000000, 0x3a93e72e, 0xbe8d7a9d, 0x3f053f7f,
+                                   0xbf7752ad, 0x3f7ecd6f, 0x3f7fffff, 0xbf800000, 0x3f800000,
+                                   0xbf800000, 0x00000000}));
+  auto erfinv_in = array({0.0f, 0.5f, -0.9f, 0.999999f, -0.3f, 1e-20f, 0.9999999f, -0.99f});
+  EXPECT_EQ(bits_of(erfinv(erfinv_in)),
+            (std::vector<uint32_t>{0x00000000, 0x3ef430fe, 0xbf94e009, 0x405d40b7, 0xbe8b803d,
+                                   0x1e27674d, 0x406f9c68, 0xbfe92331}));
+  auto log_in = array({1e-40f, 1e-20f, 0.1f, 0.7f, 1.0f, 1.5f, 2.0f, 10.0f, 123456.7f, 3e38f});
+  EXPECT_EQ(bits_of(log(log_in)),
+            (std::vector<uint32_t>{0xc2b834f2, 0xc23834f1, 0xc0135d8e, 0xbeb69e1a, 0x00000000,
+                                   0x3ecf991f, 0x3f317218, 0x40135d8e, 0x413b940e, 0x42b13196}));
+  // 16-bit floats compute in float, then round: MLX's float16 results.
+  std::vector<uint16_t> hb(8);
+  auto hv = astype(erfinv(astype(erfinv_in, float16)), float16);
+  eval(hv);
+  std::memcpy(hb.data(), hv.data<float16_t>(), hb.size() * sizeof(uint16_t));
+  EXPECT_EQ(hb, (std::vector<uint16_t>{0, 14242, 48295, 31744, 46172, 0, 31744, 48975}));
+  // Float32 log is libm's logf everywhere (MLX on Linux calls it).
+  std::vector<uint32_t> sweep;
+  for (uint64_t b = 0; b < (uint64_t{1} << 31); b += 30011) sweep.push_back(static_cast<uint32_t>(b));
+  auto lx = from_bits(sweep);
+  auto lb = bits_of(log(lx));
+  int bad = 0;
+  for (size_t i = 0; i < sweep.size(); ++i) {
+    float f, want;
+    std::memcpy(&f, &sweep[i], sizeof f);
+    want = std::log(f);
+    uint32_t wb;
+    std::memcpy(&wb, &want, sizeof wb);
+    bad += lb[i] != wb;
+  }
+  EXPECT_EQ(bad, 0);
+  // erf accuracy is MLX's formula's: absolute error within 5e-7 of erf in double over [-6, 6].
+  std::vector<float> e(24001);
+  for (size_t i = 0; i < e.size(); ++i) e[i] = -6.0f + static_cast<float>(i) * 5e-4f;
+  auto eg = values(erf(array(e.data(), Shape{static_cast<int>(e.size())}, float32)));
+  double worst = 0;
+  for (size_t i = 0; i < e.size(); ++i) worst = std::max(worst, std::abs(eg[i] - std::erf(double(e[i]))));
+  EXPECT_LT(worst, 5e-7);
+}

@@ -4,7 +4,10 @@
 // type of the dtype; float16/bfloat16 ops compute in float.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <concepts>
 #include <complex>
 #include <stdexcept>
 #include <type_traits>
@@ -26,6 +29,28 @@ inline constexpr bool is_inexact_v =
 // The type a value of T is computed in (float for the 16-bit floats).
 template <typename T>
 using compute_t = std::conditional_t<is_half_v<T>, float, T>;
+
+// Runs f(begin, end) over [0, n) in blocks of `block` items that the pool's threads take in turn
+// from a shared counter: a thread that starts late or runs slower (a busy machine) does fewer
+// blocks instead of holding up the whole op, as a static split would. Blocks are handed out in
+// order but may run in any order and on any thread.
+template <typename F>
+void parallel_blocks(size_t n, size_t block, F&& f) {
+  if (n == 0) return;
+  const size_t nblocks = (n + block - 1) / block;
+  const size_t workers = std::min<size_t>(nblocks, static_cast<size_t>(detail::num_threads()));
+  if (workers <= 1) {
+    f(size_t{0}, n);
+    return;
+  }
+  std::atomic<size_t> next{0};
+  detail::parallel_for(workers, 1, [&](size_t, size_t) {
+    for (size_t k = next.fetch_add(1, std::memory_order_relaxed); k < nblocks;
+         k = next.fetch_add(1, std::memory_order_relaxed)) {
+      f(k * block, std::min(n, (k + 1) * block));
+    }
+  });
+}
 
 // Every element is the one at offset 0 (0-d, size 1, or broadcast from a single value).
 inline bool is_scalar_like(const array& a) {
@@ -83,6 +108,35 @@ void dispatch_integral(Dtype d, const char* op, F&& f) {
   throw std::logic_error(std::string("[") + op + "] kernel called with dtype " + dtype_name(d));
 }
 
+// An op whose vectorisable form op.fast(x) is valid only where op.fast_ok(x) holds (e.g. sin for
+// |x| <= 2^20); op(x) is right everywhere.
+template <typename Op, typename In>
+concept HasFastPath = requires(const Op& op, In v) {
+  { op.fast_ok(v) } -> std::convertible_to<bool>;
+  op.fast(v);
+};
+
+// o[i] = op(x[i]) for i in [b, e) of flat arrays.
+template <typename In, typename Out, typename Op>
+inline void unary_flat(const In* x, Out* o, size_t b, size_t e, const Op& op) {
+  if constexpr (HasFastPath<Op, In>) {
+    // Blocks where every element takes the fast form run vectorised; the others per element.
+    constexpr size_t kBlock = 512;
+    for (size_t c = b; c < e; c += kBlock) {
+      const size_t ce = std::min(e, c + kBlock);
+      unsigned slow = 0;
+      for (size_t i = c; i < ce; ++i) slow |= !op.fast_ok(x[i]);
+      if (slow == 0) {
+        for (size_t i = c; i < ce; ++i) o[i] = op.fast(x[i]);
+      } else {
+        for (size_t i = c; i < ce; ++i) o[i] = op(x[i]);
+      }
+    }
+  } else {
+    for (size_t i = b; i < e; ++i) o[i] = op(x[i]);
+  }
+}
+
 // out[i] = op(in[i]).
 template <typename In, typename Out, typename Op>
 void unary_kernel(const array& in, array& out, Op op) {
@@ -113,9 +167,8 @@ void unary_kernel(const array& in, array& out, Op op) {
   }
   const In* x = in.data<In>();
   Out* o = out.data<Out>();
-  detail::parallel_for(n, kElementwiseGrain, [&](size_t b, size_t e) {
-    for (size_t i = b; i < e; ++i) o[i] = op(x[i]);
-  });
+  parallel_blocks(n, kElementwiseGrain,
+                  [&](size_t b, size_t e) { unary_flat<In, Out>(x, o, b, e, op); });
 }
 
 // out[i] = op(a[i], b[i]) for a, b broadcast to out's shape. With donate = false the output
@@ -146,17 +199,17 @@ void binary_kernel(const array& a, const array& b, array& out, Op op, bool donat
       const Out v = op(x[0], y[0]);
       for (size_t i = 0; i < n; ++i) o[i] = v;
     } else if (sa) {
-      detail::parallel_for(n, kElementwiseGrain, [&, o](size_t lo, size_t hi) {
+      parallel_blocks(n, kElementwiseGrain, [&, o](size_t lo, size_t hi) {
         const In s = x[0];
         for (size_t i = lo; i < hi; ++i) o[i] = op(s, y[i]);
       });
     } else if (sb) {
-      detail::parallel_for(n, kElementwiseGrain, [&, o](size_t lo, size_t hi) {
+      parallel_blocks(n, kElementwiseGrain, [&, o](size_t lo, size_t hi) {
         const In s = y[0];
         for (size_t i = lo; i < hi; ++i) o[i] = op(x[i], s);
       });
     } else {
-      detail::parallel_for(n, kElementwiseGrain, [&, o](size_t lo, size_t hi) {
+      parallel_blocks(n, kElementwiseGrain, [&, o](size_t lo, size_t hi) {
         for (size_t i = lo; i < hi; ++i) o[i] = op(x[i], y[i]);
       });
     }

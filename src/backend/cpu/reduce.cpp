@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "backend/cpu/copy.h"
+#include "backend/cpu/elementwise.h"
 #include "backend/cpu/strided.h"
 #include "core/thread_pool.h"
 #include "ops/reduce.h"
@@ -255,11 +256,10 @@ typename Op::A reduce_contiguous(const T* x, size_t n) {
   if (n <= 2 * kBlock) return reduce_run<Op>(x, n);
   size_t nblocks = (n + kBlock - 1) / kBlock;
   std::vector<A> partial(nblocks);
-  detail::parallel_for(nblocks, 4, [&](size_t b, size_t e) {
-    for (size_t k = b; k < e; ++k) {
-      size_t lo = k * kBlock, hi = std::min(n, lo + kBlock);
-      partial[k] = reduce_run<Op>(x + lo, hi - lo);
-    }
+  // Blocks are taken from a shared counter (a late or slow thread does fewer); each partial
+  // has its fixed slot, so the result does not depend on the timing.
+  cpu::parallel_blocks(n, kBlock, [&](size_t lo, size_t hi) {
+    partial[lo / kBlock] = reduce_run<Op>(x + lo, hi - lo);
   });
   // Pairwise combination of the partials.
   for (size_t w = 1; w < nblocks; w *= 2) {
