@@ -265,6 +265,8 @@ int mode_kill() {
 int mode_stop() {
   dist::barrier();
   if (g_rank == 1) raise(SIGSTOP);
+  // The first survivor to fail makes the launcher SIGTERM the others: let them report first.
+  signal(SIGTERM, SIG_IGN);
   double t0 = now();
   try {
     mx::eval(dist::all_sum(mx::ones({1 << 16})));
