@@ -13,8 +13,10 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "core/scheduler.h"
 #include "tessera/tessera.h"
 
 namespace mx = tessera;
@@ -81,14 +83,18 @@ int main(int argc, char** argv) {
   std::string json_path;
   int rounds = 3, reps = 5;
   std::string sizes_arg = "512,1024,2048";
+  std::string only;  // substring filter on op names
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--json" && i + 1 < argc) json_path = argv[++i];
     else if (a == "--rounds" && i + 1 < argc) rounds = std::stoi(argv[++i]);
     else if (a == "--reps" && i + 1 < argc) reps = std::stoi(argv[++i]);
     else if (a == "--sizes" && i + 1 < argc) sizes_arg = argv[++i];
+    else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else {
-      std::fprintf(stderr, "usage: bench_ops [--json FILE] [--rounds R] [--reps N] [--sizes 512,1024]\n");
+      std::fprintf(stderr,
+                   "usage: bench_ops [--json FILE] [--rounds R] [--reps N] [--sizes 512,1024] "
+                   "[--only SUBSTRING]\n");
       return 2;
     }
   }
@@ -131,6 +137,10 @@ int main(int argc, char** argv) {
     ours.push_back({"matmul_" + std::to_string(n), run([&x, &y] { return mx::matmul(x, y); })});
   }
 
+  if (!only.empty()) {
+    std::erase_if(ours, [&](const auto& op) { return op.first.find(only) == std::string::npos; });
+  }
+
   // Baselines in this process: memcpy of one 64 MiB array, OpenBLAS sgemm called directly.
   std::vector<float> src(kElems, 1.0f), dst(kElems, 0.0f);
   std::map<std::string, std::vector<double>> base;
@@ -138,13 +148,26 @@ int main(int argc, char** argv) {
   for (int r = 0; r < rounds; ++r) {
     std::fprintf(stderr, "[bench] round %d/%d\n", r + 1, rounds);
     auto m = time_it([&] { std::memcpy(dst.data(), src.data(), kElems * 4); }, reps);
-    base["memcpy"].insert(base["memcpy"].end(), m.begin(), m.end());
+    base["memcpy1"].insert(base["memcpy1"].end(), m.begin(), m.end());
+    // Two threads, each copying half: the baseline our 2-thread kernels are held to.
+    auto m2 = time_it([&] {
+      size_t half = kElems / 2;
+      std::thread t([&] { std::memcpy(dst.data() + half, src.data() + half, half * 4); });
+      std::memcpy(dst.data(), src.data(), half * 4);
+      t.join();
+    }, reps);
+    base["memcpy"].insert(base["memcpy"].end(), m2.begin(), m2.end());
     for (int n : sizes) {
       std::vector<float> c(size_t(n) * n);
       auto& [x, y] = mm_inputs.at(n);
+      // Called on the stream's worker thread, the thread our matmul calls OpenBLAS from: OpenBLAS
+      // (pthreads build) slows down ~10x at n=512 once two different threads have called it.
       auto t = time_it([&] {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, x.data<float>(), n,
-                    y.data<float>(), n, 0.0f, c.data(), n);
+        mx::scheduler::enqueue(mx::default_stream(mx::Device::cpu), [&] {
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, x.data<float>(), n,
+                      y.data<float>(), n, 0.0f, c.data(), n);
+        });
+        mx::synchronize();
       }, reps);
       auto& v = base["matmul_" + std::to_string(n)];
       v.insert(v.end(), t.begin(), t.end());
@@ -171,11 +194,15 @@ int main(int argc, char** argv) {
   double memcpy_bw = moved_bytes("memcpy") / memcpy_s / 1e9;
   std::printf("\nTessera CPU ops, float32, %d x %d (16 Mi elements); medians of %d rounds x %d reps\n",
               kSide, kSide, rounds, reps);
-  std::printf("memcpy 64 MiB: %.2f ms, %.1f GB/s moved (read + write)\n", memcpy_s * 1e3, memcpy_bw);
+  double memcpy1_s = median(base["memcpy1"]);
+  std::printf("memcpy 64 MiB: 1 thread %.2f ms (%.1f GB/s moved), 2 threads %.2f ms (%.1f GB/s "
+              "moved, read + write); %%memcpy below is against 2 threads\n",
+              memcpy1_s * 1e3, moved_bytes("memcpy") / memcpy1_s / 1e9, memcpy_s * 1e3, memcpy_bw);
   std::printf("%-16s %10s %10s %10s %10s %9s %9s %9s %9s\n", "op", "ours ms", "min-max", "numpy ms",
               "mlx ms", "np/ours", "mlx/ours", "GB/s", "%memcpy");
   json out;
-  out["memcpy_s"] = base["memcpy"];
+  out["memcpy_2threads_s"] = base["memcpy"];
+  out["memcpy_1thread_s"] = base["memcpy1"];
   for (auto& [name, f] : ours) {
     auto& v = samples["tessera"][name];
     double t = median(v);
