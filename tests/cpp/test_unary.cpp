@@ -727,3 +727,22 @@ TEST(UnaryFloat, Float32ErfErfinvLogBitIdenticalToMLX) {
   for (size_t i = 0; i < e.size(); ++i) worst = std::max(worst, std::abs(eg[i] - std::erf(double(e[i]))));
   EXPECT_LT(worst, 5e-7);
 }
+
+// The most negative integer has no positive counterpart: negative/abs wrap to it (as NumPy),
+// without undefined behaviour (the sanitizer build checks that).
+TEST(UnaryIntegers, NegativeAndAbsOfMinimumWrap) {
+  array a({std::numeric_limits<int64_t>::min(), int64_t{-5}, int64_t{7}}, int64);
+  auto n = negative(a);
+  auto m = abs(a);
+  eval(n, m);
+  EXPECT_EQ(n.data<int64_t>()[0], std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(n.data<int64_t>()[1], 5);
+  EXPECT_EQ(n.data<int64_t>()[2], -7);
+  EXPECT_EQ(m.data<int64_t>()[0], std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(m.data<int64_t>()[1], 5);
+  array b({std::numeric_limits<int32_t>::min(), 3}, int32);
+  auto nb = negative(b);
+  eval(nb);
+  EXPECT_EQ(nb.data<int32_t>()[0], std::numeric_limits<int32_t>::min());
+  EXPECT_EQ(nb.data<int32_t>()[1], -3);
+}

@@ -83,7 +83,8 @@ struct DivideOp {
     } else if constexpr (std::is_integral_v<T>) {
       if (y == 0) return T(0);
       if constexpr (std::is_signed_v<T>) {
-        if (y == T(-1)) return static_cast<T>(T(0) - x);  // avoids MIN / -1 overflow traps
+        // x / -1 negates; in unsigned arithmetic so that MIN wraps to MIN instead of trapping.
+        if (y == T(-1)) return static_cast<T>(std::make_unsigned_t<T>(0) - static_cast<std::make_unsigned_t<T>>(x));
         T q = static_cast<T>(x / y);
         if ((x % y != 0) && ((x < 0) != (y < 0))) --q;
         return q;

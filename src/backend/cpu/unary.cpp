@@ -234,8 +234,9 @@ struct AbsOp {
       return static_cast<T>(std::fabs(static_cast<float>(x)));
     } else if constexpr (std::is_floating_point_v<T>) {
       return std::fabs(x);
-    } else {
-      return static_cast<T>(x < 0 ? -x : x);
+    } else {  // signed: negate in unsigned arithmetic so MIN stays MIN (NumPy) without UB
+      using U = std::make_unsigned_t<T>;
+      return x < 0 ? static_cast<T>(U(0) - static_cast<U>(x)) : x;
     }
   }
 };
@@ -247,8 +248,9 @@ struct NegativeOp {
       return x;
     } else if constexpr (is_half_v<T>) {
       return static_cast<T>(-static_cast<float>(x));
-    } else if constexpr (std::is_unsigned_v<T>) {
-      return static_cast<T>(T(0) - x);
+    } else if constexpr (std::is_integral_v<T>) {  // wraps (MIN stays MIN) without UB
+      using U = std::make_unsigned_t<T>;
+      return static_cast<T>(U(0) - static_cast<U>(x));
     } else {
       return static_cast<T>(-x);
     }
