@@ -30,13 +30,7 @@ class AsType : public UnaryPrimitive {
  public:
   AsType(Stream s, Dtype dtype) : UnaryPrimitive(s), dtype_(dtype) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
-                         const std::vector<int>& argnums,
-                         const std::vector<array>& outputs) override;
-  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
-                         const std::vector<int>& argnums) override;
-  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
-                                                       const std::vector<int>& axes) override;
+  TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "AsType"; }
   bool is_equivalent(const Primitive& other) const override;
 
@@ -49,13 +43,7 @@ class Copy : public UnaryPrimitive {
  public:
   using UnaryPrimitive::UnaryPrimitive;
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
-                         const std::vector<int>& argnums,
-                         const std::vector<array>& outputs) override;
-  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
-                         const std::vector<int>& argnums) override;
-  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
-                                                       const std::vector<int>& axes) override;
+  TESSERA_DECLARE_TRANSFORMS
   TESSERA_PRIMITIVE_NAME(Copy)
 };
 

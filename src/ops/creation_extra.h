@@ -39,13 +39,7 @@ class Triangular : public UnaryPrimitive {
  public:
   Triangular(Stream s, int k, bool upper) : UnaryPrimitive(s), k_(k), upper_(upper) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
-                         const std::vector<int>& argnums,
-                         const std::vector<array>& outputs) override;
-  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
-                         const std::vector<int>& argnums) override;
-  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
-                                                       const std::vector<int>& axes) override;
+  TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return upper_ ? "Triu" : "Tril"; }
   bool is_equivalent(const Primitive& other) const override;
 
@@ -59,8 +53,7 @@ class View : public UnaryPrimitive {
  public:
   View(Stream s, Dtype dtype) : UnaryPrimitive(s), dtype_(dtype) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
-                                                       const std::vector<int>& axes) override;
+  TESSERA_DECLARE_VMAP
   const char* name() const override { return "View"; }
   bool is_equivalent(const Primitive& other) const override;
 
@@ -74,8 +67,7 @@ class AsStrided : public UnaryPrimitive {
   AsStrided(Stream s, Shape shape, Strides strides, size_t offset)
       : UnaryPrimitive(s), shape_(std::move(shape)), strides_(std::move(strides)), offset_(offset) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
-                         const std::vector<int>& argnums) override;
+  TESSERA_DECLARE_JVP
   const char* name() const override { return "AsStrided"; }
   bool is_equivalent(const Primitive& other) const override;
 
@@ -90,13 +82,7 @@ class Contiguous : public UnaryPrimitive {
  public:
   Contiguous(Stream s, bool allow_col_major) : UnaryPrimitive(s), allow_col_major_(allow_col_major) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
-                         const std::vector<int>& argnums,
-                         const std::vector<array>& outputs) override;
-  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
-                         const std::vector<int>& argnums) override;
-  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
-                                                       const std::vector<int>& axes) override;
+  TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Contiguous"; }
   bool is_equivalent(const Primitive& other) const override;
 

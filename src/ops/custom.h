@@ -22,13 +22,7 @@ class CustomTransforms : public Primitive {
         vmap_fun_(std::move(vmap_fun)) {}
 
   void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
-  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
-                         const std::vector<int>& argnums,
-                         const std::vector<array>& outputs) override;
-  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
-                         const std::vector<int>& argnums) override;
-  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
-                                                       const std::vector<int>& axes) override;
+  TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "CustomTransforms"; }
 
   // How many trailing inputs are forwarded outputs (not arguments of the function).

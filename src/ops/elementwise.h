@@ -12,14 +12,8 @@ namespace detail {
 Shape elementwise_shape(const std::vector<array>& inputs);
 }  // namespace detail
 
-#define TESSERA_ELEMENTWISE_TRANSFORMS                                                          \
-  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents, \
-                         const std::vector<int>& argnums, const std::vector<array>& outputs)    \
-      override;                                                                                  \
-  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,  \
-                         const std::vector<int>& argnums) override;                              \
-  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,         \
-                                                       const std::vector<int>& axes) override;   \
+#define TESSERA_ELEMENTWISE_TRANSFORMS                                          \
+  TESSERA_DECLARE_TRANSFORMS                                                     \
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {                  \
     return std::vector<Shape>(num_outputs(), detail::elementwise_shape(inputs));                 \
   }

@@ -17,13 +17,7 @@ class Slice : public UnaryPrimitive {
         strides_(std::move(strides)),
         out_shape_(std::move(out_shape)) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
-                         const std::vector<int>& argnums,
-                         const std::vector<array>& outputs) override;
-  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
-                         const std::vector<int>& argnums) override;
-  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
-                                                       const std::vector<int>& axes) override;
+  TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Slice"; }
   bool is_equivalent(const Primitive& other) const override;
 
@@ -40,13 +34,7 @@ class SliceUpdate : public UnaryPrimitive {
   SliceUpdate(Stream s, Shape start, Shape strides)
       : UnaryPrimitive(s), start_(std::move(start)), strides_(std::move(strides)) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
-                         const std::vector<int>& argnums,
-                         const std::vector<array>& outputs) override;
-  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
-                         const std::vector<int>& argnums) override;
-  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
-                                                       const std::vector<int>& axes) override;
+  TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "SliceUpdate"; }
   bool is_equivalent(const Primitive& other) const override;
 
@@ -62,11 +50,8 @@ class DynamicSlice : public UnaryPrimitive {
   DynamicSlice(Stream s, std::vector<int> axes, Shape slice_size)
       : UnaryPrimitive(s), axes_(std::move(axes)), slice_size_(std::move(slice_size)) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
-                         const std::vector<int>& argnums,
-                         const std::vector<array>& outputs) override;
-  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
-                         const std::vector<int>& argnums) override;
+  TESSERA_DECLARE_VJP
+  TESSERA_DECLARE_JVP
   const char* name() const override { return "DynamicSlice"; }
   bool is_equivalent(const Primitive& other) const override;
 
@@ -82,11 +67,8 @@ class DynamicSliceUpdate : public UnaryPrimitive {
   DynamicSliceUpdate(Stream s, std::vector<int> axes)
       : UnaryPrimitive(s), axes_(std::move(axes)) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
-                         const std::vector<int>& argnums,
-                         const std::vector<array>& outputs) override;
-  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
-                         const std::vector<int>& argnums) override;
+  TESSERA_DECLARE_VJP
+  TESSERA_DECLARE_JVP
   const char* name() const override { return "DynamicSliceUpdate"; }
   bool is_equivalent(const Primitive& other) const override;
 
@@ -101,13 +83,7 @@ class Gather : public UnaryPrimitive {
   Gather(Stream s, std::vector<int> axes, Shape slice_sizes)
       : UnaryPrimitive(s), axes_(std::move(axes)), slice_sizes_(std::move(slice_sizes)) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
-                         const std::vector<int>& argnums,
-                         const std::vector<array>& outputs) override;
-  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
-                         const std::vector<int>& argnums) override;
-  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
-                                                       const std::vector<int>& axes) override;
+  TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Gather"; }
   bool is_equivalent(const Primitive& other) const override;
 
@@ -125,13 +101,7 @@ class Scatter : public UnaryPrimitive {
   Scatter(Stream s, ScatterReduce reduce, std::vector<int> axes)
       : UnaryPrimitive(s), reduce_(reduce), axes_(std::move(axes)) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
-                         const std::vector<int>& argnums,
-                         const std::vector<array>& outputs) override;
-  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
-                         const std::vector<int>& argnums) override;
-  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
-                                                       const std::vector<int>& axes) override;
+  TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Scatter"; }
   void print(std::ostream& os) const override;
   bool is_equivalent(const Primitive& other) const override;
@@ -146,13 +116,7 @@ class GatherAxis : public UnaryPrimitive {
  public:
   GatherAxis(Stream s, int axis) : UnaryPrimitive(s), axis_(axis) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
-                         const std::vector<int>& argnums,
-                         const std::vector<array>& outputs) override;
-  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
-                         const std::vector<int>& argnums) override;
-  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
-                                                       const std::vector<int>& axes) override;
+  TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "GatherAxis"; }
   bool is_equivalent(const Primitive& other) const override;
 
@@ -167,13 +131,7 @@ class ScatterAxis : public UnaryPrimitive {
   ScatterAxis(Stream s, ScatterReduce reduce, int axis)
       : UnaryPrimitive(s), reduce_(reduce), axis_(axis) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
-                         const std::vector<int>& argnums,
-                         const std::vector<array>& outputs) override;
-  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
-                         const std::vector<int>& argnums) override;
-  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
-                                                       const std::vector<int>& axes) override;
+  TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "ScatterAxis"; }
   bool is_equivalent(const Primitive& other) const override;
 

@@ -61,6 +61,21 @@ class UnaryPrimitive : public Primitive {
   }
 };
 
+// Declarations of the derivative and batching overrides inside a primitive's class body; the
+// definitions go in src/ops/<family>.cpp.
+#define TESSERA_DECLARE_VJP                                                                     \
+  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents, \
+                         const std::vector<int>& argnums, const std::vector<array>& outputs)    \
+      override;
+#define TESSERA_DECLARE_JVP                                                                   \
+  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents, \
+                         const std::vector<int>& argnums) override;
+#define TESSERA_DECLARE_VMAP                                                            \
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs, \
+                                                       const std::vector<int>& axes) override;
+// vjp, jvp and vmap together.
+#define TESSERA_DECLARE_TRANSFORMS TESSERA_DECLARE_VJP TESSERA_DECLARE_JVP TESSERA_DECLARE_VMAP
+
 // Declares name() and a parameterless is_equivalent for simple primitives.
 #define TESSERA_PRIMITIVE_NAME(NAME)                                \
   const char* name() const override { return #NAME; }              \

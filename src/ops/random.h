@@ -13,8 +13,7 @@ class RandomBits : public UnaryPrimitive {
   RandomBits(Stream s, Shape shape, int width)
       : UnaryPrimitive(s), shape_(std::move(shape)), width_(width) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
-                                                       const std::vector<int>& axes) override;
+  TESSERA_DECLARE_VMAP
   const char* name() const override { return "RandomBits"; }
   bool is_equivalent(const Primitive& other) const override;
   const Shape& shape() const { return shape_; }

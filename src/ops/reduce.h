@@ -17,13 +17,7 @@ class Reduce : public UnaryPrimitive {
   Reduce(Stream s, ReduceType type, std::vector<int> axes)
       : UnaryPrimitive(s), type_(type), axes_(std::move(axes)) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
-                         const std::vector<int>& argnums,
-                         const std::vector<array>& outputs) override;
-  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
-                         const std::vector<int>& argnums) override;
-  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
-                                                       const std::vector<int>& axes) override;
+  TESSERA_DECLARE_TRANSFORMS
   const char* name() const override;
   bool is_equivalent(const Primitive& other) const override;
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
@@ -41,13 +35,7 @@ class ArgReduce : public UnaryPrimitive {
   enum ReduceType { ArgMin, ArgMax };
   ArgReduce(Stream s, ReduceType type, int axis) : UnaryPrimitive(s), type_(type), axis_(axis) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
-                         const std::vector<int>& argnums,
-                         const std::vector<array>& outputs) override;
-  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
-                         const std::vector<int>& argnums) override;
-  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
-                                                       const std::vector<int>& axes) override;
+  TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return type_ == ArgMin ? "ArgMin" : "ArgMax"; }
   bool is_equivalent(const Primitive& other) const override;
 
@@ -63,13 +51,7 @@ class Scan : public UnaryPrimitive {
   Scan(Stream s, ReduceType type, int axis, bool reverse, bool inclusive)
       : UnaryPrimitive(s), type_(type), axis_(axis), reverse_(reverse), inclusive_(inclusive) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
-                         const std::vector<int>& argnums,
-                         const std::vector<array>& outputs) override;
-  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
-                         const std::vector<int>& argnums) override;
-  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
-                                                       const std::vector<int>& axes) override;
+  TESSERA_DECLARE_TRANSFORMS
   const char* name() const override;
   bool is_equivalent(const Primitive& other) const override;
 
@@ -85,13 +67,7 @@ class Softmax : public UnaryPrimitive {
  public:
   Softmax(Stream s, bool precise) : UnaryPrimitive(s), precise_(precise) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
-                         const std::vector<int>& argnums,
-                         const std::vector<array>& outputs) override;
-  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
-                         const std::vector<int>& argnums) override;
-  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
-                                                       const std::vector<int>& axes) override;
+  TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Softmax"; }
   bool is_equivalent(const Primitive& other) const override;
 
@@ -104,13 +80,7 @@ class LogSumExp : public UnaryPrimitive {
  public:
   using UnaryPrimitive::UnaryPrimitive;
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
-                         const std::vector<int>& argnums,
-                         const std::vector<array>& outputs) override;
-  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
-                         const std::vector<int>& argnums) override;
-  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
-                                                       const std::vector<int>& axes) override;
+  TESSERA_DECLARE_TRANSFORMS
   TESSERA_PRIMITIVE_NAME(LogSumExp)
 };
 

@@ -7,22 +7,12 @@
 
 namespace tessera {
 
-// Declares vjp, jvp and vmap overrides.
-#define TESSERA_SHAPE_TRANSFORMS                                                                  \
-  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents, \
-                         const std::vector<int>& argnums, const std::vector<array>& outputs)      \
-      override;                                                                                   \
-  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,   \
-                         const std::vector<int>& argnums) override;                               \
-  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,          \
-                                                       const std::vector<int>& axes) override;
-
 // View of the input with 0 strides along broadcast dims.
 class Broadcast : public UnaryPrimitive {
  public:
   Broadcast(Stream s, Shape shape) : UnaryPrimitive(s), shape_(std::move(shape)) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  TESSERA_SHAPE_TRANSFORMS
+  TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Broadcast"; }
   bool is_equivalent(const Primitive& other) const override;
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
@@ -36,7 +26,7 @@ class Reshape : public UnaryPrimitive {
  public:
   Reshape(Stream s, Shape shape) : UnaryPrimitive(s), shape_(std::move(shape)) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  TESSERA_SHAPE_TRANSFORMS
+  TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Reshape"; }
   bool is_equivalent(const Primitive& other) const override;
 
@@ -49,7 +39,7 @@ class Transpose : public UnaryPrimitive {
  public:
   Transpose(Stream s, std::vector<int> axes) : UnaryPrimitive(s), axes_(std::move(axes)) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  TESSERA_SHAPE_TRANSFORMS
+  TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Transpose"; }
   bool is_equivalent(const Primitive& other) const override;
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
@@ -63,7 +53,7 @@ class ExpandDims : public UnaryPrimitive {
  public:
   ExpandDims(Stream s, std::vector<int> axes) : UnaryPrimitive(s), axes_(std::move(axes)) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  TESSERA_SHAPE_TRANSFORMS
+  TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "ExpandDims"; }
   bool is_equivalent(const Primitive& other) const override;
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
@@ -78,7 +68,7 @@ class Squeeze : public UnaryPrimitive {
  public:
   Squeeze(Stream s, std::vector<int> axes) : UnaryPrimitive(s), axes_(std::move(axes)) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  TESSERA_SHAPE_TRANSFORMS
+  TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Squeeze"; }
   bool is_equivalent(const Primitive& other) const override;
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
@@ -93,7 +83,7 @@ class Concatenate : public UnaryPrimitive {
  public:
   Concatenate(Stream s, int axis) : UnaryPrimitive(s), axis_(axis) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  TESSERA_SHAPE_TRANSFORMS
+  TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Concatenate"; }
   bool is_equivalent(const Primitive& other) const override;
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
@@ -108,7 +98,7 @@ class Split : public Primitive {
   Split(Stream s, Shape indices, int axis)
       : Primitive(s), indices_(std::move(indices)), axis_(axis) {}
   void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
-  TESSERA_SHAPE_TRANSFORMS
+  TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Split"; }
   bool is_equivalent(const Primitive& other) const override;
 
@@ -122,7 +112,7 @@ class Flip : public UnaryPrimitive {
  public:
   Flip(Stream s, std::vector<int> axes) : UnaryPrimitive(s), axes_(std::move(axes)) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  TESSERA_SHAPE_TRANSFORMS
+  TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Flip"; }
   bool is_equivalent(const Primitive& other) const override;
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
@@ -139,7 +129,7 @@ class Pad : public UnaryPrimitive {
   Pad(Stream s, std::vector<int> axes, Shape low, Shape high)
       : UnaryPrimitive(s), axes_(std::move(axes)), low_(std::move(low)), high_(std::move(high)) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  TESSERA_SHAPE_TRANSFORMS
+  TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Pad"; }
   bool is_equivalent(const Primitive& other) const override;
 

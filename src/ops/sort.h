@@ -10,13 +10,7 @@ class Sort : public UnaryPrimitive {
  public:
   Sort(Stream s, int axis) : UnaryPrimitive(s), axis_(axis) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
-                         const std::vector<int>& argnums,
-                         const std::vector<array>& outputs) override;
-  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
-                         const std::vector<int>& argnums) override;
-  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
-                                                       const std::vector<int>& axes) override;
+  TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Sort"; }
   bool is_equivalent(const Primitive& other) const override;
 
@@ -29,8 +23,7 @@ class ArgSort : public UnaryPrimitive {
  public:
   ArgSort(Stream s, int axis) : UnaryPrimitive(s), axis_(axis) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
-                                                       const std::vector<int>& axes) override;
+  TESSERA_DECLARE_VMAP
   const char* name() const override { return "ArgSort"; }
   bool is_equivalent(const Primitive& other) const override;
 
@@ -42,13 +35,7 @@ class Partition : public UnaryPrimitive {
  public:
   Partition(Stream s, int kth, int axis) : UnaryPrimitive(s), kth_(kth), axis_(axis) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
-                         const std::vector<int>& argnums,
-                         const std::vector<array>& outputs) override;
-  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
-                         const std::vector<int>& argnums) override;
-  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
-                                                       const std::vector<int>& axes) override;
+  TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Partition"; }
   bool is_equivalent(const Primitive& other) const override;
 
@@ -61,8 +48,7 @@ class ArgPartition : public UnaryPrimitive {
  public:
   ArgPartition(Stream s, int kth, int axis) : UnaryPrimitive(s), kth_(kth), axis_(axis) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,
-                                                       const std::vector<int>& axes) override;
+  TESSERA_DECLARE_VMAP
   const char* name() const override { return "ArgPartition"; }
   bool is_equivalent(const Primitive& other) const override;
 
