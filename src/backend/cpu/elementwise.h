@@ -13,16 +13,13 @@
 #include <type_traits>
 
 #include "backend/cpu/copy.h"
+#include "backend/cpu/numeric.h"
 #include "backend/cpu/strided.h"
 #include "core/thread_pool.h"
 #include "tessera/array.h"
 
 namespace tessera::cpu {
 
-template <typename T>
-inline constexpr bool is_half_v = std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>;
-template <typename T>
-inline constexpr bool is_complex_v = std::is_same_v<T, complex64_t>;
 template <typename T>
 inline constexpr bool is_inexact_v =
     is_half_v<T> || std::is_floating_point_v<T> || is_complex_v<T>;

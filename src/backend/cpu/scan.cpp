@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "backend/cpu/copy.h"
+#include "backend/cpu/numeric.h"
 #include "backend/cpu/strided.h"
 #include "core/thread_pool.h"
 #include "ops/reduce.h"
@@ -15,33 +16,11 @@ namespace tessera {
 
 namespace {
 
-template <typename T>
-constexpr bool is_half_v = std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>;
-template <typename T>
-constexpr bool is_complex_v = std::is_same_v<T, complex64_t>;
-template <typename O>
-using AccOf = std::conditional_t<is_half_v<O>, float, O>;
-
-// Integer sums/products wrap around as in MLX/NumPy; computing in unsigned arithmetic (at least
-// as wide as unsigned int, so no promotion to signed int) keeps that well defined.
-template <typename A>
-using WrapOf = std::conditional_t<(sizeof(A) < sizeof(unsigned)), unsigned, std::make_unsigned_t<A>>;
-template <typename A>
-inline A wrap_add(A a, A b) {
-  if constexpr (std::is_integral_v<A> && !std::is_same_v<A, bool>) {
-    return static_cast<A>(static_cast<WrapOf<A>>(a) + static_cast<WrapOf<A>>(b));
-  } else {
-    return a + b;
-  }
-}
-template <typename A>
-inline A wrap_mul(A a, A b) {
-  if constexpr (std::is_integral_v<A> && !std::is_same_v<A, bool>) {
-    return static_cast<A>(static_cast<WrapOf<A>>(a) * static_cast<WrapOf<A>>(b));
-  } else {
-    return a * b;
-  }
-}
+using cpu::AccOf;
+using cpu::is_complex_v;
+using cpu::is_half_v;
+using cpu::wrap_add;
+using cpu::wrap_mul;
 
 template <typename A>
 bool nan_of(const A& v) {

@@ -584,63 +584,53 @@ void RingGroup::barrier() {
 }
 
 void RingGroup::send(const void* in, size_t bytes, Dtype dtype, int dst) {
-  check_usable("send");
-  if (dst < 0 || dst >= size_ || dst == rank_) {
-    throw std::invalid_argument("[send] destination rank " + std::to_string(dst) +
-                                " is invalid for rank " + std::to_string(rank_) +
-                                " in a group of size " + std::to_string(size_));
-  }
-  std::lock_guard<std::mutex> lk(op_mu_);
-  const bool neighbour = dst == left_ || dst == right_;
-  const int R = neighbour ? std::clamp<int>(static_cast<int>(bytes / kMinLaneBytes), 1, conns_) : 1;
-  OpDesc d{OpKind::send, dtype_code(dtype), bytes / dtype.size(), bytes};
-  const uint64_t seq = sent_[static_cast<size_t>(dst)]++;
-  std::vector<Stream> streams(static_cast<size_t>(R));
-  for (int i = 0; i < R; ++i) {
-    Stream& st = streams[static_cast<size_t>(i)];
-    try {
-      st.send_link = link_to(dst, true, i);
-    } catch (const std::exception& e) {
-      fail(e.what());
-    }
-    st.header = header_for(d, seq, i, R);
-    auto [lo, hi] = split_range(bytes, static_cast<size_t>(R), static_cast<size_t>(i));
-    StreamStep step;
-    step.send = static_cast<const char*>(in) + lo;
-    step.send_len = hi - lo;
-    st.steps.push_back(step);
-  }
-  run_lanes(streams, StreamEnv{rank_, opt_.timeout_s, ""});
+  point_to_point(const_cast<void*>(in), bytes, dtype, dst, true);
 }
 
 void RingGroup::recv(void* out, size_t bytes, Dtype dtype, int src) {
-  check_usable("recv");
-  if (src < 0 || src >= size_ || src == rank_) {
-    throw std::invalid_argument("[recv] source rank " + std::to_string(src) +
-                                " is invalid for rank " + std::to_string(rank_) +
-                                " in a group of size " + std::to_string(size_));
+  point_to_point(out, bytes, dtype, src, false);
+}
+
+// One side of a send/recv pair: striped over the C ring connections for a neighbour, one
+// direct connection otherwise. Both sides number their messages per peer (sent_/received_).
+void RingGroup::point_to_point(void* buf, size_t bytes, Dtype dtype, int peer, bool sending) {
+  const char* what = sending ? "send" : "recv";
+  check_usable(what);
+  if (peer < 0 || peer >= size_ || peer == rank_) {
+    throw std::invalid_argument(std::string("[") + what + "] " +
+                                (sending ? "destination" : "source") + " rank " +
+                                std::to_string(peer) + " is invalid for rank " +
+                                std::to_string(rank_) + " in a group of size " +
+                                std::to_string(size_));
   }
   std::lock_guard<std::mutex> lk(op_mu_);
-  const bool neighbour = src == left_ || src == right_;
+  const bool neighbour = peer == left_ || peer == right_;
   const int R = neighbour ? std::clamp<int>(static_cast<int>(bytes / kMinLaneBytes), 1, conns_) : 1;
   OpDesc d{OpKind::send, dtype_code(dtype), bytes / dtype.size(), bytes};
-  const uint64_t seq = received_[static_cast<size_t>(src)]++;
+  auto& counters = sending ? sent_ : received_;
+  const uint64_t seq = counters[static_cast<size_t>(peer)]++;
   std::vector<Stream> streams(static_cast<size_t>(R));
   for (int i = 0; i < R; ++i) {
     Stream& st = streams[static_cast<size_t>(i)];
     try {
-      st.recv_link = link_to(src, false, i);
+      (sending ? st.send_link : st.recv_link) = link_to(peer, sending, i);
     } catch (const std::exception& e) {
       fail(e.what());
     }
     st.header = header_for(d, seq, i, R);
     auto [lo, hi] = split_range(bytes, static_cast<size_t>(R), static_cast<size_t>(i));
     StreamStep step;
-    step.recv = static_cast<char*>(out) + lo;
-    step.recv_len = hi - lo;
+    if (sending) {
+      step.send = static_cast<const char*>(buf) + lo;
+      step.send_len = hi - lo;
+    } else {
+      step.recv = static_cast<char*>(buf) + lo;
+      step.recv_len = hi - lo;
+    }
     st.steps.push_back(step);
   }
-  run_lanes(streams, StreamEnv{rank_, opt_.timeout_s, " (this rank's recv against its send)"});
+  run_lanes(streams, StreamEnv{rank_, opt_.timeout_s,
+                               sending ? "" : " (this rank's recv against its send)"});
 }
 
 // MPI_Comm_split semantics: ranks with the same color form a group ordered by (key, rank).

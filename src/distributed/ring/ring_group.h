@@ -75,6 +75,7 @@ class RingGroup : public GroupImpl {
   const RingOptions& options() const { return opt_; }
 
  private:
+  void point_to_point(void* buf, size_t bytes, Dtype dtype, int peer, bool sending);
   struct OpDesc {
     OpKind kind;
     uint8_t dtype;  // Dtype::Val or kBytesDtype

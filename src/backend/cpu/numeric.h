@@ -1,0 +1,41 @@
+// Type traits and well-defined integer arithmetic shared by the CPU kernels (elementwise,
+// reductions, scans).
+#pragma once
+
+#include <type_traits>
+
+#include "tessera/types.h"
+
+namespace tessera::cpu {
+
+template <typename T>
+inline constexpr bool is_half_v = std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>;
+template <typename T>
+inline constexpr bool is_complex_v = std::is_same_v<T, complex64_t>;
+
+// Accumulation type of an output type: halves accumulate in float.
+template <typename O>
+using AccOf = std::conditional_t<is_half_v<O>, float, O>;
+
+// Integer sums/products wrap around as in MLX/NumPy; computing in unsigned arithmetic (at least
+// as wide as unsigned int, so no promotion to signed int) keeps that well defined.
+template <typename A>
+using WrapOf = std::conditional_t<(sizeof(A) < sizeof(unsigned)), unsigned, std::make_unsigned_t<A>>;
+template <typename A>
+inline A wrap_add(A a, A b) {
+  if constexpr (std::is_integral_v<A> && !std::is_same_v<A, bool>) {
+    return static_cast<A>(static_cast<WrapOf<A>>(a) + static_cast<WrapOf<A>>(b));
+  } else {
+    return a + b;
+  }
+}
+template <typename A>
+inline A wrap_mul(A a, A b) {
+  if constexpr (std::is_integral_v<A> && !std::is_same_v<A, bool>) {
+    return static_cast<A>(static_cast<WrapOf<A>>(a) * static_cast<WrapOf<A>>(b));
+  } else {
+    return a * b;
+  }
+}
+
+}  // namespace tessera::cpu
