@@ -8,36 +8,17 @@
 #include <vector>
 
 #include "tessera/tessera.h"
+#include "test_util.h"
 
 using namespace tessera;
 
 namespace {
 
-std::vector<double> values(size_t n, uint64_t seed) {
-  std::vector<double> v(n);
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 7;
-  for (auto& e : v) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    e = static_cast<double>(x >> 11) / static_cast<double>(1ull << 53) * 2.0 - 1.0;
-  }
-  return v;
-}
-
-size_t numel(const Shape& s) {
-  size_t n = 1;
-  for (auto d : s) n *= static_cast<size_t>(d);
-  return n;
-}
-
-array random_array(const Shape& shape, Dtype dtype, uint64_t seed) {
-  return astype(array(values(numel(shape), seed), shape), dtype);
-}
-
-std::vector<double> to_vec(const array& x) {
-  array y = copy(astype(x, float64));
-  eval(y);
-  return std::vector<double>(y.data<double>(), y.data<double>() + y.size());
-}
+using test_util::numel;
+using test_util::random_array;
+using test_util::seeded_values;
+// Row-major values of any array (rounded to its dtype), read straight from its buffer.
+const auto& to_vec = test_util::values;
 
 void expect_all_near(const std::vector<double>& got, const std::vector<double>& ref, double tol) {
   ASSERT_EQ(got.size(), ref.size());

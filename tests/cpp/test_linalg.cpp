@@ -9,38 +9,17 @@
 #include <vector>
 
 #include "tessera/tessera.h"
+#include "test_util.h"
 
 using namespace tessera;
 
 namespace {
 
-// Deterministic values in [-1, 1).
-std::vector<double> values(size_t n, uint64_t seed) {
-  std::vector<double> v(n);
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (auto& e : v) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    e = static_cast<double>(x >> 11) / static_cast<double>(1ull << 53) * 2.0 - 1.0;
-  }
-  return v;
-}
-
-size_t numel(const Shape& s) {
-  size_t n = 1;
-  for (auto d : s) n *= static_cast<size_t>(d);
-  return n;
-}
-
-array random_array(const Shape& shape, Dtype dtype, uint64_t seed) {
-  return astype(array(values(numel(shape), seed), shape), dtype);
-}
-
-// Row-major float64 copy of any array (rounded to its dtype first).
-std::vector<double> to_vec(const array& x) {
-  array y = copy(astype(x, float64));
-  eval(y);
-  return std::vector<double>(y.data<double>(), y.data<double>() + y.size());
-}
+using test_util::numel;
+using test_util::random_array;
+using test_util::seeded_values;
+// Row-major values of any array (rounded to its dtype), read straight from its buffer.
+const auto& to_vec = test_util::values;
 
 std::vector<std::complex<double>> to_cvec(const array& x) {
   array y = copy(astype(x, complex64));
@@ -157,7 +136,7 @@ TEST(Matmul, HalfPrecisionAndComplexDtypes) {
   }
   // complex64: real and imaginary parts from two real arrays.
   std::vector<complex64_t> av, bv;
-  auto re = values(12, 3), im = values(12, 4), re2 = values(20, 5), im2 = values(20, 6);
+  auto re = seeded_values(12, 3), im = seeded_values(12, 4), re2 = seeded_values(20, 5), im2 = seeded_values(20, 6);
   for (int i = 0; i < 12; ++i) av.emplace_back(float(re[i]), float(im[i]));
   for (int i = 0; i < 20; ++i) bv.emplace_back(float(re2[i]), float(im2[i]));
   array a(av.data(), Shape{3, 4}), b(bv.data(), Shape{4, 5});

@@ -8,27 +8,13 @@
 #include <numeric>
 
 #include "tessera/tessera.h"
+#include "test_util.h"
 
 using namespace tessera;
 
 namespace {
 
-std::vector<double> values(array a) {
-  a = contiguous(a);
-  a.eval();
-  std::vector<double> out;
-  detail::dispatch_dtype(a.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    for (size_t i = 0; i < a.size(); ++i) {
-      if constexpr (std::is_same_v<T, complex64_t>) {
-        out.push_back(a.data<T>()[i].real());
-      } else {
-        out.push_back(static_cast<double>(a.data<T>()[i]));
-      }
-    }
-  });
-  return out;
-}
+using test_util::values;
 
 // Lines of row-major x (shape) along axis: lines[line][i].
 std::vector<std::vector<double>> lines(const std::vector<double>& x, const Shape& shape, int axis) {

@@ -11,33 +11,16 @@
 
 #include "tessera/memory.h"
 #include "tessera/tessera.h"
+#include "test_util.h"
 
 using namespace tessera;
 
 namespace {
 
+using test_util::values;
+
 const double kNan = std::numeric_limits<double>::quiet_NaN();
 const double kInf = std::numeric_limits<double>::infinity();
-
-// Element i (row-major logical order) of an evaluated array as double, following its strides.
-std::vector<double> values(array a) {
-  eval(a);
-  std::vector<double> out(a.size());
-  detail::dispatch_dtype(a.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const T* p = a.data<T>();
-    for (size_t i = 0; i < a.size(); ++i) {
-      size_t rem = i;
-      int64_t off = 0;
-      for (int d = static_cast<int>(a.ndim()) - 1; d >= 0; --d) {
-        off += static_cast<int64_t>(rem % a.shape()[d]) * a.strides()[d];
-        rem /= a.shape()[d];
-      }
-      out[i] = detail::cast_scalar<double, T>(p[off]);
-    }
-  });
-  return out;
-}
 
 std::vector<complex64_t> cvalues(array a) {
   eval(a);

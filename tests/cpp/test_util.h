@@ -1,0 +1,55 @@
+// Helpers shared by the op tests: reading an evaluated array back without going through the
+// code under test, and deterministic inputs.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "tessera/tessera.h"
+
+namespace tessera::test_util {
+
+// Evaluates `a` and returns its elements in row-major logical order as double (the real part of
+// complex values), following its strides and offset directly: no copy or astype kernel involved.
+inline std::vector<double> values(array a) {
+  eval(a);
+  std::vector<double> out(a.size());
+  detail::dispatch_dtype(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* p = a.data<T>();
+    for (size_t i = 0; i < a.size(); ++i) {
+      size_t rem = i;
+      int64_t off = 0;
+      for (int d = static_cast<int>(a.ndim()) - 1; d >= 0; --d) {
+        off += static_cast<int64_t>(rem % a.shape()[d]) * a.strides()[d];
+        rem /= a.shape()[d];
+      }
+      out[i] = detail::cast_scalar<double, T>(p[off]);
+    }
+  });
+  return out;
+}
+
+// n deterministic values in [-1, 1) from a 64-bit LCG; the seed picks the sequence.
+inline std::vector<double> seeded_values(size_t n, uint64_t seed) {
+  std::vector<double> v(n);
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (auto& e : v) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    e = static_cast<double>(x >> 11) / static_cast<double>(1ull << 53) * 2.0 - 1.0;
+  }
+  return v;
+}
+
+inline size_t numel(const Shape& s) {
+  size_t n = 1;
+  for (auto d : s) n *= static_cast<size_t>(d);
+  return n;
+}
+
+// An array of `shape` filled with seeded_values, rounded to `dtype`.
+inline array random_array(const Shape& shape, Dtype dtype, uint64_t seed) {
+  return astype(array(seeded_values(numel(shape), seed), shape), dtype);
+}
+
+}  // namespace tessera::test_util
