@@ -75,7 +75,7 @@ std::vector<VarInfo> build_registry() {
   return {
       // core
       integer("TESSERA_NUM_THREADS", "", "0", 0, 1024, "core", kUsed,
-              "Size of the intra-op thread pool; 0 means one thread per core."),
+              "Size of the intra-op thread pool; 0 means one thread per CPU this process may run on."),
       integer("TESSERA_BFS_MAX_WIDTH", "MLX_BFS_MAX_WIDTH", "20", 1, 1'000'000, "core", kUsed,
               "Breadth limit of the search that builds the evaluation tape."),
       // compile
@@ -95,6 +95,10 @@ std::vector<VarInfo> build_registry() {
       integer("TESSERA_DIST_TIMEOUT", "", "300", 0, 7 * 24 * 3600, "distributed", kUsed,
               "Seconds any blocking distributed wait may last before it fails naming the peer; "
               "0 means no timeout."),
+      integer("TESSERA_DIST_SPIN_US", "", "50", 0, 1000000, "distributed", kUsed,
+              "Microseconds a rank busy-polls for a peer's data (TCP or shared memory) before "
+              "it sleeps in the kernel; with more ranks on the host than CPUs it yields the "
+              "CPU while polling. 0 sleeps at once."),
       integer("TESSERA_DIST_CONNECT_TIMEOUT", "", "60", 1, 24 * 3600, "distributed", kUsed,
               "Seconds to wait for all peers to connect during init()."),
       hidden(string_var("TESSERA_JOB_TOKEN", "", "", "distributed", kUsed,

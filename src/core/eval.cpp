@@ -44,14 +44,21 @@ void run_node(const std::shared_ptr<detail::Node>& node, std::vector<array>& out
   }
 }
 
-void eval_impl(std::vector<array> outputs, bool async) {
+// The nodes to run behind `outputs`, in reverse execution order (consumers first).
+std::vector<array> build_tape(const std::vector<array>& outputs) {
+  // Fast path (one op on computed inputs, as in a loop of collectives): no graph walk.
+  if (outputs.size() == 1 && needs_eval(outputs[0])) {
+    bool leaf = true;
+    for (auto& in : outputs[0].node()->inputs) leaf = leaf && !needs_eval(in);
+    if (leaf) return {outputs[0]};
+  }
   // 1. Depth-first walk: count, for every node to run, the edges from its consumers.
   std::unordered_map<const detail::Node*, int> consumers;
   std::vector<array> roots;
   {
     std::unordered_set<const detail::Node*> seen;
     std::vector<std::pair<array, size_t>> stack;
-    for (auto& o : outputs) {
+    for (const auto& o : outputs) {
       if (o.status() == array::Status::unscheduled && !o.has_primitive()) {
         throw std::logic_error("[eval] an array has neither data nor a primitive");
       }
@@ -103,6 +110,31 @@ void eval_impl(std::vector<array> outputs, bool async) {
         }
         if (--consumers[in.node().get()] == 0) tape.push_back(in);
       }
+    }
+  }
+  return tape;
+}
+
+void eval_impl(std::vector<array> outputs, bool async) {
+  std::vector<array> tape = build_tape(outputs);
+  // 3a. A blocking eval whose whole graph is on one idle stream runs it on this thread: the
+  // same order and the same per-node code, without waking the worker and waiting for it.
+  if (!async && !tape.empty()) {
+    const Stream s = tape.back().node()->primitive->stream();
+    bool one_stream = true;
+    for (auto& a : tape) one_stream = one_stream && a.node()->primitive->stream() == s;
+    if (one_stream && scheduler::run_inline(s, [&] {
+          while (!tape.empty()) {
+            std::shared_ptr<detail::Node> node = tape.back().node();
+            auto outs = tape.back().outputs();
+            for (auto& o : outs) o.set_status(array::Status::scheduled);
+            if (!tape.back().is_tracer()) tape.back().detach();
+            tape.pop_back();
+            run_node(node, outs);
+          }
+        })) {
+      for (auto& o : outputs) o.wait();
+      return;
     }
   }
   // 3. Submit in dependency order; detach each node so memory is freed as soon as it ran.

@@ -35,6 +35,29 @@ class StreamWorker {
     }
     cv_.notify_one();
   }
+  // Runs `body` on the calling thread as this stream's next task when nothing is queued or
+  // running; meanwhile the worker holds back anything enqueued, so stream order is kept.
+  bool run_inline(const std::function<void()>& body) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (!q_.empty() || running_ || inline_) return false;
+      inline_ = true;
+    }
+    struct Release {
+      StreamWorker* w;
+      ~Release() {
+        bool queued = false;
+        {
+          std::lock_guard<std::mutex> l(w->mu_);
+          w->inline_ = false;
+          queued = !w->q_.empty();
+        }
+        if (queued) w->cv_.notify_one();  // else the worker has nothing to wake up for
+      }
+    } release{this};
+    body();
+    return true;
+  }
 
  private:
   void run() {
@@ -42,19 +65,24 @@ class StreamWorker {
       std::function<void()> f;
       {
         std::unique_lock<std::mutex> l(mu_);
-        cv_.wait(l, [this] { return stop_ || !q_.empty(); });
+        cv_.wait(l, [this] { return (stop_ || !q_.empty()) && !inline_; });
         if (q_.empty()) return;  // stopping and drained
         f = std::move(q_.front());
         q_.pop_front();
+        running_ = true;
       }
       f();
       f = nullptr;  // release what the task captured before taking the next one
+      std::lock_guard<std::mutex> l(mu_);
+      running_ = false;
     }
   }
-  std::mutex mu_;  // guards q_ and stop_
+  std::mutex mu_;  // guards q_, stop_, running_, inline_
   std::condition_variable cv_;
   std::deque<std::function<void()>> q_;
   bool stop_ = false;
+  bool running_ = false;  // the worker is running a task
+  bool inline_ = false;   // a caller is running tasks of this stream itself
   std::thread thread_;
 };
 
@@ -183,6 +211,31 @@ void enqueue(const Stream& s, std::function<void()> task) {
     --r.active;
     ++r.finished;
     r.active_cv.notify_all();
+  });
+}
+
+bool run_inline(const Stream& s, const std::function<void()>& body) {
+  // A task that evaluates on the stream it is running inline owns that stream already.
+  thread_local int inline_stream = -1;
+  if (inline_stream == s.index) {
+    body();
+    return true;
+  }
+  auto& r = registry();
+  StreamWorker* w = nullptr;
+  {
+    std::lock_guard<std::mutex> l(r.mu);
+    auto it = r.workers.find(s.index);
+    if (it == r.workers.end()) return false;
+    w = it->second.get();
+  }
+  struct Mark {
+    int prev;
+    ~Mark() { inline_stream = prev; }
+  } mark{inline_stream};
+  return w->run_inline([&] {
+    inline_stream = s.index;
+    body();
   });
 }
 

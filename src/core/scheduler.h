@@ -8,6 +8,10 @@
 namespace tessera::scheduler {
 
 void enqueue(const Stream& s, std::function<void()> task);
+// Runs `body` on the calling thread as the next task of stream s if s has nothing queued or
+// running (returns false, running nothing, otherwise). Tasks enqueued on s meanwhile wait until
+// body returns, so the stream's order holds. eval uses it to skip two thread hand-offs.
+bool run_inline(const Stream& s, const std::function<void()>& body);
 // Tasks submitted to any stream and not finished yet.
 int n_active_tasks();
 // Block until at least one more task finishes (or none is active).

@@ -1,6 +1,8 @@
 // Fixed pool of worker threads for intra-op parallelism (see thread_pool.h).
 #include "core/thread_pool.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
@@ -65,7 +67,12 @@ class ThreadPool {
 ThreadPool& pool() {
   static ThreadPool p([] {
     int64_t n = config::get_int("TESSERA_NUM_THREADS");
-    if (n <= 0) n = std::max(1u, std::thread::hardware_concurrency());
+    if (n <= 0) {
+      // The CPUs this process may use (a launcher may have bound it), not the machine's.
+      cpu_set_t set;
+      n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
+      if (n <= 0) n = std::max(1u, std::thread::hardware_concurrency());
+    }
     return static_cast<int>(n);
   }());
   return p;

@@ -3,6 +3,7 @@
 // supervises them (supervisor.h).
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -27,13 +28,37 @@ namespace {
 
 const char* kLaunchUsage =
     "usage: tessera launch -n N [--backend ring] [--env K=V]... [--starting-port P]\n"
-    "                      [--connections-per-ip C] [--verbose] [--no-prefix] [--grace S]\n"
-    "                      [--] program [args...]\n"
+    "                      [--connections-per-ip C] [--cpu-bind auto|none] [--verbose]\n"
+    "                      [--no-prefix] [--grace S] [--] program [args...]\n"
     "Runs N ranks of `program` on this host (a program ending in .py runs with python3).\n"
     "Each rank gets TESSERA_RANK / MLX_RANK, TESSERA_HOSTFILE / MLX_HOSTFILE,\n"
     "TESSERA_WORLD_SIZE and a fresh TESSERA_JOB_TOKEN. Output lines are prefixed with\n"
     "\"[rank] \"; stdin goes to every rank. When a rank fails the others get SIGTERM, then\n"
-    "SIGKILL after --grace seconds (default 5), and the exit status is the first failure's.\n";
+    "SIGKILL after --grace seconds (default 5), and the exit status is the first failure's.\n"
+    "--cpu-bind auto (the default) gives each rank its own share of the CPUs this launcher may\n"
+    "use (N contiguous groups; with more ranks than CPUs, CPU rank mod count), so the kernel\n"
+    "cannot stack communicating ranks on one CPU; --cpu-bind none leaves placement to it.\n";
+
+// The CPUs this process may run on, ascending.
+std::vector<int> allowed_cpus() {
+  std::vector<int> out;
+  cpu_set_t set;
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) out.push_back(c);
+  }
+  return out;
+}
+
+// Rank r's CPUs out of `cpus` for n ranks: contiguous, nearly equal groups when n <= count,
+// else the single CPU r mod count.
+std::vector<int> cpus_for_rank(const std::vector<int>& cpus, int n, int r) {
+  const int m = static_cast<int>(cpus.size());
+  if (m == 0) return {};
+  if (n > m) return {cpus[static_cast<size_t>(r % m)]};
+  const int lo = r * m / n, hi = (r + 1) * m / n;
+  return std::vector<int>(cpus.begin() + lo, cpus.begin() + hi);
+}
 
 int parse_int(const std::string& flag, const std::string& v, int lo, int hi) {
   size_t pos = 0;
@@ -98,7 +123,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 int launch_command(const std::vector<std::string>& args) {
   int n = 0, connections = 1, starting_port = 0;
   double grace = 5.0;
-  bool verbose = false, prefix = true;
+  bool verbose = false, prefix = true, bind = true;
   std::string backend = "ring";
   std::vector<std::string> extra_env, program;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -130,6 +155,12 @@ int launch_command(const std::vector<std::string>& args) {
       connections = parse_int("--connections-per-ip", value(a), 1, 64);
     } else if (a == "--grace") {
       grace = parse_int("--grace", value(a), 0, 3600);
+    } else if (a == "--cpu-bind") {
+      const std::string& v = value(a);
+      if (v != "auto" && v != "none") {
+        throw std::invalid_argument("--cpu-bind expects auto or none, got '" + v + "'");
+      }
+      bind = v == "auto";
     } else if (a == "--verbose" || a == "-v") {
       verbose = true;
     } else if (a == "--no-prefix") {
@@ -189,6 +220,7 @@ int launch_command(const std::vector<std::string>& args) {
     if (std::find(ours.begin(), ours.end(), k) == ours.end()) base_env.push_back(kv);
   }
   std::vector<RankSpec> specs(n);
+  const std::vector<int> cpus = bind ? allowed_cpus() : std::vector<int>{};
   for (int r = 0; r < n; ++r) {
     specs[r].argv = program;
     specs[r].env = base_env;
@@ -198,6 +230,12 @@ int launch_command(const std::vector<std::string>& args) {
     specs[r].env.push_back("TESSERA_JOB_TOKEN=" + token);
     if (verbose) specs[r].env.push_back("TESSERA_RING_VERBOSE=1");
     for (auto& kv : extra_env) specs[r].env.push_back(kv);
+    specs[r].cpus = cpus_for_rank(cpus, n, r);
+    if (verbose && !specs[r].cpus.empty()) {
+      std::string list;
+      for (int c : specs[r].cpus) list += (list.empty() ? "" : ",") + std::to_string(c);
+      std::fprintf(stderr, "[launch] rank %d runs on CPU %s\n", r, list.c_str());
+    }
   }
   SuperviseOptions opt;
   opt.prefix = prefix;

@@ -3,6 +3,7 @@
 #include "supervisor.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -127,6 +128,12 @@ pid_t spawn(const RankSpec& spec, int in_r, int out_w, int err_w) {
   if (pid < 0) throw std::runtime_error(std::string("[launch] fork failed: ") + std::strerror(errno));
   if (pid == 0) {
     ::setpgid(0, 0);  // own process group: signals reach the rank's whole process tree
+    if (!spec.cpus.empty()) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      for (int c : spec.cpus) CPU_SET(c, &set);
+      ::sched_setaffinity(0, sizeof(set), &set);  // best effort: an error leaves it unbound
+    }
     ::signal(SIGINT, SIG_DFL);
     ::signal(SIGTERM, SIG_DFL);
     ::signal(SIGPIPE, SIG_DFL);

@@ -11,6 +11,7 @@ namespace tessera::cli {
 struct RankSpec {
   std::vector<std::string> argv;
   std::vector<std::string> env;  // "K=V" entries: the whole environment of the rank
+  std::vector<int> cpus;         // CPUs the rank may run on (sched_setaffinity); empty = any
 };
 
 struct SuperviseOptions {

@@ -32,6 +32,7 @@ struct RingOptions {
   bool shm = true;                 // TESSERA_RING_SHM
   bool verbose = false;            // TESSERA_RING_VERBOSE
   size_t chunk_bytes = 256 << 10;  // pipelining granularity of the TCP ring
+  double spin_s = 50e-6;           // TESSERA_DIST_SPIN_US
   // Reads the values above from tessera/config.h (the only place configuration comes from).
   static RingOptions from_config();
 };
@@ -88,6 +89,7 @@ class RingGroup : public GroupImpl {
   Link* link_to(int peer, bool sending, int conn);
   WireHeader header_for(const OpDesc& d, uint64_t seq, int lane, int lanes) const;
   int lanes_for(size_t bytes) const;
+  StreamEnv stream_env(const char* recv_expectation) const;
   char* scratch(int lane);
   // Runs the streams (one per lane) and turns any failure into a broken group + exception.
   void run_lanes(std::vector<Stream>& streams, const StreamEnv& env);
@@ -95,6 +97,8 @@ class RingGroup : public GroupImpl {
   [[noreturn]] void fail(const std::string& msg);
   void ring_reduce(const char* in, char* out, size_t count, Dtype dtype, ReduceOp op,
                    OpKind kind, bool scatter);
+  void small_reduce(const char* in, char* out, size_t count, Dtype dtype, ReduceOp op,
+                    const OpDesc& d, uint64_t seq);
   void setup_shm();
 
   const int rank_;
@@ -103,6 +107,7 @@ class RingGroup : public GroupImpl {
   const Hostfile hostfile_;
   const RingOptions opt_;
   int conns_ = 1;
+  SpinPolicy spin_;  // how waits for peers poll (spin_policy.h)
 
   std::vector<Socket> listeners_;      // own addresses; owned by the acceptor thread after start
   std::vector<Link> right_links_, left_links_;  // C each; fixed after construction
@@ -120,6 +125,7 @@ class RingGroup : public GroupImpl {
   std::vector<uint64_t> sent_, received_;   // point-to-point messages per peer (op_mu_)
   std::vector<std::vector<char>> scratch_;  // per lane chunk buffers (op_mu_)
   std::vector<char> work_;                  // reduce_scatter partial sums (op_mu_)
+  std::vector<char> gather_;                // small_reduce's gathered inputs (op_mu_)
   std::unique_ptr<LanePool> pool_;
 
   std::atomic<bool> broken_{false};

@@ -2,10 +2,12 @@
 #include "distributed/ring/stream.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <stdexcept>
 
@@ -143,6 +145,11 @@ void run_stream(Stream& st, const StreamEnv& env) {
   skip_send();
   skip_recv();
   const int timeout_ms = env.timeout_s > 0 ? static_cast<int>(env.timeout_s * 1000) : -1;
+  using Clock = std::chrono::steady_clock;
+  const auto spin_for = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(env.spin.spin_s));
+  bool spinning = false;
+  Clock::time_point spin_end;
 
   while (true) {
     const bool send_pending = hs < H || ss < S;
@@ -234,7 +241,24 @@ void run_stream(Stream& st, const StreamEnv& env) {
       }
     }
 
-    if (progress) continue;
+    if (progress) {
+      spinning = false;
+      continue;
+    }
+    // Bounded busy-poll (retrying the non-blocking calls above) before sleeping in poll().
+    if (env.spin.spin_s > 0) {
+      auto t = Clock::now();
+      if (!spinning) {
+        spinning = true;
+        spin_end = t + spin_for;
+        continue;
+      }
+      if (t < spin_end) {
+        if (env.spin.yield) sched_yield();
+        continue;
+      }
+      spinning = false;
+    }
     pollfd pf[2];
     int np = 0;
     if (want_out) pf[np++] = {st.send_link->sock.fd(), POLLOUT, 0};

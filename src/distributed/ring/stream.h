@@ -12,6 +12,7 @@
 
 #include "distributed/group_impl.h"
 #include "distributed/ring/socket.h"
+#include "distributed/spin_policy.h"
 
 namespace tessera::distributed::detail {
 
@@ -79,6 +80,7 @@ struct StreamEnv {
   int rank = -1;
   double timeout_s = 0;  // inactivity limit, 0 = none
   std::string recv_peer_expectation;  // extra text for mismatch errors (e.g. p2p direction)
+  SpinPolicy spin;
 };
 
 // Runs the stream to completion. Throws std::runtime_error naming the peer on a closed

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "distributed/group_impl.h"
+#include "distributed/spin_policy.h"
 #include "distributed/ring/stream.h"
 
 namespace tessera::distributed::detail {
@@ -37,7 +38,7 @@ class ShmTransport {
   // `exchange(mine, all, bytes)` is an all_gather over another transport (TCP), used to swap
   // segment names. `liveness_fds` are connections whose closing means a peer died.
   static std::unique_ptr<ShmTransport> create(
-      int rank, int size, double timeout_s,
+      int rank, int size, double timeout_s, SpinPolicy spin,
       const std::function<void(const void*, void*, size_t)>& exchange,
       std::vector<int> liveness_fds);
   ~ShmTransport();
@@ -77,6 +78,7 @@ class ShmTransport {
 
   const int rank_, size_;
   const double timeout_s_;
+  SpinPolicy spin_;  // set by create()
   const std::vector<int> liveness_fds_;
   std::vector<std::unique_ptr<Segment>> segs_;  // index = rank; segs_[rank_] is ours
   size_t chunk_ = 0;                            // bytes per slot
