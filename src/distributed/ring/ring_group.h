@@ -32,6 +32,7 @@ struct RingOptions {
   bool shm = true;                 // TESSERA_RING_SHM
   bool verbose = false;            // TESSERA_RING_VERBOSE
   size_t chunk_bytes = 256 << 10;  // pipelining granularity of the TCP ring
+  size_t segment_bytes = 512 << 10;  // per lane: reductions go round the ring in such pieces
   double spin_s = 50e-6;           // TESSERA_DIST_SPIN_US
   // Reads the values above from tessera/config.h (the only place configuration comes from).
   static RingOptions from_config();

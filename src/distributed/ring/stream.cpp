@@ -119,7 +119,7 @@ void run_stream(Stream& st, const StreamEnv& env) {
   };
   auto send_limit = [&]() -> size_t {
     const StreamStep& step = st.steps[ss];
-    if (ss == 0 || rs > ss - 1) return step.send_len;
+    if (ss == 0 || step.send_ready || rs > ss - 1) return step.send_len;
     if (rs == ss - 1) return std::min(step.send_len, done[ss - 1]);
     return 0;
   };

@@ -59,6 +59,9 @@ std::string describe_header(const WireHeader& h);  // "all_sum of 7 float32 elem
 struct StreamStep {
   const char* send = nullptr;  // bytes to send in this step (send_len of them)
   size_t send_len = 0;
+  // The bytes to send are ready from the start (this rank's input); otherwise they are what the
+  // previous step receives, and may be sent only as far as that step has processed.
+  bool send_ready = false;
   char* recv = nullptr;  // destination of this step's received bytes
   size_t recv_len = 0;
   // When set, received chunks land in scratch and recv[i] = op(reduce_with[i], scratch[i]).
