@@ -221,13 +221,17 @@ bool run_inline(const Stream& s, const std::function<void()>& body) {
     body();
     return true;
   }
-  auto& r = registry();
-  StreamWorker* w = nullptr;
-  {
+  // Workers live as long as the process, so the last one found can be remembered.
+  thread_local int cached_index = -1;
+  thread_local StreamWorker* cached = nullptr;
+  StreamWorker* w = cached;
+  if (cached_index != s.index) {
+    auto& r = registry();
     std::lock_guard<std::mutex> l(r.mu);
     auto it = r.workers.find(s.index);
     if (it == r.workers.end()) return false;
-    w = it->second.get();
+    w = cached = it->second.get();
+    cached_index = s.index;
   }
   struct Mark {
     int prev;

@@ -25,6 +25,8 @@ constexpr size_t kMinLaneBytes = 256 << 10;  // below this per rank, one lane is
 // all_reduce of at most this many bytes times (ranks - 1) gathers every input and reduces
 // locally: n - 1 latency hops instead of 2(n - 1), for (n - 1) x the bytes.
 constexpr size_t kSmallReduceBytes = 64 << 10;
+// With more than 2 ranks, inputs of at most this size go to every rank directly (one hop).
+constexpr size_t kDirectBytes = 4 << 10;
 
 int validated_rank(int rank, const Hostfile& hf) {
   if (hf.size() < 1) throw std::invalid_argument("[ring] the hostfile lists no ranks");
@@ -457,22 +459,51 @@ void RingGroup::small_reduce(const char* in, char* out, size_t count, Dtype dtyp
   if (gather_.size() < B * N) gather_.resize(B * N);
   char* g = gather_.data();
   if (B > 0) std::memcpy(g + static_cast<size_t>(rank_) * B, in, B);
-  std::vector<Stream> streams(1);
-  Stream& st = streams[0];
-  st.send_link = &right_links_[0];
-  st.recv_link = &left_links_[0];
-  st.header = header_for(d, seq, 0, 1);
-  for (long s = 0; s < size_ - 1; ++s) {
-    const size_t sb = static_cast<size_t>((rank_ - s + 2 * size_) % size_);
-    const size_t rb = static_cast<size_t>((rank_ - s - 1 + 2 * size_) % size_);
-    StreamStep step;
-    step.send = g + sb * B;
-    step.send_len = B;
-    step.recv = g + rb * B;
-    step.recv_len = B;
-    st.steps.push_back(step);
+  if (size_ > 2 && B <= kDirectBytes) {
+    // One hop instead of n - 1: every input goes straight to every rank. All sends first:
+    // messages this small fit in the socket buffers, so no rank waits for a reader here.
+    for (bool sending : {true, false}) {
+      for (int k = 1; k < size_; ++k) {
+        const int peer = sending ? (rank_ + k) % size_ : (rank_ - k + size_) % size_;
+        std::vector<Stream> one(1);
+        Stream& st = one[0];
+        try {
+          (sending ? st.send_link : st.recv_link) = link_to(peer, sending, 0);
+        } catch (const std::exception& e) {
+          fail(e.what());
+        }
+        st.header = header_for(d, seq, k, size_);
+        StreamStep step;
+        if (sending) {
+          step.send = in;
+          step.send_len = B;
+          step.send_ready = true;
+        } else {
+          step.recv = g + static_cast<size_t>(peer) * B;
+          step.recv_len = B;
+        }
+        st.steps.push_back(step);
+        run_lanes(one, stream_env(""));
+      }
+    }
+  } else {
+    std::vector<Stream> streams(1);
+    Stream& st = streams[0];
+    st.send_link = &right_links_[0];
+    st.recv_link = &left_links_[0];
+    st.header = header_for(d, seq, 0, 1);
+    for (long s = 0; s < size_ - 1; ++s) {
+      const size_t sb = static_cast<size_t>((rank_ - s + 2 * size_) % size_);
+      const size_t rb = static_cast<size_t>((rank_ - s - 1 + 2 * size_) % size_);
+      StreamStep step;
+      step.send = g + sb * B;
+      step.send_len = B;
+      step.recv = g + rb * B;
+      step.recv_len = B;
+      st.steps.push_back(step);
+    }
+    run_lanes(streams, stream_env(""));
   }
-  run_lanes(streams, stream_env(""));
   reduce_buffers(out, g, g + B, count, dtype, op);
   for (size_t k = 2; k < N; ++k) reduce_buffers(out, out, g + k * B, count, dtype, op);
 }
