@@ -64,6 +64,18 @@ TEST(Distributed, ThousandMixedCollectivesWithoutHang) {
   EXPECT_EQ(count(r.out, "mixed done, 0 failures"), 3) << r.out;
 }
 
+// The same with waits that sleep at once (no busy-poll) and ranks left unbound, over TCP and
+// over shared memory: the paths a loaded machine takes.
+TEST(Distributed, MixedCollectivesWithSleepingWaitsAndUnboundRanks) {
+  for (const char* shm : {"0", "1"}) {
+    auto r = launch(3, "mixed",
+                    std::string("--cpu-bind none --env TESSERA_DIST_SPIN_US=0 --env TESSERA_RING_SHM=") +
+                        shm);
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_EQ(count(r.out, "mixed done, 0 failures"), 3) << "shm " << shm << ":\n" << r.out;
+  }
+}
+
 TEST(Distributed, InitSemanticsUnderTheLauncher) {
   auto r = launch(2, "init");
   EXPECT_EQ(r.code, 0) << r.out;
@@ -102,6 +114,12 @@ TEST(DistributedFaults, StoppedRankMakesSurvivorsTimeOut) {
 
 TEST(DistributedFaults, DifferentSizesRaiseOnBothRanks) {
   auto r = launch(2, "mismatch", "--env TESSERA_DIST_TIMEOUT=10");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(count(r.out, "names both"), 2) << r.out;
+}
+
+TEST(DistributedFaults, DifferentBroadcastRootsRaiseOnBothRanks) {
+  auto r = launch(2, "bcastroot", "--env TESSERA_DIST_TIMEOUT=10");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(count(r.out, "names both"), 2) << r.out;
 }

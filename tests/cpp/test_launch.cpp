@@ -1,6 +1,7 @@
 // `tessera launch` for local jobs: environment of each rank, output prefixes, stdin broadcast,
 // exit codes, fail-fast shutdown and signal forwarding. Real processes, 127.0.0.1 only.
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -8,10 +9,12 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -40,7 +43,70 @@ std::set<std::string> lines(const std::string& s) {
   return out;
 }
 
+// "0-2,5" (the kernel's list format) -> {0, 1, 2, 5}.
+std::set<int> parse_cpu_list(const std::string& text) {
+  std::set<int> out;
+  std::istringstream is(text);
+  for (std::string part; std::getline(is, part, ',');) {
+    size_t dash = part.find('-');
+    int lo = std::stoi(part.substr(0, dash));
+    int hi = dash == std::string::npos ? lo : std::stoi(part.substr(dash + 1));
+    for (int c = lo; c <= hi; ++c) out.insert(c);
+  }
+  return out;
+}
+
+// Rank -> the CPUs it may run on, read by each rank from /proc/self/status.
+std::map<int, std::set<int>> cpus_by_rank(const std::string& out) {
+  std::map<int, std::set<int>> m;
+  std::istringstream is(out);
+  for (std::string l; std::getline(is, l);) {
+    size_t close = l.find("] ");
+    size_t tab = l.find('\t');
+    if (l.empty() || l[0] != '[' || close == std::string::npos || tab == std::string::npos) continue;
+    m[std::stoi(l.substr(1, close - 1))] = parse_cpu_list(l.substr(tab + 1));
+  }
+  return m;
+}
+
 }  // namespace
+
+TEST(Launch, CpuBindGivesEachRankItsShareOfTheCpus) {
+  cpu_set_t set;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  std::vector<int> mine;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) mine.push_back(c);
+  const int m = static_cast<int>(mine.size());
+  const std::string show = " -- bash -c 'grep Cpus_allowed_list /proc/self/status'";
+  for (int n : {1, m, 2 * m + 1}) {
+    auto r = launch("-n " + std::to_string(n) + show);
+    ASSERT_EQ(r.code, 0) << r.out;
+    auto got = cpus_by_rank(r.out);
+    ASSERT_EQ(static_cast<int>(got.size()), n) << r.out;
+    std::multiset<int> used;
+    for (int rank = 0; rank < n; ++rank) {
+      const auto& cpus = got[rank];
+      if (n <= m) {
+        // Disjoint groups that together cover every CPU, sizes differing by at most one.
+        EXPECT_GE(static_cast<int>(cpus.size()), m / n) << r.out;
+        EXPECT_LE(static_cast<int>(cpus.size()), (m + n - 1) / n) << r.out;
+      } else {
+        EXPECT_EQ(cpus, std::set<int>{mine[static_cast<size_t>(rank % m)]}) << r.out;
+      }
+      used.insert(cpus.begin(), cpus.end());
+    }
+    if (n <= m) {
+      EXPECT_EQ(used, std::multiset<int>(mine.begin(), mine.end())) << r.out;
+    }
+  }
+  auto r = launch("-n 2 --cpu-bind none" + show);
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (auto& [rank, cpus] : cpus_by_rank(r.out)) {
+    EXPECT_EQ(cpus, std::set<int>(mine.begin(), mine.end())) << r.out;
+  }
+  EXPECT_EQ(launch("-n 2 --cpu-bind cores true").code, 2);
+}
 
 TEST(Launch, EveryRankGetsRankWorldSizeHostfileAndToken) {
   auto r = launch(

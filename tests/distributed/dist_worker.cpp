@@ -293,6 +293,21 @@ int mode_mismatch() {
   }
 }
 
+// Ranks name different broadcast roots: both must raise an error naming both roots.
+int mode_bcastroot() {
+  try {
+    mx::eval(dist::broadcast(mx::ones({64}), g_rank));
+    std::printf("rank %d: no error\n", g_rank);
+    return 1;
+  } catch (const std::runtime_error& e) {
+    std::string m = e.what();
+    bool ok = m.find("root 0") != std::string::npos && m.find("root 1") != std::string::npos;
+    std::printf("rank %d root mismatch error (%s): %s\n", g_rank,
+                ok ? "names both" : "INCOMPLETE", m.c_str());
+    return ok ? 0 : 1;
+  }
+}
+
 // Before joining, rank 0 connects to rank 1 with a wrong token: rejected; the job still runs.
 int mode_badtoken() {
   if (g_rank == 0 && g_size > 1) {
@@ -348,6 +363,7 @@ int main(int argc, char** argv) {
     if (mode == "kill") return mode_kill();
     if (mode == "stop") return mode_stop();
     if (mode == "mismatch") return mode_mismatch();
+    if (mode == "bcastroot") return mode_bcastroot();
     if (mode == "badtoken") return mode_badtoken();
   } catch (const std::exception& e) {
     std::printf("rank %d: unexpected error: %s\n", g_rank, e.what());

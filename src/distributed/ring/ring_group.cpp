@@ -601,7 +601,9 @@ void RingGroup::broadcast(void* buf_v, size_t bytes, int root) {
   std::lock_guard<std::mutex> lk(op_mu_);
   if (size_ == 1) return;
   auto* buf = static_cast<char*>(buf_v);
-  OpDesc d{OpKind::broadcast, kBytesDtype, bytes, bytes};
+  // The root travels in the header's count, so ranks that name different roots get an error
+  // naming both instead of a hang or a silent wrong result.
+  OpDesc d{OpKind::broadcast, kBytesDtype, static_cast<size_t>(root), bytes};
   const uint64_t seq = coll_seq_++;
   const int pos = (rank_ - root + size_) % size_;
   const int R = std::clamp<int>(static_cast<int>(bytes / kMinLaneBytes), 1, conns_);
@@ -610,19 +612,26 @@ void RingGroup::broadcast(void* buf_v, size_t bytes, int root) {
     Stream& st = streams[static_cast<size_t>(i)];
     st.header = header_for(d, seq, i, R);
     auto [lo, hi] = split_range(bytes, static_cast<size_t>(R), static_cast<size_t>(i));
+    // A chain from the root to the right; the last rank closes the ring with a header-only
+    // message to the root, so every rank checks one header against its own.
+    st.recv_link = &left_links_[i];
+    st.send_link = &right_links_[i];
+    StreamStep first;
     if (pos > 0) {
-      st.recv_link = &left_links_[i];
-      StreamStep step;
-      step.recv = buf + lo;
-      step.recv_len = hi - lo;
-      st.steps.push_back(step);
+      first.recv = buf + lo;
+      first.recv_len = hi - lo;
     }
-    if (pos < size_ - 1) {
-      st.send_link = &right_links_[i];
-      StreamStep step;
-      step.send = buf + lo;
-      step.send_len = hi - lo;
-      st.steps.push_back(step);
+    if (pos == 0) {
+      first.send = buf + lo;
+      first.send_len = hi - lo;
+      first.send_ready = true;
+    }
+    st.steps.push_back(first);
+    if (pos > 0 && pos < size_ - 1) {
+      StreamStep forward;
+      forward.send = buf + lo;
+      forward.send_len = hi - lo;
+      st.steps.push_back(forward);
     }
   }
   run_lanes(streams, stream_env(""));

@@ -44,7 +44,9 @@ std::string dtype_text(uint8_t d) {
 
 std::string describe_header(const WireHeader& h) {
   std::string s = op_kind_name(static_cast<OpKind>(h.kind));
-  if (h.dtype == kBytesDtype) {
+  if (static_cast<OpKind>(h.kind) == OpKind::broadcast) {
+    s += " of " + format_bytes(h.bytes) + " from root " + std::to_string(h.count);
+  } else if (h.dtype == kBytesDtype) {
     s += " of " + format_bytes(h.bytes);
   } else {
     s += " of " + std::to_string(h.count) + " " + dtype_text(h.dtype) + " elements (" +

@@ -49,7 +49,7 @@ struct WireHeader {
   uint8_t lane = 0;
   uint8_t lanes = 1;
   uint64_t seq = 0;    // collective number, or message number between a pair for send/recv
-  uint64_t count = 0;  // elements (bytes for raw-byte ops)
+  uint64_t count = 0;  // elements (bytes for raw-byte ops; the root for broadcast)
   uint64_t bytes = 0;  // total bytes of the operation on this rank
 };
 static_assert(sizeof(WireHeader) == 32);
