@@ -579,14 +579,22 @@ void RingGroup::all_gather(const void* in_v, void* out_v, size_t bytes) {
     st.recv_link = dir > 0 ? &left_links_[c] : &right_links_[c];
     st.header = header_for(d, seq, i, R);
     auto [lo, hi] = split_range(bytes, static_cast<size_t>(R), static_cast<size_t>(i));
-    for (long s = 0; s < size_ - 1; ++s) {
-      size_t sb = mod(rank_ - dir * s), rb = mod(rank_ - dir * (s + 1));
-      StreamStep step;
-      step.send = out + sb * bytes + lo;
-      step.send_len = hi - lo;
-      step.recv = out + rb * bytes + lo;
-      step.recv_len = hi - lo;
-      st.steps.push_back(step);
+    // In segments, as ring_reduce: a received block is forwarded while still in cache.
+    const size_t seg = std::max<size_t>(1, opt_.segment_bytes / static_cast<size_t>(size_));
+    for (size_t a = lo;;) {
+      const size_t b = std::min(hi, a + seg);
+      for (long s = 0; s < size_ - 1; ++s) {
+        size_t sb = mod(rank_ - dir * s), rb = mod(rank_ - dir * (s + 1));
+        StreamStep step;
+        step.send = out + sb * bytes + a;
+        step.send_len = b - a;
+        step.send_ready = s == 0;
+        step.recv = out + rb * bytes + a;
+        step.recv_len = b - a;
+        st.steps.push_back(step);
+      }
+      if (b >= hi) break;
+      a = b;
     }
   }
   run_lanes(streams, stream_env(""));
