@@ -188,6 +188,7 @@ struct Node {
   std::shared_ptr<Primitive> primitive;
   std::vector<array> inputs;
   std::vector<std::weak_ptr<ArrayDesc>> outputs;
+  // Multi-output nodes only: what recreates an output nobody holds any more.
   std::vector<Shape> output_shapes;
   std::vector<Dtype> output_dtypes;
   ~Node();

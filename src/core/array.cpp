@@ -95,8 +95,7 @@ array::array(Shape shape, Dtype dtype, std::shared_ptr<Primitive> primitive,
   node->primitive = std::move(primitive);
   node->inputs = std::move(inputs);
   node->outputs.push_back(desc_);
-  node->output_shapes.push_back(desc_->shape);
-  node->output_dtypes.push_back(dtype);
+  // output_shapes/output_dtypes only serve to recreate dropped siblings: none here.
   desc_->node = std::move(node);
   desc_->is_tracer = std::any_of(desc_->node->inputs.begin(), desc_->node->inputs.end(),
                                  [](const array& a) { return a.is_tracer(); }) ||

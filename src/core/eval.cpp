@@ -46,7 +46,7 @@ void run_node(const std::shared_ptr<detail::Node>& node, std::vector<array>& out
 
 // The nodes to run behind `outputs`, in reverse execution order (consumers first).
 std::vector<array> build_tape(const std::vector<array>& outputs) {
-  // Fast path (one op on computed inputs, as in a loop of collectives): no graph walk.
+  // One op on computed inputs: no graph walk.
   if (outputs.size() == 1 && needs_eval(outputs[0])) {
     bool leaf = true;
     for (auto& in : outputs[0].node()->inputs) leaf = leaf && !needs_eval(in);
@@ -115,7 +115,26 @@ std::vector<array> build_tape(const std::vector<array>& outputs) {
   return tape;
 }
 
+// Runs one tape entry now, on this thread: what a stream worker does with it.
+void run_now(array& a) {
+  std::shared_ptr<detail::Node> node = a.node();
+  auto outs = a.outputs();
+  for (auto& o : outs) o.set_status(array::Status::scheduled);
+  if (!a.is_tracer()) a.detach();
+  run_node(node, outs);
+}
+
 void eval_impl(std::vector<array> outputs, bool async) {
+  // A lone op on computed inputs on an idle stream (a loop of collectives): run it here.
+  if (!async && outputs.size() == 1 && needs_eval(outputs[0])) {
+    array& a = outputs[0];
+    bool leaf = true;
+    for (auto& in : a.node()->inputs) leaf = leaf && !needs_eval(in);
+    if (leaf && scheduler::run_inline(a.node()->primitive->stream(), [&] { run_now(a); })) {
+      a.wait();
+      return;
+    }
+  }
   std::vector<array> tape = build_tape(outputs);
   // 3a. A blocking eval whose whole graph is on one idle stream runs it on this thread: the
   // same order and the same per-node code, without waking the worker and waiting for it.
@@ -125,12 +144,9 @@ void eval_impl(std::vector<array> outputs, bool async) {
     for (auto& a : tape) one_stream = one_stream && a.node()->primitive->stream() == s;
     if (one_stream && scheduler::run_inline(s, [&] {
           while (!tape.empty()) {
-            std::shared_ptr<detail::Node> node = tape.back().node();
-            auto outs = tape.back().outputs();
-            for (auto& o : outs) o.set_status(array::Status::scheduled);
-            if (!tape.back().is_tracer()) tape.back().detach();
+            array a = std::move(tape.back());
             tape.pop_back();
-            run_node(node, outs);
+            run_now(a);
           }
         })) {
       for (auto& o : outputs) o.wait();
