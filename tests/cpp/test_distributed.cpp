@@ -118,6 +118,16 @@ TEST(DistributedFaults, DifferentSizesRaiseOnBothRanks) {
   EXPECT_EQ(count(r.out, "names both"), 2) << r.out;
 }
 
+TEST(DistributedFaults, SizesThatTakeDifferentPathsRaiseOnBothRanks) {
+  for (const char* shm : {"1", "0"}) {
+    auto r = launch(2, "mismatch_paths",
+                    std::string("--env TESSERA_DIST_TIMEOUT=10 --env TESSERA_RING_SHM=") + shm);
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_EQ(count(r.out, "names both"), 2) << "shm " << shm << ":\n" << r.out;
+    EXPECT_LT(r.seconds, 8.0) << r.out;  // found, not waited out
+  }
+}
+
 TEST(DistributedFaults, DifferentBroadcastRootsRaiseOnBothRanks) {
   auto r = launch(2, "bcastroot", "--env TESSERA_DIST_TIMEOUT=10");
   EXPECT_EQ(r.code, 0) << r.out;

@@ -277,16 +277,19 @@ int mode_stop() {
   return 5;  // non-zero either way, so the launcher stops the stopped rank
 }
 
-// Ranks disagree on the size: both must raise an error naming both sizes.
-int mode_mismatch() {
-  int n = g_rank == 0 ? 1000 : 1200;
+// Ranks disagree on the size: both must raise an error naming both sizes. Sizes a and b
+// (elements of rank 0 and rank 1) pick the transport's paths: 1000 and 1200 take the same one,
+// 3 and 1000 different ones (one cache line versus slots in shared memory).
+int mode_mismatch(int a = 1000, int b = 1200) {
+  int n = g_rank == 0 ? a : b;
   try {
     mx::eval(dist::all_sum(mx::ones({n})));
     std::printf("rank %d: no error\n", g_rank);
     return 1;
   } catch (const std::runtime_error& e) {
     std::string m = e.what();
-    bool ok = m.find("1000") != std::string::npos && m.find("1200") != std::string::npos;
+    bool ok = m.find(" " + std::to_string(a) + " ") != std::string::npos &&
+              m.find(" " + std::to_string(b) + " ") != std::string::npos;
     std::printf("rank %d mismatch error (%s): %s\n", g_rank, ok ? "names both" : "INCOMPLETE",
                 m.c_str());
     return ok ? 0 : 1;
@@ -363,6 +366,7 @@ int main(int argc, char** argv) {
     if (mode == "kill") return mode_kill();
     if (mode == "stop") return mode_stop();
     if (mode == "mismatch") return mode_mismatch();
+    if (mode == "mismatch_paths") return mode_mismatch(3, 1000);
     if (mode == "bcastroot") return mode_bcastroot();
     if (mode == "badtoken") return mode_badtoken();
   } catch (const std::exception& e) {

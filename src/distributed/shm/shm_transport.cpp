@@ -26,11 +26,22 @@ namespace {
 
 constexpr int kSleepSliceMs = 10;       // futex sleeps this long between liveness checks
 constexpr size_t kPieceBytes = 64 << 10;  // reduce granularity (the result stays in cache)
+constexpr size_t kTinyBytes = 24;          // operations this small travel in one cache line
 
 struct alignas(64) Word {
   std::atomic<uint32_t> v{0};
   char pad[60];
 };
+
+// A whole small exchange in one cache line: the header, up to kTinyBytes of data and the
+// unit number that publishes them, so a peer pays one cache-line transfer per operation.
+struct alignas(64) TinyLine {
+  std::atomic<uint32_t> seq{0};  // unit + 1 once hdr and data are written
+  uint32_t pad = 0;
+  WireHeader hdr;
+  char data[kTinyBytes];
+};
+static_assert(sizeof(TinyLine) == 64);
 
 struct Control {
   Word pub;      // units whose inputs and header are published
@@ -39,6 +50,7 @@ struct Control {
   Word abort;    // non-zero: this rank failed
   Word waiters;  // threads sleeping on one of the counters above
   WireHeader hdr[kShmSlots];
+  TinyLine tiny[kShmSlots];  // units of tiny operations use these instead of pub/hdr/slots
 };
 static_assert(sizeof(Control) <= 4096);
 
@@ -120,6 +132,7 @@ ShmTransport::ShmTransport(int rank, int size, double timeout_s, std::vector<int
     : rank_(rank), size_(size), timeout_s_(timeout_s), liveness_fds_(std::move(liveness_fds)) {
   chunk_ = kShmChunkBytes;
   block_ = chunk_ / static_cast<size_t>(size_) / 64 * 64;
+  done_seen_.assign(static_cast<size_t>(size_), 0);
 }
 
 ShmTransport::~ShmTransport() = default;
@@ -185,11 +198,20 @@ void ShmTransport::abort() {
     w->v.fetch_add(0);
     futex(&w->v, FUTEX_WAKE, INT_MAX, nullptr);
   }
+  for (TinyLine& t : ctl->tiny) futex(&t.seq, FUTEX_WAKE, INT_MAX, nullptr);
 }
 
 void ShmTransport::wait_for(int peer, Counter c, uint64_t target64, const WireHeader& mine) {
   Control* ctl = segs_[static_cast<size_t>(peer)]->ctrl;
-  std::atomic<uint32_t>& w = counter_word(ctl, static_cast<int>(c));
+  // A peer that took the tiny path for the unit we wait to see published called something
+  // else: wait_word reports it instead of waiting out the timeout.
+  const uint64_t unit = c == Counter::pub ? target64 - 1 : kNoUnit;
+  wait_word(peer, counter_word(ctl, static_cast<int>(c)), target64, mine, unit, false);
+}
+
+void ShmTransport::wait_word(int peer, std::atomic<uint32_t>& w, uint64_t target64,
+                             const WireHeader& mine, uint64_t unit, bool tiny) {
+  Control* ctl = segs_[static_cast<size_t>(peer)]->ctrl;
   const auto target = static_cast<uint32_t>(target64);
   if (reached(w.load(std::memory_order_acquire), target)) return;
   auto start = Clock::now();
@@ -221,6 +243,19 @@ void ShmTransport::wait_for(int peer, Counter c, uint64_t target64, const WireHe
     // The counter first: a peer that posted and then left (or failed a later check) must not
     // turn a completed wait into an error.
     if (reached(w.load(std::memory_order_acquire), target)) return;
+    if (unit != kNoUnit) {
+      // The peer published this unit the other way (tiny line versus pub/hdr): a mismatch.
+      const auto u1 = static_cast<uint32_t>(unit + 1);
+      if (tiny && reached(ctl->pub.v.load(std::memory_order_acquire), u1)) {
+        WireHeader copy = ctl->hdr[unit % kShmSlots];
+        throw_mismatch(peer, mine, copy);
+      }
+      const TinyLine& t = ctl->tiny[unit % kShmSlots];
+      if (!tiny && reached(t.seq.load(std::memory_order_acquire), u1)) {
+        WireHeader copy = t.hdr;
+        throw_mismatch(peer, mine, copy);
+      }
+    }
     for (int r = 0; r < size_; ++r) {
       if (segs_[static_cast<size_t>(r)]->ctrl->abort.v.load() != 0 && !aborted_) {
         throw std::runtime_error("[ring] rank " + std::to_string(rank_) + ": rank " +
@@ -267,13 +302,17 @@ void ShmTransport::check_header(int peer, uint64_t unit, const WireHeader& mine)
   if (h.kind != mine.kind || h.dtype != mine.dtype || h.seq != mine.seq ||
       h.count != mine.count || h.bytes != mine.bytes || h.lane != mine.lane) {
     WireHeader copy = h;
-    throw std::runtime_error(
-        "[ring] rank " + std::to_string(rank_) + ": mismatched operation with rank " +
-        std::to_string(peer) + " (shared memory): this rank called " + describe_header(mine) +
-        ", rank " + std::to_string(peer) + " called " + describe_header(copy) +
-        ". Every rank must call the same collectives with the same sizes and dtypes in the "
-        "same order.");
+    throw_mismatch(peer, mine, copy);
   }
+}
+
+void ShmTransport::throw_mismatch(int peer, const WireHeader& mine, const WireHeader& theirs) {
+  throw std::runtime_error(
+      "[ring] rank " + std::to_string(rank_) + ": mismatched operation with rank " +
+      std::to_string(peer) + " (shared memory): this rank called " + describe_header(mine) +
+      ", rank " + std::to_string(peer) + " called " + describe_header(theirs) +
+      ". Every rank must call the same collectives with the same sizes and dtypes in the "
+      "same order.");
 }
 
 void ShmTransport::wait_all(Counter c, uint64_t target, const WireHeader& mine) {
@@ -282,9 +321,55 @@ void ShmTransport::wait_all(Counter c, uint64_t target, const WireHeader& mine) 
   }
 }
 
+void ShmTransport::slot_free(uint64_t unit, const WireHeader& h) {
+  if (unit < kShmSlots) return;
+  const auto target = static_cast<uint32_t>(unit - kShmSlots + 1);
+  for (int j = 0; j < size_; ++j) {
+    if (j == rank_) continue;
+    // Peers are rarely kShmSlots units behind: the last value read usually answers, and
+    // their `done` line is not fetched on every operation.
+    uint32_t& seen = done_seen_[static_cast<size_t>(j)];
+    if (reached(seen, target)) continue;
+    wait_for(j, Counter::done, target, h);
+    seen = segs_[static_cast<size_t>(j)]->ctrl->done.v.load(std::memory_order_acquire);
+  }
+}
+
 void ShmTransport::begin_unit(uint64_t unit, const WireHeader& h) {
-  if (unit >= kShmSlots) wait_all(Counter::done, unit - kShmSlots + 1, h);
+  slot_free(unit, h);
   segs_[static_cast<size_t>(rank_)]->ctrl->hdr[unit % kShmSlots] = h;
+}
+
+// One unit through the peers' tiny lines: publish hdr and `bytes` of `in`, wait for every
+// peer's line of the same unit and check its header. Returns the unit; the peers' data stays
+// in their lines until this rank posts `done` for it.
+uint64_t ShmTransport::tiny_exchange(const WireHeader& h, const void* in, size_t bytes) {
+  const uint64_t u = unit_++;
+  slot_free(u, h);
+  Control* mine = segs_[static_cast<size_t>(rank_)]->ctrl;
+  TinyLine& t = mine->tiny[u % kShmSlots];
+  t.hdr = h;
+  if (bytes > 0) std::memcpy(t.data, in, bytes);
+  t.seq.store(static_cast<uint32_t>(u + 1), std::memory_order_seq_cst);
+  if (mine->waiters.v.load(std::memory_order_seq_cst) > 0) {
+    futex(&t.seq, FUTEX_WAKE, INT_MAX, nullptr);
+  }
+  for (int j = 0; j < size_; ++j) {
+    if (j == rank_) continue;
+    const TinyLine& p = segs_[static_cast<size_t>(j)]->ctrl->tiny[u % kShmSlots];
+    wait_word(j, const_cast<std::atomic<uint32_t>&>(p.seq), u + 1, h, u, true);
+    const WireHeader& ph = p.hdr;
+    if (ph.kind != h.kind || ph.dtype != h.dtype || ph.seq != h.seq || ph.count != h.count ||
+        ph.bytes != h.bytes) {
+      WireHeader copy = ph;
+      throw_mismatch(j, h, copy);
+    }
+  }
+  return u;
+}
+
+const char* ShmTransport::tiny_data(int peer, uint64_t unit) {
+  return segs_[static_cast<size_t>(peer)]->ctrl->tiny[unit % kShmSlots].data;
 }
 
 void ShmTransport::reduce_stage(uint64_t unit, const WireHeader& h, const char* in, char* out,
@@ -353,6 +438,18 @@ void ShmTransport::all_reduce(const void* in_v, void* out_v, size_t count, Dtype
   h.count = count;
   h.bytes = count * es;
 
+  if (h.bytes <= kTinyBytes) {
+    // One cache line per rank; every rank reduces the inputs in rank order itself.
+    h.lane = 0;
+    const uint64_t u = tiny_exchange(h, in, h.bytes);
+    if (count > 0) {
+      auto src = [&](int j) { return tiny_data(j, u); };  // ours too: `in` may be `out`
+      reduce_buffers(out, src(0), src(1), count, dtype, op);
+      for (int j = 2; j < size_; ++j) reduce_buffers(out, out, src(j), count, dtype, op);
+    }
+    post(Counter::done, u + 1);
+    return;
+  }
   if (h.bytes <= kShmSmallBytes && h.bytes <= chunk_) {
     // One unit: everyone publishes everything and reduces everything itself, in rank order
     // from the slots (so in == out is safe and every rank computes the same bits).
@@ -505,14 +602,7 @@ void ShmTransport::barrier(uint64_t seq) {
   WireHeader h;
   h.kind = static_cast<uint8_t>(OpKind::barrier);
   h.seq = seq;
-  const uint64_t u = unit_++;
-  begin_unit(u, h);
-  post(Counter::pub, u + 1);
-  for (int j = 0; j < size_; ++j) {
-    if (j == rank_) continue;
-    wait_for(j, Counter::pub, u + 1, h);
-    check_header(j, u, h);
-  }
+  const uint64_t u = tiny_exchange(h, nullptr, 0);
   post(Counter::done, u + 1);
 }
 

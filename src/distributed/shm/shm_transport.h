@@ -66,6 +66,16 @@ class ShmTransport {
   void wait_all(Counter c, uint64_t target, const WireHeader& mine);
   void post(Counter c, uint64_t value);
   void check_header(int peer, uint64_t unit, const WireHeader& mine);
+  [[noreturn]] void throw_mismatch(int peer, const WireHeader& mine, const WireHeader& theirs);
+  // wait_for on any word of `peer`'s segment; with unit != kNoUnit it also notices a peer that
+  // published that unit the other way (tiny line versus pub) and raises a mismatch.
+  static constexpr uint64_t kNoUnit = ~uint64_t(0);
+  void wait_word(int peer, std::atomic<uint32_t>& w, uint64_t target, const WireHeader& mine,
+                 uint64_t unit, bool tiny);
+  // Waits until every peer has finished the unit that last used unit's slot.
+  void slot_free(uint64_t unit, const WireHeader& h);
+  uint64_t tiny_exchange(const WireHeader& h, const void* in, size_t bytes);
+  const char* tiny_data(int peer, uint64_t unit);
   char* slot(int peer, uint64_t unit);
   // Waits until slot unit % kSlots is free on every peer, then publishes our header for it.
   void begin_unit(uint64_t unit, const WireHeader& h);
@@ -84,6 +94,7 @@ class ShmTransport {
   size_t chunk_ = 0;                            // bytes per slot
   size_t block_ = 0;                            // bytes per rank's block in a slot (64-aligned)
   uint64_t unit_ = 0;                           // units started (the operation thread only)
+  std::vector<uint32_t> done_seen_;             // last `done` read from each peer
   std::atomic<bool> aborted_{false};
 };
 
