@@ -96,7 +96,7 @@ struct RankArgs {
   std::vector<std::string> ops = kAllOps;
   size_t max_bytes = size_t(256) << 20;
   double target_s = 0.03;
-  int max_iters = 1000;
+  int max_iters = 100000;
 };
 
 RankArgs parse_rank_args(int argc, char** argv) {
@@ -326,7 +326,7 @@ struct DriverArgs {
   std::vector<std::string> ops = kAllOps;
   std::vector<std::string> peers = {"gloo", "mpi", "mlx"};
   double target_ms = 10;
-  int max_iters = 1000;
+  int max_iters = 100000;
   double timeout_s = 300;
   bool keep = false;
 };

@@ -24,9 +24,16 @@ void async_eval(Arrays&&... outputs) {
 }
 // Compute `outputs`; rethrows the first kernel error.
 void eval(std::vector<array> outputs);
+namespace detail {
+void eval_one(const array& a);  // eval of one array without building a vector for it
+}
 template <typename... Arrays, typename = enable_for_arrays_t<Arrays...>>
 void eval(Arrays&&... outputs) {
-  eval(std::vector<array>{std::forward<Arrays>(outputs)...});
+  if constexpr (sizeof...(Arrays) == 1) {
+    detail::eval_one(outputs...);
+  } else {
+    eval(std::vector<array>{std::forward<Arrays>(outputs)...});
+  }
 }
 
 using VecFn = std::function<std::vector<array>(const std::vector<array>&)>;

@@ -124,17 +124,22 @@ void run_now(array& a) {
   run_node(node, outs);
 }
 
-void eval_impl(std::vector<array> outputs, bool async) {
-  // A lone op on computed inputs on an idle stream (a loop of collectives): run it here.
-  if (!async && outputs.size() == 1 && needs_eval(outputs[0])) {
-    array& a = outputs[0];
-    bool leaf = true;
-    for (auto& in : a.node()->inputs) leaf = leaf && !needs_eval(in);
-    if (leaf && scheduler::run_inline(a.node()->primitive->stream(), [&] { run_now(a); })) {
-      a.wait();
-      return;
-    }
+// A lone op on computed inputs on an idle stream (a loop of collectives) runs here; false if
+// `a` is not such an op.
+bool eval_lone_op(const array& a) {
+  if (!needs_eval(a)) return false;
+  for (auto& in : a.node()->inputs)
+    if (needs_eval(in)) return false;
+  array handle = a;
+  if (!scheduler::run_inline(a.node()->primitive->stream(), [&] { run_now(handle); })) {
+    return false;
   }
+  handle.wait();
+  return true;
+}
+
+void eval_impl(std::vector<array> outputs, bool async) {
+  if (!async && outputs.size() == 1 && eval_lone_op(outputs[0])) return;
   std::vector<array> tape = build_tape(outputs);
   // 3a. A blocking eval whose whole graph is on one idle stream runs it on this thread: the
   // same order and the same per-node code, without waking the worker and waiting for it.
@@ -177,6 +182,9 @@ void eval_impl(std::vector<array> outputs, bool async) {
 }  // namespace
 
 void eval(std::vector<array> outputs) { eval_impl(std::move(outputs), false); }
+void detail::eval_one(const array& a) {
+  if (!eval_lone_op(a)) eval_impl({a}, false);
+}
 void async_eval(std::vector<array> outputs) { eval_impl(std::move(outputs), true); }
 
 }  // namespace tessera

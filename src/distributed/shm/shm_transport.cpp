@@ -213,7 +213,11 @@ void ShmTransport::wait_word(int peer, std::atomic<uint32_t>& w, uint64_t target
                              const WireHeader& mine, uint64_t unit, bool tiny) {
   Control* ctl = segs_[static_cast<size_t>(peer)]->ctrl;
   const auto target = static_cast<uint32_t>(target64);
-  if (reached(w.load(std::memory_order_acquire), target)) return;
+  // A first burst of polls without reading the clock: most waits end within it.
+  for (int i = 0; i < 64; ++i) {
+    if (reached(w.load(std::memory_order_acquire), target)) return;
+    cpu_relax();
+  }
   auto start = Clock::now();
   auto spin_end = start + std::chrono::duration_cast<Clock::duration>(
                               std::chrono::duration<double>(spin_.spin_s));
