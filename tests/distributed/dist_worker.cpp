@@ -128,6 +128,25 @@ void check_collectives(Dtype dt, size_t n) {
       }
     }
   }
+  // send/recv around the ring: every rank gets its left neighbour's input, bit for bit.
+  if (g_size > 1) {
+    const int right = (g_rank + 1) % g_size, left = (g_rank + g_size - 1) % g_size;
+    array got(0);
+    if (g_rank % 2 == 0) {
+      mx::eval(dist::send(x, right));
+      got = dist::recv_like(x, left);
+      got.eval();
+    } else {
+      got = dist::recv_like(x, left);
+      got.eval();
+      mx::eval(dist::send(x, right));
+    }
+    auto e = input<T>(left, n, dt);
+    if (got.size() != n || got.dtype() != dt ||
+        (n > 0 && std::memcmp(got.template data<T>(), e.template data<T>(), n * sizeof(T)) != 0)) {
+      fail("send/recv " + tag);
+    }
+  }
 }
 
 int mode_collectives() {

@@ -719,6 +719,18 @@ void RingGroup::point_to_point(void* buf, size_t bytes, Dtype dtype, int peer, b
   OpDesc d{OpKind::send, dtype_code(dtype), bytes / dtype.size(), bytes};
   auto& counters = sending ? sent_ : received_;
   const uint64_t seq = counters[static_cast<size_t>(peer)]++;
+  if (shm_ && shm_->p2p_enabled()) {
+    try {
+      if (sending) {
+        shm_->send(buf, bytes, dtype, peer, seq);
+      } else {
+        shm_->recv(buf, bytes, dtype, peer, seq);
+      }
+    } catch (const std::exception& e) {
+      fail(e.what());
+    }
+    return;
+  }
   std::vector<Stream> streams(static_cast<size_t>(R));
   for (int i = 0; i < R; ++i) {
     Stream& st = streams[static_cast<size_t>(i)];

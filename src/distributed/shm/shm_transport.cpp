@@ -76,12 +76,21 @@ struct Blocks {
 
 }  // namespace
 
+struct ShmTransport::P2pCtl {
+  Word sent;      // in the sender's segment: chunks published for the receiver
+  Word consumed;  // in the receiver's segment (its entry for the sender): chunks read
+  WireHeader hdr[kP2pSlots];
+  static void check_layout() { static_assert(sizeof(P2pCtl) % 64 == 0); }
+};
+// (alignas(64) Words make P2pCtl a whole number of cache lines.)
+
 struct ShmTransport::Segment {
   std::string name;
   void* base = nullptr;
   size_t bytes = 0;
   Control* ctrl = nullptr;
   char* data = nullptr;
+  char* p2p = nullptr;  // P2pCtl per rank, then kP2pSlots chunks per rank
   ~Segment() {
     if (base) munmap(base, bytes);
   }
@@ -133,6 +142,8 @@ ShmTransport::ShmTransport(int rank, int size, double timeout_s, std::vector<int
   chunk_ = kShmChunkBytes;
   block_ = chunk_ / static_cast<size_t>(size_) / 64 * 64;
   done_seen_.assign(static_cast<size_t>(size_), 0);
+  p2p_sent_.assign(static_cast<size_t>(size_), 0);
+  p2p_read_.assign(static_cast<size_t>(size_), 0);
 }
 
 ShmTransport::~ShmTransport() = default;
@@ -143,7 +154,11 @@ std::unique_ptr<ShmTransport> ShmTransport::create(
     std::vector<int> liveness_fds) {
   std::unique_ptr<ShmTransport> t(new ShmTransport(rank, size, timeout_s, std::move(liveness_fds)));
   t->spin_ = spin;
-  const size_t seg_bytes = 4096 + kShmSlots * t->chunk_;
+  if (size <= kShmP2pMaxRanks) t->p2p_chunk_ = kP2pChunkBytes;
+  const size_t n = static_cast<size_t>(size);
+  const size_t p2p_ctl_bytes = (n * sizeof(P2pCtl) + 4095) / 4096 * 4096;
+  const size_t p2p_bytes = t->p2p_chunk_ > 0 ? p2p_ctl_bytes + n * kP2pSlots * t->p2p_chunk_ : 0;
+  const size_t seg_bytes = 4096 + kShmSlots * t->chunk_ + p2p_bytes;
   uint64_t rnd = 0;
   if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd)) rnd = static_cast<uint64_t>(getpid());
   constexpr size_t kName = 64;
@@ -160,6 +175,7 @@ std::unique_ptr<ShmTransport> ShmTransport::create(
       t->segs_[static_cast<size_t>(r)] = map_segment(
           std::string(names.data() + kName * static_cast<size_t>(r)), seg_bytes, false);
     }
+    for (auto& s : t->segs_) s->p2p = s->data + kShmSlots * t->chunk_;
     char dummy = 0;
     std::vector<char> all(static_cast<size_t>(size));
     exchange(&dummy, all.data(), 1);  // everyone has mapped everything: the names can go
@@ -608,6 +624,81 @@ void ShmTransport::barrier(uint64_t seq) {
   h.seq = seq;
   const uint64_t u = tiny_exchange(h, nullptr, 0);
   post(Counter::done, u + 1);
+}
+
+ShmTransport::P2pCtl* ShmTransport::p2p_ctl(int owner, int other) {
+  return reinterpret_cast<P2pCtl*>(segs_[static_cast<size_t>(owner)]->p2p) + other;
+}
+
+char* ShmTransport::p2p_slot(int owner, int other, uint64_t chunk) {
+  const size_t n = static_cast<size_t>(size_);
+  const size_t ctl_bytes = (n * sizeof(P2pCtl) + 4095) / 4096 * 4096;
+  return segs_[static_cast<size_t>(owner)]->p2p + ctl_bytes +
+         (static_cast<size_t>(other) * kP2pSlots + chunk % kP2pSlots) * p2p_chunk_;
+}
+
+namespace {
+
+WireHeader p2p_header(size_t bytes, Dtype dtype, uint64_t seq) {
+  WireHeader h;
+  h.kind = static_cast<uint8_t>(OpKind::send);
+  h.dtype = static_cast<uint8_t>(dtype.val());
+  h.seq = seq;
+  h.count = bytes / dtype.size();
+  h.bytes = bytes;
+  return h;
+}
+
+// Wakes sleepers of `w` (a word of this rank's segment) when someone sleeps on this segment.
+void post_word(Control* mine, std::atomic<uint32_t>& w, uint32_t value) {
+  w.store(value, std::memory_order_seq_cst);
+  if (mine->waiters.v.load(std::memory_order_seq_cst) > 0) futex(&w, FUTEX_WAKE, INT_MAX, nullptr);
+}
+
+}  // namespace
+
+void ShmTransport::send(const void* in_v, size_t bytes, Dtype dtype, int dst, uint64_t seq) {
+  const WireHeader h = p2p_header(bytes, dtype, seq);
+  auto* in = static_cast<const char*>(in_v);
+  P2pCtl* out_ctl = p2p_ctl(rank_, dst);  // ours, for dst
+  P2pCtl* back = p2p_ctl(dst, rank_);     // dst's, for us: its `consumed`
+  uint64_t& c = p2p_sent_[static_cast<size_t>(dst)];
+  const size_t chunks = std::max<size_t>(1, (bytes + p2p_chunk_ - 1) / p2p_chunk_);
+  for (size_t k = 0; k < chunks; ++k, ++c) {
+    if (c >= kP2pSlots) {
+      wait_word(dst, back->consumed.v, c - kP2pSlots + 1, h, kNoUnit, false);
+    }
+    const size_t off = k * p2p_chunk_, len = std::min(p2p_chunk_, bytes - std::min(bytes, off));
+    WireHeader ch = h;
+    ch.lane = static_cast<uint8_t>(k);
+    out_ctl->hdr[c % kP2pSlots] = ch;
+    if (len > 0) std::memcpy(p2p_slot(rank_, dst, c), in + off, len);
+    post_word(segs_[static_cast<size_t>(rank_)]->ctrl, out_ctl->sent.v,
+              static_cast<uint32_t>(c + 1));
+  }
+}
+
+void ShmTransport::recv(void* out_v, size_t bytes, Dtype dtype, int src, uint64_t seq) {
+  const WireHeader h = p2p_header(bytes, dtype, seq);
+  auto* out = static_cast<char*>(out_v);
+  P2pCtl* in_ctl = p2p_ctl(src, rank_);  // src's, for us
+  P2pCtl* mine = p2p_ctl(rank_, src);    // ours, for src: our `consumed`
+  uint64_t& c = p2p_read_[static_cast<size_t>(src)];
+  const size_t chunks = std::max<size_t>(1, (bytes + p2p_chunk_ - 1) / p2p_chunk_);
+  for (size_t k = 0; k < chunks; ++k, ++c) {
+    wait_word(src, in_ctl->sent.v, c + 1, h, kNoUnit, false);
+    WireHeader expect = h;
+    expect.lane = static_cast<uint8_t>(k);
+    const WireHeader got = in_ctl->hdr[c % kP2pSlots];
+    if (got.kind != expect.kind || got.dtype != expect.dtype || got.seq != expect.seq ||
+        got.count != expect.count || got.bytes != expect.bytes || got.lane != expect.lane) {
+      throw_mismatch(src, h, got);
+    }
+    const size_t off = k * p2p_chunk_, len = std::min(p2p_chunk_, bytes - std::min(bytes, off));
+    if (len > 0) std::memcpy(out + off, p2p_slot(src, rank_, c), len);
+    post_word(segs_[static_cast<size_t>(rank_)]->ctrl, mine->consumed.v,
+              static_cast<uint32_t>(c + 1));
+  }
 }
 
 }  // namespace tessera::distributed::detail

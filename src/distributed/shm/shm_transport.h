@@ -53,6 +53,12 @@ class ShmTransport {
   // `in` (bytes) may alias out + rank * bytes.
   void all_gather(const void* in, void* out, size_t bytes, uint64_t seq);
   void barrier(uint64_t seq);
+  // Point to point through a per-pair ring of kP2pSlots chunks in the sender's segment (two
+  // copies, pipelined): the sender returns once everything is in the ring or read. `seq` is
+  // the message number between the pair. Both check the header of every chunk.
+  bool p2p_enabled() const { return p2p_chunk_ > 0; }
+  void send(const void* in, size_t bytes, Dtype dtype, int dst, uint64_t seq);
+  void recv(void* out, size_t bytes, Dtype dtype, int src, uint64_t seq);
   // Any thread: wakes every waiter (here and on peers) with an error.
   void abort();
 
@@ -95,6 +101,11 @@ class ShmTransport {
   size_t block_ = 0;                            // bytes per rank's block in a slot (64-aligned)
   uint64_t unit_ = 0;                           // units started (the operation thread only)
   std::vector<uint32_t> done_seen_;             // last `done` read from each peer
+  size_t p2p_chunk_ = 0;                        // bytes per point-to-point slot; 0 = off
+  std::vector<uint64_t> p2p_sent_, p2p_read_;   // chunks sent to / read from each peer
+  struct P2pCtl;
+  P2pCtl* p2p_ctl(int owner, int other);        // in owner's segment, for messages owner->other
+  char* p2p_slot(int owner, int other, uint64_t chunk);
   std::atomic<bool> aborted_{false};
 };
 
@@ -103,5 +114,10 @@ inline constexpr size_t kShmChunkBytes = size_t(1) << 20;
 inline constexpr size_t kShmSlots = 4;
 // All-reduce messages up to this size (and at most one slot) use the one-step algorithm.
 inline constexpr size_t kShmSmallBytes = 32 << 10;
+// Point to point: slots per ordered pair of ranks and their size; up to kShmP2pMaxRanks local
+// ranks (beyond that the rings would cost too much memory and send/recv stay on TCP).
+inline constexpr size_t kP2pSlots = 4;
+inline constexpr size_t kP2pChunkBytes = 256 << 10;
+inline constexpr int kShmP2pMaxRanks = 32;
 
 }  // namespace tessera::distributed::detail
