@@ -44,14 +44,17 @@ void run_node(const std::shared_ptr<detail::Node>& node, std::vector<array>& out
   }
 }
 
+// An op still to run whose inputs are all computed (or being computed): a one-node graph.
+bool is_lone_op(const array& a) {
+  if (!needs_eval(a)) return false;
+  for (auto& in : a.node()->inputs)
+    if (needs_eval(in)) return false;
+  return true;
+}
+
 // The nodes to run behind `outputs`, in reverse execution order (consumers first).
 std::vector<array> build_tape(const std::vector<array>& outputs) {
-  // One op on computed inputs: no graph walk.
-  if (outputs.size() == 1 && needs_eval(outputs[0])) {
-    bool leaf = true;
-    for (auto& in : outputs[0].node()->inputs) leaf = leaf && !needs_eval(in);
-    if (leaf) return {outputs[0]};
-  }
+  if (outputs.size() == 1 && is_lone_op(outputs[0])) return {outputs[0]};  // no graph walk
   // 1. Depth-first walk: count, for every node to run, the edges from its consumers.
   std::unordered_map<const detail::Node*, int> consumers;
   std::vector<array> roots;
@@ -127,9 +130,7 @@ void run_now(array& a) {
 // A lone op on computed inputs on an idle stream (a loop of collectives) runs here; false if
 // `a` is not such an op.
 bool eval_lone_op(const array& a) {
-  if (!needs_eval(a)) return false;
-  for (auto& in : a.node()->inputs)
-    if (needs_eval(in)) return false;
+  if (!is_lone_op(a)) return false;
   array handle = a;
   if (!scheduler::run_inline(a.node()->primitive->stream(), [&] { run_now(handle); })) {
     return false;
