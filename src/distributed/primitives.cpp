@@ -12,7 +12,8 @@ namespace tessera::distributed {
 
 namespace {
 
-Group resolve(const std::optional<Group>& g) { return g ? *g : init(); }
+// The group an op runs on (the caller's, moved out of its by-value parameter, or init()'s).
+Group resolve(std::optional<Group>& g) { return g ? std::move(*g) : init(); }
 
 array make(Shape shape, Dtype dtype, std::shared_ptr<Primitive> p, std::vector<array> inputs) {
   return array(std::move(shape), dtype, std::move(p), std::move(inputs));
@@ -22,7 +23,8 @@ array all_reduce(const array& x, std::optional<Group> group, StreamOrDevice s,
                  detail::ReduceOp op) {
   auto g = resolve(group);
   if (g.size() == 1) return x;
-  return make(x.shape(), x.dtype(), std::make_shared<AllReduce>(to_stream(s), g, op), {x});
+  return make(x.shape(), x.dtype(), std::make_shared<AllReduce>(to_stream(s), std::move(g), op),
+              {x});
 }
 
 void check_peer(const char* what, int peer, const Group& g) {
