@@ -46,7 +46,7 @@ bench: build
 # TCP) and MLX's ring, 2 and 4 ranks, 4 B .. 256 MiB; interleaved rounds, medians.
 bench-dist: build
 	@bash scripts/bench_dist_deps.sh
-	./$(BUILD)/bench_collectives --rounds 2 --json $(BUILD)/bench_collectives.json
+	./$(BUILD)/bench_collectives --rounds 3 --json $(BUILD)/bench_collectives.json
 
 # Regenerate docs/env.md from the configuration registry.
 docs: build
