@@ -2,7 +2,7 @@
 // neighbour (C = addresses per rank in the hostfile), opens direct connections on demand for
 // send/recv between other ranks, and runs pipelined ring algorithms striped over all
 // connections in both directions. Ranks on one host use shared memory (shm/shm_transport.h)
-// for collectives when enabled. Every message carries a WireHeader (stream.h), so ranks that
+// for collectives and send/recv when enabled. Every message carries a WireHeader (stream.h), so ranks that
 // call different operations or sizes get an error naming both sides instead of a hang.
 #pragma once
 
@@ -78,6 +78,7 @@ class RingGroup : public GroupImpl {
 
  private:
   void point_to_point(void* buf, size_t bytes, Dtype dtype, int peer, bool sending);
+  void reduce(const void* in, void* out, size_t count, Dtype dtype, ReduceOp op, bool scatter);
   struct OpDesc {
     OpKind kind;
     uint8_t dtype;  // Dtype::Val or kBytesDtype

@@ -1,6 +1,6 @@
 // TCP transport for the ring backend: an RAII socket, listeners bound to one hostfile address,
 // connect with back-off until a deadline, accept with a deadline, and full-deadline send/recv
-// (poll based). Knows nothing about collectives (ring_group.cpp decides which bytes go where).
+// (poll based). Knows nothing about collectives (collectives.cpp decides which bytes go where).
 #pragma once
 
 #include <chrono>

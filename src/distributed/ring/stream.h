@@ -2,7 +2,7 @@
 // connection while receiving a sequence of steps from another, with every message prefixed by
 // a WireHeader that is checked against ours. Received chunks are either written in place or
 // reduced into a destination; step s's send may only use what step s-1 has received and
-// processed (that is what makes ring algorithms pipelined). ring_group.cpp builds the steps.
+// processed (that is what makes ring algorithms pipelined). collectives.cpp builds the steps.
 #pragma once
 
 #include <cstddef>
