@@ -45,6 +45,16 @@ int RingGroup::lanes_for(size_t bytes) const {
   return static_cast<int>(std::clamp<size_t>(r, 1, static_cast<size_t>(2 * conns_)));
 }
 
+// Lane i of a ring operation: connection i / 2, rightwards for even i, leftwards for odd.
+long RingGroup::ring_lane(Stream& st, int i, int lanes, const OpDesc& d, uint64_t seq) {
+  const size_t c = static_cast<size_t>(i / 2);
+  const long dir = (i % 2 == 0) ? 1 : -1;
+  st.send_link = dir > 0 ? &right_links_[c] : &left_links_[c];
+  st.recv_link = dir > 0 ? &left_links_[c] : &right_links_[c];
+  st.header = header_for(d, seq, i, lanes);
+  return dir;
+}
+
 void RingGroup::ring_reduce(const char* in, char* out, size_t count, Dtype dtype, ReduceOp op,
                             OpKind kind, bool scatter) {
   const size_t es = dtype.size();
@@ -65,11 +75,7 @@ void RingGroup::ring_reduce(const char* in, char* out, size_t count, Dtype dtype
   std::vector<Stream> streams(static_cast<size_t>(R));
   for (int i = 0; i < R; ++i) {
     Stream& st = streams[static_cast<size_t>(i)];
-    const int c = i / 2;
-    const long dir = (i % 2 == 0) ? 1 : -1;
-    st.send_link = dir > 0 ? &right_links_[c] : &left_links_[c];
-    st.recv_link = dir > 0 ? &left_links_[c] : &right_links_[c];
-    st.header = header_for(d, seq, i, R);
+    const long dir = ring_lane(st, i, R, d, seq);
     st.dtype = dtype;
     st.op = op;
     st.chunk = opt_.chunk_bytes / es * es;
@@ -236,11 +242,7 @@ void RingGroup::all_gather(const void* in_v, void* out_v, size_t bytes) {
   std::vector<Stream> streams(static_cast<size_t>(R));
   for (int i = 0; i < R; ++i) {
     Stream& st = streams[static_cast<size_t>(i)];
-    const int c = i / 2;
-    const long dir = (i % 2 == 0) ? 1 : -1;
-    st.send_link = dir > 0 ? &right_links_[c] : &left_links_[c];
-    st.recv_link = dir > 0 ? &left_links_[c] : &right_links_[c];
-    st.header = header_for(d, seq, i, R);
+    const long dir = ring_lane(st, i, R, d, seq);
     auto [lo, hi] = split_range(bytes, static_cast<size_t>(R), static_cast<size_t>(i));
     // In segments, as ring_reduce: a received block is forwarded while still in cache.
     const size_t seg = std::max<size_t>(1, opt_.segment_bytes / static_cast<size_t>(size_));

@@ -90,6 +90,7 @@ class RingGroup : public GroupImpl {
   Link* direct_link(int peer);
   Link* link_to(int peer, bool sending, int conn);
   WireHeader header_for(const OpDesc& d, uint64_t seq, int lane, int lanes) const;
+  long ring_lane(Stream& st, int i, int lanes, const OpDesc& d, uint64_t seq);
   int lanes_for(size_t bytes) const;
   StreamEnv stream_env(const char* recv_expectation) const;
   char* scratch(int lane);
