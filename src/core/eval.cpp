@@ -121,7 +121,13 @@ std::vector<array> build_tape(const std::vector<array>& outputs) {
 // Runs one tape entry now, on this thread: what a stream worker does with it.
 void run_now(array& a) {
   std::shared_ptr<detail::Node> node = a.node();
-  auto outs = a.outputs();
+  std::vector<array> outs;
+  if (node->outputs.size() == 1) {
+    outs.reserve(1);
+    outs.push_back(a);  // a single-output node's output is `a` itself
+  } else {
+    outs = a.outputs();
+  }
   for (auto& o : outs) o.set_status(array::Status::scheduled);
   if (!a.is_tracer()) a.detach();
   run_node(node, outs);
