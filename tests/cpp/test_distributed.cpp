@@ -140,6 +140,17 @@ TEST(DistributedFaults, WrongTokenConnectionIsRejectedAndJobCompletes) {
   EXPECT_EQ(count(r.out, "badtoken ok"), 2) << r.out;
 }
 
+TEST(DistributedFaults, SilentConnectionDoesNotHoldUpTheJob) {
+  auto r = launch(2, "silent");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(count(r.out, "silent ok"), 2) << r.out;
+  // Serial handshakes would wait out the silent connection's 10 s deadline first.
+  for (size_t p = r.out.find("silent ok after "); p != std::string::npos;
+       p = r.out.find("silent ok after ", p + 1)) {
+    EXPECT_LT(std::stod(r.out.substr(p + 16)), 5.0) << r.out;
+  }
+}
+
 TEST(DistributedSingleton, OpsWithoutConfiguration) {
   // This test process has no rank or hostfile: init gives the singleton group.
   auto g = tessera::distributed::init();

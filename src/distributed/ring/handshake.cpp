@@ -122,6 +122,7 @@ ConnIdentity server_handshake(const Socket& s, const std::string& token, int my_
   ctx.op = "handshake";
   ctx.rank = my_rank;
   ctx.peer_address = peer_text;
+  ctx.timeout_s = deadline.span_s();
   Hello h{};
   recv_all(s, &h, sizeof(h), deadline, ctx);
   auto reject = [&](const std::string& why) -> ConnIdentity {

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -159,6 +160,13 @@ RingGroup::~RingGroup() {
     char b = 1;
     [[maybe_unused]] ssize_t w = ::write(wake_write_.fd(), &b, 1);
     acceptor_.join();
+    std::vector<std::thread> handshakers;
+    {
+      std::lock_guard<std::mutex> lk(accept_mu_);
+      for (int fd : handshake_fds_) ::shutdown(fd, SHUT_RDWR);  // ends their handshakes now
+      handshakers.swap(handshakers_);
+    }
+    for (auto& t : handshakers) t.join();
   }
   pool_.reset();
   shm_.reset();
@@ -178,43 +186,69 @@ void RingGroup::accept_loop() {
       Socket s = accept_until(listeners_[i], Deadline::after(0.001), &peer_text);
       if (!s.valid()) continue;
       s.set_nodelay();
-      ConnIdentity id;
-      try {
-        id = server_handshake(s, opt_.token, rank_, size_, conns_,
-                              Deadline::after(std::min(opt_.connect_timeout_s, 10.0)), peer_text);
-      } catch (const std::exception& e) {
-        std::cerr << e.what() << " (connection closed; still waiting for the right peer)\n";
+      // Each connection proves itself on its own thread, so one that connects and stays
+      // silent cannot hold up the peers behind it for its handshake deadline.
+      std::lock_guard<std::mutex> lk(accept_mu_);
+      if (stopping_) return;
+      if (handshakes_active_ >= kMaxHandshakes) {
+        std::cerr << "[ring] rank " << rank_ << ": " << kMaxHandshakes
+                  << " connections are already authenticating; closed one from " << peer_text
+                  << "\n";
         continue;
       }
-      auto link = std::make_unique<Link>();
-      link->peer = id.client_rank;
-      link->peer_address = hostfile_.ranks[id.client_rank][0].text();
-      link->sock = std::move(s);
-      std::lock_guard<std::mutex> lk(accept_mu_);
-      if (id.kind == ConnKind::ring) {
-        if (id.client_rank != left_ || pending_left_.empty() ||
-            pending_left_[static_cast<size_t>(id.index)]) {
-          std::cerr << "[ring] rank " << rank_ << ": rejected an unexpected ring connection "
-                    << id.index << " from rank " << id.client_rank << " (" << peer_text
-                    << "); only rank " << left_ << " connects here, once per index\n";
-          continue;
-        }
-        if (opt_.verbose) {
-          std::cerr << "[ring] rank " << rank_ << ": accepted connection " << id.index
-                    << " from rank " << id.client_rank << "\n";
-        }
-        pending_left_[static_cast<size_t>(id.index)] = std::move(link);
-      } else {
-        if (direct_.count(id.client_rank) || id.client_rank > rank_) {
-          std::cerr << "[ring] rank " << rank_ << ": rejected an unexpected direct connection "
-                    << "from rank " << id.client_rank << " (" << peer_text << ")\n";
-          continue;
-        }
-        direct_[id.client_rank] = std::move(link);
-      }
-      accept_cv_.notify_all();
+      ++handshakes_active_;
+      handshake_fds_.push_back(s.fd());
+      handshakers_.emplace_back(
+          [this, sock = std::move(s), peer_text]() mutable { authenticate(std::move(sock), peer_text); });
     }
   }
+}
+
+void RingGroup::authenticate(Socket s, const std::string& peer_text) {
+  const int fd = s.fd();
+  auto finished = [&] {  // under accept_mu_
+    handshake_fds_.erase(std::find(handshake_fds_.begin(), handshake_fds_.end(), fd));
+    --handshakes_active_;
+  };
+  ConnIdentity id;
+  try {
+    id = server_handshake(s, opt_.token, rank_, size_, conns_,
+                          Deadline::after(std::min(opt_.connect_timeout_s, 10.0)), peer_text);
+  } catch (const std::exception& e) {
+    std::lock_guard<std::mutex> lk(accept_mu_);
+    if (!stopping_) std::cerr << e.what() << " (connection closed; still waiting for the right peer)\n";
+    finished();
+    return;
+  }
+  auto link = std::make_unique<Link>();
+  link->peer = id.client_rank;
+  link->peer_address = hostfile_.ranks[id.client_rank][0].text();
+  link->sock = std::move(s);
+  std::lock_guard<std::mutex> lk(accept_mu_);
+  finished();
+  if (stopping_) return;
+  if (id.kind == ConnKind::ring) {
+    if (id.client_rank != left_ || pending_left_.empty() ||
+        pending_left_[static_cast<size_t>(id.index)]) {
+      std::cerr << "[ring] rank " << rank_ << ": rejected an unexpected ring connection "
+                << id.index << " from rank " << id.client_rank << " (" << peer_text
+                << "); only rank " << left_ << " connects here, once per index\n";
+      return;
+    }
+    if (opt_.verbose) {
+      std::cerr << "[ring] rank " << rank_ << ": accepted connection " << id.index
+                << " from rank " << id.client_rank << "\n";
+    }
+    pending_left_[static_cast<size_t>(id.index)] = std::move(link);
+  } else {
+    if (direct_.count(id.client_rank) || id.client_rank > rank_) {
+      std::cerr << "[ring] rank " << rank_ << ": rejected an unexpected direct connection "
+                << "from rank " << id.client_rank << " (" << peer_text << ")\n";
+      return;
+    }
+    direct_[id.client_rank] = std::move(link);
+  }
+  accept_cv_.notify_all();
 }
 
 Link* RingGroup::direct_link(int peer) {

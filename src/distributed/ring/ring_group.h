@@ -87,6 +87,9 @@ class RingGroup : public GroupImpl {
   };
 
   void accept_loop();
+  // One accepted connection's handshake and registration (on its own thread).
+  void authenticate(Socket s, const std::string& peer_text);
+  static constexpr int kMaxHandshakes = 16;  // connections authenticating at once
   Link* direct_link(int peer);
   Link* link_to(int peer, bool sending, int conn);
   WireHeader header_for(const OpDesc& d, uint64_t seq, int lane, int lanes) const;
@@ -122,6 +125,9 @@ class RingGroup : public GroupImpl {
   std::map<int, std::unique_ptr<Link>> direct_;
   bool stopping_ = false;
   std::thread acceptor_;
+  std::vector<std::thread> handshakers_;  // authenticate() threads (accept_mu_)
+  std::vector<int> handshake_fds_;        // their sockets, shut down on destruction (accept_mu_)
+  int handshakes_active_ = 0;             // (accept_mu_)
 
   std::mutex op_mu_;  // one operation at a time
   uint64_t coll_seq_ = 0;                   // collectives issued (op_mu_)

@@ -25,6 +25,9 @@ namespace {
 std::string err_text(int err) { return std::string(std::strerror(err)); }
 
 std::string peer_name(const IoContext& ctx) {
+  if (ctx.peer < 0) {  // not identified yet (a connection still in its handshake)
+    return "the client at " + (ctx.peer_address.empty() ? std::string("?") : ctx.peer_address);
+  }
   return "rank " + std::to_string(ctx.peer) +
          (ctx.peer_address.empty() ? "" : " (" + ctx.peer_address + ")");
 }
@@ -54,6 +57,7 @@ Deadline Deadline::after(double seconds) {
   Deadline d;
   if (seconds > 0) {
     d.infinite_ = false;
+    d.span_s_ = seconds;
     d.at_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                std::chrono::duration<double>(seconds));
   }
@@ -82,7 +86,8 @@ std::string format_bytes(size_t bytes) {
 }
 
 std::string describe_op(const IoContext& ctx) {
-  std::string s = std::string("during ") + ctx.op + " of " + format_bytes(ctx.bytes);
+  std::string s = std::string("during ") + ctx.op;
+  if (ctx.bytes > 0) s += " of " + format_bytes(ctx.bytes);
   if (ctx.dtype && *ctx.dtype) s += std::string(" (") + ctx.dtype + ")";
   return s;
 }

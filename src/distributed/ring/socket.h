@@ -23,11 +23,13 @@ class Deadline {
   bool expired() const { return !infinite_ && Clock::now() >= at_; }
   // Milliseconds left for poll(): -1 when infinite, never below 0.
   int poll_ms() const;
+  double span_s() const { return span_s_; }  // the seconds it was made with (0: none)
 
  private:
   Deadline() = default;
   bool infinite_ = true;
   Clock::time_point at_{};
+  double span_s_ = 0;
 };
 
 // What a blocking transfer is part of, for error messages:
