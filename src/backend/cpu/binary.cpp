@@ -20,6 +20,8 @@ namespace {
 using cpu::compute_t;
 using cpu::is_complex_v;
 using cpu::is_half_v;
+using cpu::is_nan;
+using cpu::less_than;
 
 template <typename Op>
 void same_type_all(const std::vector<array>& in, array& out, Op op) {
@@ -165,31 +167,6 @@ struct PowerOp {
     }
   }
 };
-
-// Orders complex numbers by real part, then imaginary part (as NumPy's maximum/sort do).
-template <typename T>
-bool less_than(T x, T y) {
-  if constexpr (is_complex_v<T>) {
-    return x.real() < y.real() || (x.real() == y.real() && x.imag() < y.imag());
-  } else if constexpr (is_half_v<T>) {
-    return static_cast<float>(x) < static_cast<float>(y);
-  } else {
-    return x < y;
-  }
-}
-
-template <typename T>
-bool is_nan(T x) {
-  if constexpr (is_complex_v<T>) {
-    return std::isnan(x.real()) || std::isnan(x.imag());
-  } else if constexpr (is_half_v<T>) {
-    return std::isnan(static_cast<float>(x));
-  } else if constexpr (std::is_floating_point_v<T>) {
-    return std::isnan(x);
-  } else {
-    return false;
-  }
-}
 
 struct MaximumOp {
   template <typename T>

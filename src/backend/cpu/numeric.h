@@ -2,6 +2,7 @@
 // reductions, scans).
 #pragma once
 
+#include <cmath>
 #include <type_traits>
 
 #include "tessera/types.h"
@@ -12,6 +13,31 @@ template <typename T>
 inline constexpr bool is_half_v = std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>;
 template <typename T>
 inline constexpr bool is_complex_v = std::is_same_v<T, complex64_t>;
+
+// Orders complex numbers by real part, then imaginary part (as NumPy's maximum/sort do).
+template <typename T>
+inline bool less_than(const T& x, const T& y) {
+  if constexpr (is_complex_v<T>) {
+    return x.real() < y.real() || (x.real() == y.real() && x.imag() < y.imag());
+  } else if constexpr (is_half_v<T>) {
+    return static_cast<float>(x) < static_cast<float>(y);
+  } else {
+    return x < y;
+  }
+}
+
+template <typename T>
+inline bool is_nan(const T& x) {
+  if constexpr (is_complex_v<T>) {
+    return std::isnan(x.real()) || std::isnan(x.imag());
+  } else if constexpr (is_half_v<T>) {
+    return std::isnan(static_cast<float>(x));
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return std::isnan(x);
+  } else {
+    return false;
+  }
+}
 
 // Accumulation type of an output type: halves accumulate in float.
 template <typename O>

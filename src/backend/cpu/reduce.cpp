@@ -22,6 +22,8 @@ namespace {
 using cpu::AccOf;
 using cpu::is_complex_v;
 using cpu::is_half_v;
+using cpu::is_nan;
+using cpu::less_than;
 using cpu::wrap_add;
 using cpu::wrap_mul;
 
@@ -35,26 +37,6 @@ using SumOutOf = std::conditional_t<
                                           std::conditional_t<(sizeof(T) <= 4), uint32_t, uint64_t>,
                                           T>>>;
 
-
-// Lexicographic order for complex (real, then imaginary), as NumPy.
-template <typename T>
-inline bool greater(const T& a, const T& b) {
-  if constexpr (is_complex_v<T>) {
-    return a.real() > b.real() || (a.real() == b.real() && a.imag() > b.imag());
-  } else {
-    return a > b;
-  }
-}
-template <typename T>
-inline bool is_nan(const T& v) {
-  if constexpr (is_complex_v<T>) {
-    return std::isnan(v.real()) || std::isnan(v.imag());
-  } else if constexpr (std::is_floating_point_v<T>) {
-    return v != v;
-  } else {
-    return false;
-  }
-}
 
 // Each op: its accumulator type A, identity, combine, and the conversion from an input value.
 template <typename T>
@@ -109,7 +91,7 @@ struct MaxOp {
     if constexpr (std::is_floating_point_v<A>) {
       return ((b > a) | (b != b)) ? b : a;
     } else {
-      return greater(b, a) || is_nan(b) ? b : a;
+      return less_than(a, b) || is_nan(b) ? b : a;
     }
   }
 };
@@ -132,7 +114,7 @@ struct MinOp {
     if constexpr (std::is_floating_point_v<A>) {
       return ((b < a) | (b != b)) ? b : a;
     } else {
-      return greater(a, b) || is_nan(b) ? b : a;
+      return less_than(b, a) || is_nan(b) ? b : a;
     }
   }
 };
@@ -369,7 +351,7 @@ inline bool better(const T& x, const T& best) {
     return IsMax ? static_cast<float>(x) > static_cast<float>(best)
                  : static_cast<float>(x) < static_cast<float>(best);
   } else {
-    return IsMax ? greater(x, best) : greater(best, x);
+    return IsMax ? less_than(best, x) : less_than(x, best);
   }
 }
 

@@ -19,27 +19,10 @@ namespace {
 using cpu::AccOf;
 using cpu::is_complex_v;
 using cpu::is_half_v;
+using cpu::is_nan;
+using cpu::less_than;
 using cpu::wrap_add;
 using cpu::wrap_mul;
-
-template <typename A>
-bool nan_of(const A& v) {
-  if constexpr (is_complex_v<A>) {
-    return std::isnan(v.real()) || std::isnan(v.imag());
-  } else if constexpr (std::is_floating_point_v<A>) {
-    return v != v;
-  } else {
-    return false;
-  }
-}
-template <typename A>
-bool less_than(const A& a, const A& b) {
-  if constexpr (is_complex_v<A>) {
-    return a.real() < b.real() || (a.real() == b.real() && a.imag() < b.imag());
-  } else {
-    return a < b;
-  }
-}
 
 template <typename A>
 A nan_value() {
@@ -101,7 +84,7 @@ struct MaxScan {
   static A init() { return lowest<A>(); }
   static A combine(A acc, A x) {
     if constexpr (std::is_floating_point_v<A> || is_complex_v<A>) {
-      if (nan_of(acc) || nan_of(x)) return nan_value<A>();
+      if (is_nan(acc) || is_nan(x)) return nan_value<A>();
     }
     return less_than(acc, x) ? x : acc;
   }
@@ -111,7 +94,7 @@ struct MinScan {
   static A init() { return highest<A>(); }
   static A combine(A acc, A x) {
     if constexpr (std::is_floating_point_v<A> || is_complex_v<A>) {
-      if (nan_of(acc) || nan_of(x)) return nan_value<A>();
+      if (is_nan(acc) || is_nan(x)) return nan_value<A>();
     }
     return less_than(x, acc) ? x : acc;
   }
