@@ -1,11 +1,15 @@
-// The intra-op thread pool: coverage of the range, exceptions, nesting, size.
+// The intra-op thread pool: coverage of the range, exceptions, nesting, size; the block driver's
+// contract; and results that are the same bits for every pool size.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
+#include <string>
 #include <stdexcept>
 #include <thread>
 #include <vector>
 
+#include "backend/cpu/elementwise.h"
 #include "core/thread_pool.h"
 
 using tessera::detail::num_threads;
@@ -44,4 +48,45 @@ TEST(ThreadPool, NestedCallsRunInline) {
     }
   });
   EXPECT_EQ(total.load(), 800u);
+}
+
+// Every pool size calls the body once per block with the block's own bounds (callers keep one
+// partial result per block: a single call over the whole range once left the others unset).
+TEST(ThreadPool, ParallelBlocksCallsOncePerBlockWithItsBounds) {
+  for (size_t n : {size_t{1}, size_t{99}, size_t{100}, size_t{101}, size_t{100000}}) {
+    const size_t block = 100, nblocks = (n + block - 1) / block;
+    std::vector<std::atomic<int>> calls(nblocks);
+    std::atomic<bool> bounds_ok{true};
+    tessera::cpu::parallel_blocks(n, block, [&](size_t lo, size_t hi) {
+      if (lo % block != 0 || hi != std::min(n, lo + block)) bounds_ok = false;
+      calls[lo / block]++;
+    });
+    EXPECT_TRUE(bounds_ok.load()) << n;
+    for (size_t k = 0; k < nblocks; ++k) ASSERT_EQ(calls[k].load(), 1) << "n=" << n << " k=" << k;
+  }
+}
+
+namespace {
+
+std::string run_digest(const std::string& env) {
+  std::string cmd = env + " " TESSERA_BIN_DIR "/op_digest 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[512];
+  while (p != nullptr && fgets(buf, sizeof(buf), p) != nullptr) out += buf;
+  int rc = p != nullptr ? pclose(p) : -1;
+  EXPECT_EQ(rc, 0) << cmd << "\n" << out;
+  return out;
+}
+
+}  // namespace
+
+// Ranks of one job may have different pool sizes (hosts with different CPU counts); replicated
+// computations must not drift apart, so no result may depend on the number of threads (ours, or
+// the threads OpenBLAS would start on a host with more CPUs).
+TEST(PoolSizes, EveryOpGivesTheSameBitsWithOneTwoAndThreeThreads) {
+  const std::string one = run_digest("TESSERA_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1");
+  ASSERT_GT(one.size(), 100u) << one;
+  EXPECT_EQ(run_digest("TESSERA_NUM_THREADS=2"), one);
+  EXPECT_EQ(run_digest("TESSERA_NUM_THREADS=3 OPENBLAS_NUM_THREADS=3"), one);
 }

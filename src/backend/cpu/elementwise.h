@@ -27,17 +27,19 @@ inline constexpr bool is_inexact_v =
 template <typename T>
 using compute_t = std::conditional_t<is_half_v<T>, float, T>;
 
-// Runs f(begin, end) over [0, n) in blocks of `block` items that the pool's threads take in turn
+// Runs f(k * block, min(n, (k + 1) * block)) once for every block k of [0, n), whatever the
+// pool's size: callers may keep one result per block. The pool's threads take blocks in turn
 // from a shared counter: a thread that starts late or runs slower (a busy machine) does fewer
 // blocks instead of holding up the whole op, as a static split would. Blocks are handed out in
 // order but may run in any order and on any thread.
 template <typename F>
 void parallel_blocks(size_t n, size_t block, F&& f) {
   if (n == 0) return;
+  block = std::max<size_t>(block, 1);
   const size_t nblocks = (n + block - 1) / block;
   const size_t workers = std::min<size_t>(nblocks, static_cast<size_t>(detail::num_threads()));
   if (workers <= 1) {
-    f(size_t{0}, n);
+    for (size_t k = 0; k < nblocks; ++k) f(k * block, std::min(n, (k + 1) * block));
     return;
   }
   std::atomic<size_t> next{0};

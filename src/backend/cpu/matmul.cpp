@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "backend/cpu/copy.h"
+#include "backend/cpu/elementwise.h"
 #include "core/thread_pool.h"
 #include "ops/linalg.h"
 
@@ -16,9 +17,32 @@ namespace tessera {
 
 namespace {
 
-// OpenBLAS runs a gemm on one thread below this many multiply-adds (M*N*K); batches of such
-// small products are spread over our pool instead.
+// Below this many multiply-adds (M*N*K) a product runs as one call; batches of such small
+// products are spread over our pool instead.
 constexpr double kSmallGemmWork = 65536.0 * 4.0;
+// Larger products are cut into blocks of output rows (a multiple of every OpenBLAS kernel's row
+// unroll) that our pool shares out. OpenBLAS itself runs on one thread: its own threading
+// changes the bits of the result with the thread count (measured: 1024x1000x1024 float32 gives
+// different bytes with OPENBLAS_NUM_THREADS=1 and 2), and ranks on hosts with different CPU
+// counts must compute the same values. Each output row's arithmetic does not depend on which
+// block it is in, so the result depends on the shapes alone.
+constexpr int kRowBlockUnit = 64;
+constexpr int kMaxRowBlocks = 16;
+
+// Row-block height for an m-row product: a function of m only, never of the pool size.
+int row_block(int m) {
+  const int units = (m + kRowBlockUnit - 1) / kRowBlockUnit;
+  return kRowBlockUnit * ((units + kMaxRowBlocks - 1) / kMaxRowBlocks);
+}
+
+// OpenBLAS's own threads off, once, before the first gemm.
+void single_threaded_blas() {
+  static const bool once = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)once;
+}
 
 struct BlasLayout {
   bool trans;
@@ -106,19 +130,28 @@ void batched_gemm(const array& a, const array& b, array& out, float alpha, float
   const T* bp = pb.arr.template data<T>();
   T* cp = out.data<T>();
   const size_t mat = static_cast<size_t>(m) * static_cast<size_t>(n);
-  auto run = [&](size_t begin, size_t end) {
-    for (size_t i = begin; i < end; ++i) {
-      gemm(pa.layout.trans, pb.layout.trans, m, n, k, alpha, ap + pa.batch_offsets[i],
-           static_cast<int>(pa.layout.ld), bp + pb.batch_offsets[i],
-           static_cast<int>(pb.layout.ld), beta, cp + i * mat, n);
-    }
+  single_threaded_blas();
+  // Rows [r0, r1) of batch i. Row r of A starts at r * lda (NoTrans) or at column r (Trans).
+  auto rows = [&](size_t i, int r0, int r1) {
+    const int64_t a_row = pa.layout.trans ? 1 : pa.layout.ld;
+    gemm(pa.layout.trans, pb.layout.trans, r1 - r0, n, k, alpha,
+         ap + pa.batch_offsets[i] + r0 * a_row, static_cast<int>(pa.layout.ld),
+         bp + pb.batch_offsets[i], static_cast<int>(pb.layout.ld), beta,
+         cp + i * mat + static_cast<size_t>(r0) * n, n);
   };
   const double work = static_cast<double>(m) * n * k;
-  if (batch > 1 && work < kSmallGemmWork) {
+  if (work < kSmallGemmWork) {
     size_t grain = std::max<size_t>(1, static_cast<size_t>(kSmallGemmWork / std::max(work, 1.0)));
-    detail::parallel_for(batch, grain, run);
-  } else {
-    run(0, batch);
+    detail::parallel_for(batch, grain, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) rows(i, 0, m);
+    });
+    return;
+  }
+  const int block = row_block(m);
+  for (size_t i = 0; i < batch; ++i) {
+    cpu::parallel_blocks(static_cast<size_t>(m), static_cast<size_t>(block), [&](size_t lo, size_t hi) {
+      rows(i, static_cast<int>(lo), static_cast<int>(hi));
+    });
   }
 }
 

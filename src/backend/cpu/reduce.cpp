@@ -209,7 +209,9 @@ typename Op::A reduce_run(const T* x, size_t n) {
   return Op::combine(lanes[0], acc);
 }
 
-// Reduce n contiguous values, in parallel blocks when large (partials combined in order).
+// Reduce n contiguous values, in parallel blocks when large (partials combined in order). How the
+// values are blocked and combined depends on n alone, never on the pool's size, so ranks with
+// different CPU counts compute the same bits. Called from inside a pool chunk, it runs serially.
 template <typename Op, typename T>
 typename Op::A reduce_contiguous(const T* x, size_t n) {
   using A = typename Op::A;
@@ -258,13 +260,14 @@ void reduce_strided_rows(const T* x, typename Op::Out* out, size_t O, size_t R, 
   });
 }
 
-// out[o] = reduce of the contiguous row x[o * R, (o + 1) * R).
+// out[o] = reduce of the contiguous row x[o * R, (o + 1) * R). The pool's size only chooses
+// whether threads share out rows or the blocks of each row; every row is reduced the same way.
 template <typename Op, typename T>
 void reduce_rows(const T* x, typename Op::Out* out, size_t O, size_t R) {
   if (O >= static_cast<size_t>(detail::num_threads()) || R < 4 * kBlock) {
     size_t grain = std::max<size_t>(1, (size_t{1} << 15) / std::max<size_t>(R, 1));
     detail::parallel_for(O, grain, [&](size_t b, size_t e) {
-      for (size_t o = b; o < e; ++o) out[o] = store<Op>(reduce_run<Op>(x + o * R, R));
+      for (size_t o = b; o < e; ++o) out[o] = store<Op>(reduce_contiguous<Op>(x + o * R, R));
     });
   } else {
     for (size_t o = 0; o < O; ++o) out[o] = store<Op>(reduce_contiguous<Op>(x + o * R, R));
