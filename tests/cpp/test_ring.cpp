@@ -558,7 +558,7 @@ TEST(RingSecurity, WrongTokenIsRejectedAndTheGroupStillForms) {
     ctx.peer = 0;
     ctx.peer_address = hf.ranks[0][0].text();
     try {
-      client_handshake(s, "a-wrong-token", {1, 0, 0, ConnKind::ring}, d, ctx);
+      client_handshake(s, JobTerms{"a-wrong-token", {}, false, 2}, {1, 0, 0, ConnKind::ring}, d, ctx);
     } catch (const std::runtime_error& e) {
       impostor_error = e.what();
     }
@@ -593,7 +593,7 @@ TEST(RingSecurity, ServerThatDoesNotKnowTheTokenIsRefused) {
     std::string peer;
     Socket s = accept_until(listener, Deadline::after(5), &peer);
     try {
-      server_handshake(s, "server-token", 0, 2, 1, Deadline::after(5), peer);
+      server_handshake(s, JobTerms{"server-token", {}, false, 2}, 0, 2, 1, Deadline::after(5), peer);
     } catch (const std::runtime_error&) {
     }
   });
@@ -602,10 +602,10 @@ TEST(RingSecurity, ServerThatDoesNotKnowTheTokenIsRefused) {
   IoContext ctx;
   ctx.peer_address = hf.ranks[0][0].text();
   try {
-    client_handshake(c, "client-token", {1, 0, 0, ConnKind::ring}, d, ctx);
+    client_handshake(c, JobTerms{"client-token", {}, false, 2}, {1, 0, 0, ConnKind::ring}, d, ctx);
     ADD_FAILURE() << "handshake with a different token succeeded";
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("does not know the job token"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("could not prove this rank's job token"), std::string::npos)
         << e.what();
   }
   c.close();  // the server sees the connection end instead of waiting for its deadline

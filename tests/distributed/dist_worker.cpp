@@ -84,6 +84,17 @@ T reduce_ref(Red op, size_t i) {
   return acc;
 }
 
+// The same result judged by Tessera's own array_equal / allclose in the rank's configuration
+// (a 1-thread pool under `tessera launch --cpu-bind auto`), beside the byte comparison.
+template <typename T>
+void check_with_ops(const array& y, const std::vector<T>& want, Dtype dt, const std::string& what) {
+  array ref(want.begin(), mx::Shape{static_cast<int>(want.size())}, dt);
+  if (!mx::array_equal(y, ref).item<bool>()) fail("array_equal says the " + what + " differs");
+  if (dt != mx::bool_ && !mx::allclose(y, ref).item<bool>()) {
+    fail("allclose says the " + what + " differs");
+  }
+}
+
 template <typename T>
 void check_collectives(Dtype dt, size_t n) {
   std::string tag = mx::dtype_name(dt) + " n=" + std::to_string(n);
@@ -93,8 +104,11 @@ void check_collectives(Dtype dt, size_t n) {
     array y = op == Red::sum ? dist::all_sum(x) : op == Red::max ? dist::all_max(x) : dist::all_min(x);
     y.eval();
     const T* p = y.template data<T>();
+    std::vector<T> want(n);
+    for (size_t i = 0; i < n; ++i) want[i] = reduce_ref<T>(op, i);
+    check_with_ops(y, want, dt, "all_reduce op " + std::to_string(int(op)) + " " + tag);
     for (size_t i = 0; i < n; ++i) {
-      T e = reduce_ref<T>(op, i);
+      T e = want[i];
       if (std::memcmp(&p[i], &e, sizeof(T)) != 0) {
         fail("all_reduce op " + std::to_string(int(op)) + " " + tag + " at " + std::to_string(i));
         break;
@@ -105,6 +119,11 @@ void check_collectives(Dtype dt, size_t n) {
   auto g = dist::all_gather(x);
   g.eval();
   if (g.size() != n * g_size) fail("all_gather size " + tag);
+  std::vector<T> gathered;
+  for (int r = 0; r < g_size; ++r) {
+    for (size_t i = 0; i < n; ++i) gathered.push_back(make_value<T>(r, i));
+  }
+  if (g.size() == gathered.size()) check_with_ops(g, gathered, dt, "all_gather " + tag);
   for (int r = 0; r < g_size && g.size() == n * g_size; ++r) {
     for (size_t i = 0; i < n; ++i) {
       T e = make_value<T>(r, i);
@@ -341,7 +360,7 @@ int mode_badtoken() {
         auto deadline = dist::detail::Deadline::after(5.0);
         auto s = dist::detail::connect_with_backoff(a, deadline, 0, 1, false);
         dist::detail::ConnIdentity me{0, 1, 0, dist::detail::ConnKind::ring};
-        dist::detail::client_handshake(s, "not-the-job-token", me, deadline, {});
+        dist::detail::client_handshake(s, dist::detail::JobTerms{"not-the-job-token", {}, true, g_size}, me, deadline, {});
         std::printf("rank 0: impostor connection was ACCEPTED\n");
         return 1;
       } catch (const std::exception& e) {
@@ -379,6 +398,13 @@ int mode_silent() {
   return g_failures ? 1 : 0;
 }
 
+// Ranks started by hand (tests/cpp/test_init_errors.cpp): init() in main, then one all_sum.
+int mode_join() {
+  auto y = dist::all_sum(mx::array(static_cast<float>(g_rank + 1)));
+  std::printf("rank %d: all_sum %g\n", g_rank, static_cast<double>(y.item<float>()));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -407,6 +433,7 @@ int main(int argc, char** argv) {
     if (mode == "bcastroot") return mode_bcastroot();
     if (mode == "badtoken") return mode_badtoken();
     if (mode == "silent") return mode_silent();
+    if (mode == "join") return mode_join();
   } catch (const std::exception& e) {
     std::printf("rank %d: unexpected error: %s\n", g_rank, e.what());
     return 1;

@@ -2,6 +2,7 @@
 #include "distributed/ring/handshake.h"
 
 #include <sys/random.h>
+#include <sys/socket.h>
 
 #include <cstring>
 #include <stdexcept>
@@ -14,9 +15,21 @@ namespace {
 
 constexpr uint32_t kHelloMagic = 0x5453484b;  // "TSHK"
 constexpr uint32_t kReplyMagic = 0x54534852;  // "TSHR"
-constexpr uint16_t kVersion = 1;
+constexpr uint16_t kVersion = 2;
 
-enum Status : uint32_t { kOk = 0, kRejected = 1 };
+// Why a server turned a client away; travels in Reply::status and in the final status word, so
+// the client's message names the setting that differs.
+enum Status : uint32_t {
+  kOk = 0,
+  kRejected = 1,          // malformed hello or an identity this rank cannot accept
+  kBusy = 2,              // the listener was full: retry
+  kWrongRank = 3,         // it wanted another rank at this address
+  kTokenPresence = 4,     // one side has a job token, the other none
+  kTokenMismatch = 5,     // both have tokens, different ones
+  kHostfileDiffers = 6,   // the hostfiles differ
+  kShmDiffers = 7,        // TESSERA_RING_SHM differs
+};
+constexpr uint32_t kFlagShm = 1;
 
 #pragma pack(push, 1)
 struct Hello {
@@ -27,6 +40,9 @@ struct Hello {
   uint32_t server_rank;
   uint32_t index;
   uint32_t kind;
+  uint32_t world_size;
+  uint32_t flags;  // kFlagShm
+  uint8_t hostfile[32];
   uint8_t nonce[32];
 };
 struct Reply {
@@ -59,10 +75,40 @@ Digest256 mac_for(const std::string& token, const char* role, const Hello& h,
   return hmac_sha256(token, msg);
 }
 
+// The client's message for a server's refusal, naming what differs and how to make it agree.
+std::string refusal_message(uint32_t status, const ConnIdentity& me, const IoContext& ctx) {
+  const std::string who = "[ring] rank " + std::to_string(me.client_rank) + ": rank " +
+                          std::to_string(me.server_rank) + " (" + ctx.peer_address + ") ";
+  switch (status) {
+    case kWrongRank:
+      return who + "says it is not rank " + std::to_string(me.server_rank) +
+             ": the ranks were started with different hostfiles (MLX_HOSTFILE); give every rank "
+             "the same file.";
+    case kTokenPresence:
+      return who + "refused us: one of us has TESSERA_JOB_TOKEN set and the other has not; set "
+             "the same token on every rank (tessera launch sets one per job).";
+    case kTokenMismatch:
+      return who + "refused us: its TESSERA_JOB_TOKEN differs from this rank's; every rank of a "
+             "job needs the same token (tessera launch sets one per job).";
+    case kHostfileDiffers:
+      return who + "refused us: it was started with a different hostfile (MLX_HOSTFILE); give "
+             "every rank the same file.";
+    case kShmDiffers:
+      return who + "refused us: its TESSERA_RING_SHM differs from this rank's; set the same "
+             "value on every rank.";
+    default:
+      return who + "rejected the connection handshake (its log says why).";
+  }
+}
+
 }  // namespace
 
-void client_handshake(const Socket& s, const std::string& token, const ConnIdentity& me,
-                      const Deadline& deadline, const IoContext& ctx) {
+void client_handshake(const Socket& s, const JobTerms& terms, const ConnIdentity& me,
+                      const Deadline& deadline, const IoContext& ctx_in) {
+  IoContext ctx = ctx_in;
+  ctx.limit_var = "TESSERA_DIST_CONNECT_TIMEOUT";
+  ctx.timeout_s = deadline.span_s();
+  const std::string& token = terms.token;
   Hello h{};
   h.magic = kHelloMagic;
   h.version = kVersion;
@@ -71,6 +117,9 @@ void client_handshake(const Socket& s, const std::string& token, const ConnIdent
   h.server_rank = static_cast<uint32_t>(me.server_rank);
   h.index = static_cast<uint32_t>(me.index);
   h.kind = static_cast<uint32_t>(me.kind);
+  h.world_size = static_cast<uint32_t>(terms.world_size);
+  h.flags = terms.shm ? kFlagShm : 0;
+  std::memcpy(h.hostfile, terms.hostfile_digest.data(), sizeof(h.hostfile));
   random_bytes(h.nonce, sizeof(h.nonce));
   send_all(s, &h, sizeof(h), deadline, ctx);
   Reply r{};
@@ -79,15 +128,21 @@ void client_handshake(const Socket& s, const std::string& token, const ConnIdent
   } catch (const std::runtime_error&) {
     throw std::runtime_error("[ring] rank " + std::to_string(me.client_rank) + ": rank " +
                              std::to_string(me.server_rank) + " (" + ctx.peer_address +
-                             ") closed the connection during the handshake: it rejected us "
-                             "(check that every rank has the same TESSERA_JOB_TOKEN and "
-                             "hostfile) or it failed.");
+                             ") closed the connection during the handshake: it is not a Tessera "
+                             "rank of this version, or it failed (see its log).");
   }
-  if (r.magic != kReplyMagic || r.status != kOk) {
-    throw std::runtime_error("[ring] rank " + std::to_string(me.client_rank) + ": rank " +
-                             std::to_string(me.server_rank) + " (" + ctx.peer_address +
-                             ") rejected the connection handshake.");
+  if (r.magic == kReplyMagic && r.status == kBusy) {
+    throw HandshakeBusy("[ring] rank " + std::to_string(me.client_rank) + ": rank " +
+                        std::to_string(me.server_rank) + " (" + ctx.peer_address +
+                        ") turned the connection away: its listener was full (too many "
+                        "connections authenticating at once).");
   }
+  if (r.magic != kReplyMagic) {
+    throw std::runtime_error("[ring] rank " + std::to_string(me.client_rank) + ": the process at " +
+                             ctx.peer_address + " (rank " + std::to_string(me.server_rank) +
+                             "'s address) does not speak the Tessera ring handshake.");
+  }
+  if (r.status != kOk) throw std::runtime_error(refusal_message(r.status, me, ctx));
   Proof p{};
   if (!token.empty()) {
     Digest256 want = mac_for(token, "tessera-ring-server", h, r.nonce);
@@ -95,7 +150,8 @@ void client_handshake(const Socket& s, const std::string& token, const ConnIdent
       throw std::runtime_error(
           "[ring] rank " + std::to_string(me.client_rank) + ": the process listening on " +
           ctx.peer_address + " (rank " + std::to_string(me.server_rank) +
-          "'s address) does not know the job token; refusing to talk to it.");
+          "'s address) could not prove this rank's job token: it belongs to another job or its "
+          "TESSERA_JOB_TOKEN differs; refusing to talk to it.");
     }
     Digest256 mine = mac_for(token, "tessera-ring-client", h, r.nonce);
     std::memcpy(p.mac, mine.data(), 32);
@@ -107,37 +163,56 @@ void client_handshake(const Socket& s, const std::string& token, const ConnIdent
   } catch (const std::runtime_error&) {
     final_status = kRejected;
   }
-  if (final_status != kOk) {
-    throw std::runtime_error("[ring] rank " + std::to_string(me.client_rank) + ": rank " +
-                             std::to_string(me.server_rank) + " (" + ctx.peer_address +
-                             ") rejected our job token; every rank needs the same "
-                             "TESSERA_JOB_TOKEN.");
-  }
+  if (final_status != kOk) throw std::runtime_error(refusal_message(final_status, me, ctx));
 }
 
-ConnIdentity server_handshake(const Socket& s, const std::string& token, int my_rank,
+void refuse_busy(const Socket& s) {
+  Reply r{};
+  r.magic = kReplyMagic;
+  r.status = kBusy;
+  // Non-blocking best effort: a client that does not read it sees the close instead.
+  [[maybe_unused]] ssize_t w = ::send(s.fd(), &r, sizeof(r), MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+ConnIdentity server_handshake(const Socket& s, const JobTerms& terms, int my_rank,
                               int world_size, int max_index, const Deadline& deadline,
                               const std::string& peer_text) {
+  const std::string& token = terms.token;
   IoContext ctx;
   ctx.op = "handshake";
   ctx.rank = my_rank;
   ctx.peer_address = peer_text;
   ctx.timeout_s = deadline.span_s();
+  ctx.limit_var = "TESSERA_DIST_CONNECT_TIMEOUT";
   Hello h{};
-  recv_all(s, &h, sizeof(h), deadline, ctx);
-  auto reject = [&](const std::string& why) -> ConnIdentity {
+  // The magic first: a client that is not a Tessera rank (a port scanner, an HTTP request) is
+  // named as such instead of timing out while we wait for the rest of a hello.
+  constexpr size_t kPrefix = sizeof(h.magic) + sizeof(h.version);
+  recv_all(s, &h, kPrefix, deadline, ctx);
+  if (h.magic == kHelloMagic && h.version == kVersion) {
+    recv_all(s, reinterpret_cast<char*>(&h) + kPrefix, sizeof(h) - kPrefix, deadline, ctx);
+  }
+  const bool well_formed = h.magic == kHelloMagic && h.version == kVersion;
+  const int claimed = well_formed ? static_cast<int>(h.client_rank) : -1;
+  auto refused = [&](const std::string& why) {
+    return HandshakeRejected("[ring] rank " + std::to_string(my_rank) +
+                                 ": rejected a connection from " + peer_text +
+                                 (claimed >= 0 ? " claiming rank " + std::to_string(claimed) : "") +
+                                 ": " + why,
+                             claimed);
+  };
+  auto reject = [&](Status status, const std::string& why) -> ConnIdentity {
     Reply r{};
     r.magic = kReplyMagic;
-    r.status = kRejected;
+    r.status = status;
     try {
       send_all(s, &r, sizeof(r), Deadline::after(0.5), ctx);
     } catch (const std::runtime_error&) {
     }
-    throw std::runtime_error("[ring] rank " + std::to_string(my_rank) +
-                             ": rejected a connection from " + peer_text + ": " + why);
+    throw refused(why);
   };
-  if (h.magic != kHelloMagic || h.version != kVersion) {
-    return reject("not a Tessera ring handshake (bad magic or version)");
+  if (!well_formed) {
+    return reject(kRejected, "not a Tessera ring handshake of this version (bad magic or version)");
   }
   ConnIdentity id;
   id.client_rank = static_cast<int>(h.client_rank);
@@ -145,22 +220,30 @@ ConnIdentity server_handshake(const Socket& s, const std::string& token, int my_
   id.index = static_cast<int>(h.index);
   id.kind = static_cast<ConnKind>(h.kind);
   if (h.server_rank != static_cast<uint32_t>(my_rank)) {
-    return reject("it wants rank " + std::to_string(h.server_rank) + " but this is rank " +
-                  std::to_string(my_rank) + " (are the hostfiles the same on every rank?)");
+    return reject(kWrongRank, "it wants rank " + std::to_string(h.server_rank) +
+                                  " but this is rank " + std::to_string(my_rank) +
+                                  ": the ranks have different hostfiles (MLX_HOSTFILE)");
+  }
+  if (h.world_size != static_cast<uint32_t>(world_size)) {
+    return reject(kHostfileDiffers, "its hostfile lists " + std::to_string(h.world_size) +
+                                        " ranks and this rank's " + std::to_string(world_size) +
+                                        " (MLX_HOSTFILE differs between ranks)");
   }
   if (h.client_rank >= static_cast<uint32_t>(world_size) ||
       h.client_rank == static_cast<uint32_t>(my_rank)) {
-    return reject("it claims rank " + std::to_string(h.client_rank) + " in a group of " +
-                  std::to_string(world_size));
+    return reject(kRejected, "rank " + std::to_string(h.client_rank) +
+                                 " cannot connect to rank " + std::to_string(my_rank) +
+                                 " in a group of " + std::to_string(world_size));
   }
   if (h.kind > 1 || (id.kind == ConnKind::ring && h.index >= static_cast<uint32_t>(max_index)) ||
       (id.kind == ConnKind::direct && h.index != 0)) {
-    return reject("bad connection kind/index " + std::to_string(h.kind) + "/" +
-                  std::to_string(h.index));
+    return reject(kRejected, "bad connection kind/index " + std::to_string(h.kind) + "/" +
+                                 std::to_string(h.index));
   }
   if ((h.has_token != 0) != !token.empty()) {
-    return reject(token.empty() ? "the peer uses a job token but this rank has none"
-                                : "the peer has no job token but this rank requires one");
+    return reject(kTokenPresence, token.empty()
+                                      ? "it has a TESSERA_JOB_TOKEN and this rank has none"
+                                      : "it has no TESSERA_JOB_TOKEN and this rank has one");
   }
   ctx.peer = id.client_rank;
   Reply r{};
@@ -176,26 +259,31 @@ ConnIdentity server_handshake(const Socket& s, const std::string& token, int my_
   try {
     recv_all(s, &p, sizeof(p), deadline, ctx);
   } catch (const std::runtime_error&) {
-    throw std::runtime_error("[ring] rank " + std::to_string(my_rank) +
-                             ": a connection from " + peer_text + " claiming rank " +
-                             std::to_string(id.client_rank) +
-                             " ended before proving the job token (a wrong TESSERA_JOB_TOKEN?)");
+    // The client found that we cannot prove its token and hung up.
+    throw refused("it ended the handshake before proving the job token: its TESSERA_JOB_TOKEN "
+                  "differs from this rank's");
   }
+  // Only an authenticated peer learns which job setting differs.
   uint32_t status = kOk;
-  if (!token.empty()) {
-    Digest256 want = mac_for(token, "tessera-ring-client", h, r.nonce);
-    if (!constant_time_equal(want.data(), p.mac, 32)) status = kRejected;
+  std::string why;
+  if (!token.empty() &&
+      !constant_time_equal(mac_for(token, "tessera-ring-client", h, r.nonce).data(), p.mac, 32)) {
+    status = kTokenMismatch;
+    why = "its TESSERA_JOB_TOKEN differs from this rank's (HMAC mismatch)";
+  } else if (std::memcmp(h.hostfile, terms.hostfile_digest.data(), sizeof(h.hostfile)) != 0) {
+    status = kHostfileDiffers;
+    why = "its hostfile differs from this rank's (MLX_HOSTFILE: the same file on every rank)";
+  } else if (((h.flags & kFlagShm) != 0) != terms.shm) {
+    status = kShmDiffers;
+    why = std::string("it has TESSERA_RING_SHM=") + ((h.flags & kFlagShm) ? "1" : "0") +
+          " and this rank " + (terms.shm ? "1" : "0") + " (set the same value on every rank)";
   }
   try {
     send_all(s, &status, sizeof(status), deadline, ctx);
   } catch (const std::runtime_error&) {
     if (status == kOk) throw;
   }
-  if (status != kOk) {
-    throw std::runtime_error("[ring] rank " + std::to_string(my_rank) +
-                             ": rejected a connection from " + peer_text + " claiming rank " +
-                             std::to_string(id.client_rank) + ": wrong job token (HMAC mismatch)");
-  }
+  if (status != kOk) throw refused(why);
   return id;
 }
 

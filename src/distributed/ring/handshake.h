@@ -6,9 +6,11 @@
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 
 #include "distributed/ring/socket.h"
+#include "distributed/sha256.h"
 
 namespace tessera::distributed::detail {
 
@@ -21,16 +23,41 @@ struct ConnIdentity {
   ConnKind kind = ConnKind::ring;
 };
 
-// Connecting side. Throws std::runtime_error if the server rejects us or fails to prove the
-// token (an impostor on the address), naming the peer.
-void client_handshake(const Socket& s, const std::string& token, const ConnIdentity& me,
+// What both ends of a connection must agree on to be one job. The hostfile and the shared-memory
+// setting travel in the hello (inside the MAC when a token is set), so ranks started with
+// different settings are told which one differs instead of waiting out the connect timeout.
+struct JobTerms {
+  std::string token;           // TESSERA_JOB_TOKEN; empty = no authentication
+  Digest256 hostfile_digest{}; // hostfile_digest() of the group's hostfile
+  bool shm = false;            // TESSERA_RING_SHM
+  int world_size = 0;          // ranks in the group
+};
+
+// Thrown by client_handshake when the peer turned us away before reading who we are (its
+// listener had too many connections authenticating): retrying shortly may succeed.
+struct HandshakeBusy : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Connecting side. Throws std::runtime_error if the server rejects us (naming the setting that
+// differs) or fails to prove the token (an impostor on the address), naming the peer.
+void client_handshake(const Socket& s, const JobTerms& terms, const ConnIdentity& me,
                       const Deadline& deadline, const IoContext& ctx);
 
 // Accepting side. `max_index` bounds ConnIdentity::index for ring connections. Returns the
-// verified identity; throws std::runtime_error with the reason (wrong token, wrong rank,
-// malformed hello, timeout) after telling the client it was rejected.
-ConnIdentity server_handshake(const Socket& s, const std::string& token, int my_rank,
+// verified identity; throws HandshakeRejected with the reason (wrong token, wrong rank,
+// different hostfile or shm setting, malformed hello) after telling the client why, or
+// std::runtime_error on a timeout or a closed connection.
+struct HandshakeRejected : std::runtime_error {
+  HandshakeRejected(const std::string& what, int claimed_rank)
+      : std::runtime_error(what), claimed_rank(claimed_rank) {}
+  int claimed_rank;  // the rank the client said it was (-1 if its hello was malformed)
+};
+ConnIdentity server_handshake(const Socket& s, const JobTerms& terms, int my_rank,
                               int world_size, int max_index, const Deadline& deadline,
                               const std::string& peer_text);
+
+// Tells a client that arrived while the listener was full to retry (HandshakeBusy there).
+void refuse_busy(const Socket& s);
 
 }  // namespace tessera::distributed::detail

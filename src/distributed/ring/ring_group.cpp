@@ -13,6 +13,7 @@
 #include <cstring>
 #include <iostream>
 #include <stdexcept>
+#include <thread>
 
 #include "distributed/ring/handshake.h"
 #include "distributed/shm/shm_transport.h"
@@ -67,7 +68,8 @@ RingGroup::RingGroup(int rank, Hostfile hostfile, RingOptions options,
       left_((rank_ - 1 + size_) % size_),
       right_((rank_ + 1) % size_),
       hostfile_(std::move(hostfile)),
-      opt_(std::move(options)) {
+      opt_(std::move(options)),
+      terms_{opt_.token, sha256(hostfile_.to_json()), opt_.shm, hostfile_.size()} {
   conns_ = hostfile_.connections();
   int local_ranks = 0;
   for (int r = 0; r < size_; ++r) local_ranks += is_local_address(hostfile_.ranks[r][0]) ? 1 : 0;
@@ -96,7 +98,7 @@ RingGroup::RingGroup(int rank, Hostfile hostfile, RingOptions options,
   pending_left_.resize(static_cast<size_t>(conns_));
   acceptor_ = std::thread([this] { accept_loop(); });
 
-  try {
+  {
     const Deadline deadline = Deadline::after(opt_.connect_timeout_s);
     for (int c = 0; c < conns_; ++c) {
       const HostAddress& addr = hostfile_.ranks[right_][c];
@@ -104,17 +106,18 @@ RingGroup::RingGroup(int rank, Hostfile hostfile, RingOptions options,
         std::cerr << "[ring] rank " << rank_ << ": connecting to rank " << right_ << " ("
                   << addr.text() << "), connection " << c << "\n";
       }
-      Link l;
-      l.peer = right_;
-      l.peer_address = addr.text();
-      l.sock = connect_with_backoff(addr, deadline, rank_, right_, opt_.verbose);
-      IoContext ctx;
-      ctx.op = "handshake";
-      ctx.rank = rank_;
-      ctx.peer = right_;
-      ctx.peer_address = l.peer_address;
-      client_handshake(l.sock, opt_.token, {rank_, right_, c, ConnKind::ring}, deadline, ctx);
-      right_links_.push_back(std::move(l));
+      try {
+        right_links_.push_back(
+            connect_link(right_, addr, {rank_, right_, c, ConnKind::ring}, deadline));
+      } catch (const std::runtime_error& e) {
+        // The left neighbour may have told us meanwhile why the job cannot form (it connected
+        // with other settings and we turned it away): say that too.
+        std::lock_guard<std::mutex> lk(accept_mu_);
+        if (left_rejection_.empty()) throw;
+        throw std::runtime_error(std::string(e.what()) + " Meanwhile rank " +
+                                 std::to_string(left_) + " connected here and was turned away: " +
+                                 left_rejection_);
+      }
     }
     std::unique_lock<std::mutex> lk(accept_mu_);
     auto all_in = [&] {
@@ -126,25 +129,22 @@ RingGroup::RingGroup(int rank, Hostfile hostfile, RingOptions options,
                                         all_in)
                   : (accept_cv_.wait(lk, all_in), true);
     if (!ok) {
-      throw std::runtime_error(
-          "[ring] rank " + std::to_string(rank_) + ": rank " + std::to_string(left_) + " (" +
-          hostfile_.ranks[left_][0].text() + ") did not connect within " +
-          std::to_string(static_cast<int>(opt_.connect_timeout_s)) +
-          " s. Is it running with the same hostfile and TESSERA_JOB_TOKEN? Raise "
-          "TESSERA_DIST_CONNECT_TIMEOUT if it starts late.");
+      std::string msg = "[ring] rank " + std::to_string(rank_) + ": rank " +
+                        std::to_string(left_) + " (" + hostfile_.ranks[left_][0].text() +
+                        ") did not connect within " +
+                        std::to_string(static_cast<int>(opt_.connect_timeout_s)) + " s.";
+      if (left_rejection_.empty()) {
+        msg += " Is it running, with the same hostfile, TESSERA_JOB_TOKEN and TESSERA_RING_SHM?"
+               " Raise TESSERA_DIST_CONNECT_TIMEOUT if it starts late.";
+      } else {
+        msg += " A connection claiming to be it came and was turned away: " + left_rejection_;
+      }
+      throw std::runtime_error(msg);
     }
     for (auto& p : pending_left_) left_links_.push_back(std::move(*p));
     pending_left_.clear();
-  } catch (...) {
-    {
-      std::lock_guard<std::mutex> lk(accept_mu_);
-      stopping_ = true;
-    }
-    char b = 1;
-    [[maybe_unused]] ssize_t w = ::write(wake_write_.fd(), &b, 1);
-    acceptor_.join();
-    throw;
   }
+  // (Any exception from here on leaves through thread_stopper_, which joins the threads.)
   if (opt_.verbose) std::cerr << "[ring] rank " << rank_ << ": ring connected\n";
   if (2 * conns_ - 1 > 0) pool_ = std::make_unique<LanePool>(2 * conns_ - 1);
   scratch_.resize(static_cast<size_t>(2 * conns_));
@@ -152,24 +152,55 @@ RingGroup::RingGroup(int rank, Hostfile hostfile, RingOptions options,
 }
 
 RingGroup::~RingGroup() {
-  if (acceptor_.joinable()) {
-    {
-      std::lock_guard<std::mutex> lk(accept_mu_);
-      stopping_ = true;
-    }
-    char b = 1;
-    [[maybe_unused]] ssize_t w = ::write(wake_write_.fd(), &b, 1);
-    acceptor_.join();
-    std::vector<std::thread> handshakers;
-    {
-      std::lock_guard<std::mutex> lk(accept_mu_);
-      for (int fd : handshake_fds_) ::shutdown(fd, SHUT_RDWR);  // ends their handshakes now
-      handshakers.swap(handshakers_);
-    }
-    for (auto& t : handshakers) t.join();
-  }
+  stop_accepting();
   pool_.reset();
   shm_.reset();
+}
+
+void RingGroup::stop_accepting() {
+  if (!acceptor_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lk(accept_mu_);
+    stopping_ = true;
+  }
+  char b = 1;
+  [[maybe_unused]] ssize_t w = ::write(wake_write_.fd(), &b, 1);
+  acceptor_.join();
+  std::vector<std::thread> handshakers;
+  {
+    std::lock_guard<std::mutex> lk(accept_mu_);
+    for (int fd : handshake_fds_) ::shutdown(fd, SHUT_RDWR);  // ends their handshakes now
+    handshakers.swap(handshakers_);
+  }
+  for (auto& t : handshakers) t.join();
+}
+
+Link RingGroup::connect_link(int peer, const HostAddress& addr, const ConnIdentity& me,
+                             const Deadline& deadline) {
+  IoContext ctx;
+  ctx.op = "handshake";
+  ctx.rank = rank_;
+  ctx.peer = peer;
+  ctx.peer_address = addr.text();
+  // A peer whose listener is momentarily full asks us to come back; bounded by the deadline.
+  for (double pause = 0.01;; pause = std::min(pause * 2, 0.2)) {
+    Link l;
+    l.peer = peer;
+    l.peer_address = addr.text();
+    l.sock = connect_with_backoff(addr, deadline, rank_, peer, opt_.verbose);
+    try {
+      client_handshake(l.sock, terms_, me, deadline, ctx);
+      return l;
+    } catch (const HandshakeBusy& e) {
+      if (deadline.remaining_s() <= pause) {
+        throw std::runtime_error(std::string(e.what()) + " It stayed full for " +
+                                 std::to_string(static_cast<int>(deadline.span_s())) +
+                                 " s (TESSERA_DIST_CONNECT_TIMEOUT); something else keeps "
+                                 "connecting to it.");
+      }
+      std::this_thread::sleep_for(std::chrono::duration<double>(pause));
+    }
+  }
 }
 
 void RingGroup::accept_loop() {
@@ -192,8 +223,9 @@ void RingGroup::accept_loop() {
       if (stopping_) return;
       if (handshakes_active_ >= kMaxHandshakes) {
         std::cerr << "[ring] rank " << rank_ << ": " << kMaxHandshakes
-                  << " connections are already authenticating; closed one from " << peer_text
-                  << "\n";
+                  << " connections are already authenticating; asked " << peer_text
+                  << " to retry\n";
+        refuse_busy(s);
         continue;
       }
       ++handshakes_active_;
@@ -212,11 +244,13 @@ void RingGroup::authenticate(Socket s, const std::string& peer_text) {
   };
   ConnIdentity id;
   try {
-    id = server_handshake(s, opt_.token, rank_, size_, conns_,
+    id = server_handshake(s, terms_, rank_, size_, conns_,
                           Deadline::after(std::min(opt_.connect_timeout_s, 10.0)), peer_text);
   } catch (const std::exception& e) {
     std::lock_guard<std::mutex> lk(accept_mu_);
     if (!stopping_) std::cerr << e.what() << " (connection closed; still waiting for the right peer)\n";
+    auto* r = dynamic_cast<const HandshakeRejected*>(&e);
+    if (r != nullptr && r->claimed_rank == left_) left_rejection_ = e.what();
     finished();
     return;
   }
@@ -258,17 +292,8 @@ Link* RingGroup::direct_link(int peer) {
   const HostAddress& addr = hostfile_.ranks[peer][0];
   if (rank_ < peer) {  // the lower rank of a pair opens the connection
     lk.unlock();
-    auto l = std::make_unique<Link>();
-    l->peer = peer;
-    l->peer_address = addr.text();
-    Deadline d = Deadline::after(opt_.connect_timeout_s);
-    l->sock = connect_with_backoff(addr, d, rank_, peer, opt_.verbose);
-    IoContext ctx;
-    ctx.op = "handshake";
-    ctx.rank = rank_;
-    ctx.peer = peer;
-    ctx.peer_address = l->peer_address;
-    client_handshake(l->sock, opt_.token, {rank_, peer, 0, ConnKind::direct}, d, ctx);
+    auto l = std::make_unique<Link>(connect_link(peer, addr, {rank_, peer, 0, ConnKind::direct},
+                                                 Deadline::after(opt_.connect_timeout_s)));
     lk.lock();
     Link* p = l.get();
     direct_[peer] = std::move(l);

@@ -17,6 +17,7 @@
 
 #include "distributed/group_impl.h"
 #include "distributed/hostfile.h"
+#include "distributed/ring/handshake.h"
 #include "distributed/ring/lane_pool.h"
 #include "distributed/ring/socket.h"
 #include "distributed/ring/stream.h"
@@ -87,6 +88,12 @@ class RingGroup : public GroupImpl {
   };
 
   void accept_loop();
+  // Stops the acceptor and joins it and the handshake threads (idempotent).
+  void stop_accepting();
+  // Connects to `peer` at `addr` and runs the client handshake, retrying while its listener is
+  // full, until `deadline`.
+  Link connect_link(int peer, const HostAddress& addr, const ConnIdentity& me,
+                    const Deadline& deadline);
   // One accepted connection's handshake and registration (on its own thread).
   void authenticate(Socket s, const std::string& peer_text);
   static constexpr int kMaxHandshakes = 16;  // connections authenticating at once
@@ -112,6 +119,7 @@ class RingGroup : public GroupImpl {
   const int left_, right_;
   const Hostfile hostfile_;
   const RingOptions opt_;
+  const JobTerms terms_;  // what every connection's two ends must agree on
   int conns_ = 1;
   SpinPolicy spin_;  // how waits for peers poll (spin_policy.h)
 
@@ -128,6 +136,14 @@ class RingGroup : public GroupImpl {
   std::vector<std::thread> handshakers_;  // authenticate() threads (accept_mu_)
   std::vector<int> handshake_fds_;        // their sockets, shut down on destruction (accept_mu_)
   int handshakes_active_ = 0;             // (accept_mu_)
+  std::string left_rejection_;  // why the last connection claiming to be left_ was refused (accept_mu_)
+  // Declared after the threads and what they use, so it runs first when the group goes away,
+  // also when the constructor throws after starting them (a joinable std::thread member would
+  // otherwise end the process with std::terminate).
+  struct ThreadStopper {
+    RingGroup* g;
+    ~ThreadStopper() { g->stop_accepting(); }
+  } thread_stopper_{this};
 
   std::mutex op_mu_;  // one operation at a time
   uint64_t coll_seq_ = 0;                   // collectives issued (op_mu_)

@@ -104,8 +104,8 @@ std::string timeout_message(const IoContext& ctx) {
   std::snprintf(secs, sizeof(secs), "%.1f", ctx.timeout_s);
   return "[ring] rank " + std::to_string(ctx.rank) + ": no data from " + peer_name(ctx) +
          " for " + secs + " s " + describe_op(ctx) +
-         ". The peer may be stopped or calling a different operation; see its log, or raise "
-         "TESSERA_DIST_TIMEOUT.";
+         ". The peer may be stopped or calling a different operation; see its log, or raise " +
+         ctx.limit_var + ".";
 }
 
 Socket& Socket::operator=(Socket&& o) noexcept {

@@ -3,7 +3,9 @@
 // (poll based). Knows nothing about collectives (collectives.cpp decides which bytes go where).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
+#include <limits>
 #include <cstddef>
 #include <string>
 
@@ -24,6 +26,11 @@ class Deadline {
   // Milliseconds left for poll(): -1 when infinite, never below 0.
   int poll_ms() const;
   double span_s() const { return span_s_; }  // the seconds it was made with (0: none)
+  // Seconds left (infinity when infinite, never below 0).
+  double remaining_s() const {
+    if (infinite_) return std::numeric_limits<double>::infinity();
+    return std::max(0.0, std::chrono::duration<double>(at_ - Clock::now()).count());
+  }
 
  private:
   Deadline() = default;
@@ -42,6 +49,7 @@ struct IoContext {
   int peer = -1;              // the peer's rank
   std::string peer_address;   // "127.0.0.1:5001"
   double timeout_s = 0;       // the inactivity limit in force (0 = none), for the message
+  const char* limit_var = "TESSERA_DIST_TIMEOUT";  // the variable that sets that limit
 };
 
 std::string format_bytes(size_t bytes);  // "64.0 MiB"
