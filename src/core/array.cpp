@@ -19,9 +19,16 @@ Strides row_strides(const Shape& shape) {
 }
 
 size_t shape_size(const Shape& shape) {
-  size_t n = 1;
-  for (auto d : shape) n *= static_cast<size_t>(d);
-  return n;
+  int64_t n = 1;
+  for (auto d : shape) {
+    if (__builtin_mul_overflow(n, static_cast<int64_t>(d), &n)) {
+      std::string s = "(";
+      for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+      throw std::overflow_error("[array] shape " + s +
+                                ") has more elements than 64 bits count (2^63 - 1)");
+    }
+  }
+  return static_cast<size_t>(n);
 }
 
 void throw_item_not_scalar(size_t size) {
@@ -36,8 +43,13 @@ ArrayDesc::ArrayDesc(Shape s, Dtype t) : shape(std::move(s)), dtype(t) {
                                   " in shape");
     }
   }
-  strides = row_strides(shape);
   size = shape_size(shape);
+  if (size > 0 && dtype.size() > static_cast<size_t>(INT64_MAX) / size) {
+    throw std::overflow_error("[array] " + std::to_string(size) + " elements of " +
+                              std::to_string(dtype.size()) + " bytes are more bytes than 64 bits "
+                              "count");
+  }
+  strides = row_strides(shape);
 }
 
 // Tear down the graph above this node iteratively: an input whose descriptor and node would die

@@ -21,8 +21,8 @@ array arange(double start, double stop, double step, Dtype dtype, StreamOrDevice
   if (step == 0) throw std::invalid_argument("[arange] step must not be 0");
   double real = std::ceil((stop - start) / step);
   if (real > static_cast<double>(INT32_MAX)) {
-    throw std::invalid_argument("[arange] the range holds " + std::to_string(real) +
-                                " elements, more than the maximum of 2147483647");
+    throw std::overflow_error("[arange] the range holds " + std::to_string(real) +
+                              " elements, more than a dimension holds (2147483647)");
   }
   int size = std::max(static_cast<int>(real), 0);
   return array(Shape{size}, dtype, std::make_shared<Arange>(to_stream(s), start, stop, step), {});

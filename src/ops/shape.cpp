@@ -41,8 +41,9 @@ array reshape(const array& a, Shape shape, StreamOrDevice s) {
     } else if (shape[i] < 0) {
       throw std::invalid_argument("[reshape] invalid dimension " + std::to_string(shape[i]) +
                                   " in shape " + detail::shape_str(shape));
-    } else {
-      known *= static_cast<size_t>(shape[i]);
+    } else if (__builtin_mul_overflow(known, static_cast<size_t>(shape[i]), &known)) {
+      throw std::overflow_error("[reshape] shape " + detail::shape_str(shape) +
+                                " has more elements than 64 bits count");
     }
   }
   if (infer >= 0) {
@@ -51,7 +52,8 @@ array reshape(const array& a, Shape shape, StreamOrDevice s) {
                                   detail::shape_str(shape) + " for an array of size " +
                                   std::to_string(a.size()));
     }
-    shape[infer] = static_cast<int32_t>(a.size() / known);
+    shape[infer] = detail::checked_dim("reshape", static_cast<int64_t>(a.size() / known),
+                                       "the inferred dimension");
     known = a.size();
   }
   if (known != a.size()) {
@@ -358,11 +360,7 @@ array concatenate(std::vector<array> arrays, int axis, StreamOrDevice s) {
     total += a.shape()[ax];
     dtype = promote_types(dtype, a.dtype());
   }
-  if (total > INT32_MAX) {
-    throw std::invalid_argument("[concatenate] the concatenated axis would have " +
-                                std::to_string(total) + " elements, more than 2147483647");
-  }
-  shape[ax] = static_cast<int32_t>(total);
+  shape[ax] = detail::checked_dim("concatenate", total, "the concatenated axis");
   for (auto& a : arrays) {
     if (a.dtype() != dtype) a = astype(a, dtype, s);
   }

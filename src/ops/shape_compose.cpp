@@ -69,11 +69,7 @@ array pad(const array& a, const std::vector<int>& axes, const Shape& low_pad_siz
                                   std::to_string(axes[i]));
     }
     int64_t n = static_cast<int64_t>(out_shape[norm[i]]) + low_pad_size[i] + high_pad_size[i];
-    if (n > INT32_MAX) {
-      throw std::invalid_argument("[pad] padded axis " + std::to_string(axes[i]) + " would have " +
-                                  std::to_string(n) + " elements, more than 2147483647");
-    }
-    out_shape[norm[i]] = static_cast<int32_t>(n);
+    out_shape[norm[i]] = detail::checked_dim("pad", n, "padded axis " + std::to_string(axes[i]));
   }
   if (mode == "constant") {
     if (pad_value.size() != 1) {
@@ -135,16 +131,13 @@ array repeat(const array& arr, int repeats, int axis, StreamOrDevice s) {
   }
   if (repeats == 1) return arr;
   Shape shape = arr.shape();
-  const int64_t n = static_cast<int64_t>(shape[ax]) * repeats;
-  if (n > INT32_MAX) {
-    throw std::invalid_argument("[repeat] the repeated axis would have " + std::to_string(n) +
-                                " elements, more than 2147483647");
-  }
+  const int32_t n = detail::checked_dim("repeat", static_cast<int64_t>(shape[ax]) * repeats,
+                                        "the repeated axis");
   // (.., n, ..) -> (.., n, 1, ..) -> broadcast (.., n, r, ..) -> reshape (.., n*r, ..) (copies).
   Shape wide = shape;
   wide.insert(wide.begin() + ax + 1, repeats);
   array out = broadcast_to(expand_dims(arr, ax + 1, s), wide, s);
-  shape[ax] = static_cast<int32_t>(n);
+  shape[ax] = n;
   return reshape(out, std::move(shape), s);
 }
 
@@ -175,12 +168,8 @@ array tile(const array& arr, std::vector<int> reps, StreamOrDevice s) {
     }
     expanded.push_back(shape[i]);
     wide.push_back(shape[i]);
-    const int64_t n = static_cast<int64_t>(reps[i]) * shape[i];
-    if (n > INT32_MAX) {
-      throw std::invalid_argument("[tile] a tiled axis would have " + std::to_string(n) +
-                                  " elements, more than 2147483647");
-    }
-    final_shape.push_back(static_cast<int32_t>(n));
+    final_shape.push_back(detail::checked_dim("tile", static_cast<int64_t>(reps[i]) * shape[i],
+                                              "tiled axis " + std::to_string(i)));
   }
   array x = reshape(arr, std::move(expanded), s);
   x = broadcast_to(x, wide, s);
@@ -215,10 +204,15 @@ array roll(const array& a, int shift, StreamOrDevice s) {
   return reshape(roll(flatten(a, s), Shape{shift}, std::vector<int>{0}, s), std::move(shape), s);
 }
 
-array roll(const array& a, const Shape& shift, StreamOrDevice s) {
+// The total of several shifts along one axis (MLX: an overflow_error when it leaves 32 bits).
+int32_t total_shift(const Shape& shift) {
   int64_t total = 0;
   for (int v : shift) total += v;
-  return roll(a, static_cast<int>(total), s);
+  return detail::checked_dim("roll", total, "the sum of the shifts");
+}
+
+array roll(const array& a, const Shape& shift, StreamOrDevice s) {
+  return roll(a, total_shift(shift), s);
 }
 
 array roll(const array& a, int shift, int axis, StreamOrDevice s) {
@@ -230,9 +224,7 @@ array roll(const array& a, int shift, const std::vector<int>& axes, StreamOrDevi
 }
 
 array roll(const array& a, const Shape& shift, int axis, StreamOrDevice s) {
-  int64_t total = 0;
-  for (int v : shift) total += v;
-  return roll(a, Shape{static_cast<int32_t>(total)}, std::vector<int>{axis}, s);
+  return roll(a, Shape{total_shift(shift)}, std::vector<int>{axis}, s);
 }
 
 // ---- meshgrid ----

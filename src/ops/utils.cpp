@@ -1,11 +1,23 @@
 // Shared front-end helpers (see utils.h).
 #include "ops/utils.h"
 
+#include <cstdint>
+#include <stdexcept>
+
 #include <algorithm>
 #include <sstream>
 #include <stdexcept>
 
 namespace tessera::detail {
+
+int32_t checked_dim(const char* op, int64_t n, const std::string& what) {
+  if (n > INT32_MAX || n < INT32_MIN) {
+    throw std::overflow_error(std::string("[") + op + "] " + what + " would have " +
+                              std::to_string(n) + " elements, more than a dimension holds (" +
+                              std::to_string(INT32_MAX) + ")");
+  }
+  return static_cast<int32_t>(n);
+}
 
 std::string shape_str(const Shape& s) {
   std::ostringstream os;

@@ -19,6 +19,9 @@ std::vector<int> normalize_axes(const char* op, const std::vector<int>& axes, in
 // NumPy broadcasting of two / many shapes; throws "[op] shapes (2,3) and (4) cannot be broadcast".
 Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
 Shape broadcast_shapes(const char* op, const std::vector<array>& arrays);
+// `n` as a dimension; throws std::overflow_error (as MLX) naming the op and `what` ("the padded
+// axis 0") when it does not fit a 32-bit dimension.
+int32_t checked_dim(const char* op, int64_t n, const std::string& what);
 // Throws std::invalid_argument unless `a` and `b` have equal shapes.
 void check_same_shape(const char* op, const array& a, const array& b);
 

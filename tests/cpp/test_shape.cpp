@@ -795,3 +795,59 @@ TEST(ShapeVmap, MatchesPerExampleLoop) {
     check([](const array& x) { return roll(x, 1, 0); }, ax);
   }
 }
+
+// Shape arithmetic that leaves 64 bits (element count) or 32 bits (a dimension) throws
+// std::overflow_error naming the shape or the op, as MLX does, instead of wrapping to a small or
+// zero size that later reads out of bounds.
+namespace {
+
+template <typename F>
+std::string overflow_message(F&& f) {
+  try {
+    f();
+  } catch (const std::overflow_error& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("wrong exception type: ") + e.what();
+  }
+  return "no exception";
+}
+
+}  // namespace
+
+TEST(ShapeOverflow, CreationOfMoreElementsThan64BitsCount) {
+  auto m = overflow_message([] { ones({1 << 30, 1 << 30, 1 << 30}); });
+  EXPECT_NE(m.find("(1073741824, 1073741824, 1073741824)"), std::string::npos) << m;
+  m = overflow_message([] { zeros({2147483647, 2147483647, 2147483647}); });
+  EXPECT_NE(m.find("more elements than 64 bits"), std::string::npos) << m;
+  m = overflow_message([] { broadcast_to(array(1.0f), {65536, 65536, 65536, 65536}); });
+  EXPECT_NE(m.find("(65536, 65536, 65536, 65536)"), std::string::npos) << m;
+  // 2^62 elements of 4 bytes: the count fits, the bytes do not.
+  m = overflow_message([] { zeros({1 << 30, 1 << 30, 4}, float32); });
+  EXPECT_NE(m.find("bytes"), std::string::npos) << m;
+  // The largest shapes that do fit stay lazy and valid.
+  auto big = zeros({1 << 30, 1 << 30}, int8);
+  EXPECT_EQ(big.size(), size_t{1} << 60);
+  EXPECT_EQ(big.nbytes(), size_t{1} << 60);
+}
+
+TEST(ShapeOverflow, OpsThatGrowADimensionNameTheOp) {
+  const int imax = 2147483647;
+  auto m = overflow_message([&] { pad(zeros({8}), {0}, Shape{imax}, Shape{imax}, array(0)); });
+  EXPECT_NE(m.find("[pad]"), std::string::npos) << m;
+  m = overflow_message([&] { tile(zeros({2}), {imax}); });
+  EXPECT_NE(m.find("[tile]"), std::string::npos) << m;
+  m = overflow_message([&] { repeat(zeros({4}), imax, 0); });
+  EXPECT_NE(m.find("[repeat]"), std::string::npos) << m;
+  m = overflow_message([&] { roll(zeros({4}), Shape{imax, imax}); });
+  EXPECT_NE(m.find("[roll]"), std::string::npos) << m;
+  m = overflow_message([&] { roll(zeros({4}), Shape{imax, imax}, 0); });
+  EXPECT_NE(m.find("[roll]"), std::string::npos) << m;
+  auto half = broadcast_to(array(1.0f), {1 << 30});
+  m = overflow_message([&] { concatenate({half, half, half}); });
+  EXPECT_NE(m.find("[concatenate]"), std::string::npos) << m;
+  m = overflow_message([&] { reshape(zeros({4}), {65536, 65536, 65536, 65536, 4}); });
+  EXPECT_NE(m.find("[reshape]"), std::string::npos) << m;
+  // Shifts that cancel out are fine (the sum fits).
+  EXPECT_EQ(values<int>(roll(arange(0, 4), Shape{imax, -imax})), (std::vector<int>{0, 1, 2, 3}));
+}
