@@ -217,7 +217,9 @@ typename Op::A reduce_contiguous(const T* x, size_t n) {
   using A = typename Op::A;
   if (n <= 2 * kBlock) return reduce_run<Op>(x, n);
   size_t nblocks = (n + kBlock - 1) / kBlock;
-  std::vector<A> partial(nblocks);
+  // Not std::vector: for bool (all/any) that packs partials into shared words, and threads
+  // writing neighbouring partials would race (array_equal/allclose then said false at random).
+  auto partial = std::make_unique<A[]>(nblocks);
   // Blocks are taken from a shared counter (a late or slow thread does fewer); each partial
   // has its fixed slot, so the result does not depend on the timing.
   cpu::parallel_blocks(n, kBlock, [&](size_t lo, size_t hi) {
