@@ -112,7 +112,9 @@ template <> struct TypeToDtype<int32_t> { operator Dtype() const { return int32;
 template <> struct TypeToDtype<int64_t> { operator Dtype() const { return int64; } };
 template <> struct TypeToDtype<float16_t> { operator Dtype() const { return float16; } };
 template <> struct TypeToDtype<float> { operator Dtype() const { return float32; } };
-template <> struct TypeToDtype<double> { operator Dtype() const { return float64; } };
+// As MLX: a C++ double makes a float32 array (array(1.0), full(shape, 2.0), x + 1.0); ask for
+// float64 explicitly (array(1.0, float64)).
+template <> struct TypeToDtype<double> { operator Dtype() const { return float32; } };
 template <> struct TypeToDtype<bfloat16_t> { operator Dtype() const { return bfloat16; } };
 template <> struct TypeToDtype<complex64_t> { operator Dtype() const { return complex64; } };
 // `long`/`unsigned long long` may be distinct from int64_t/uint64_t on some ABIs.

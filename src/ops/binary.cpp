@@ -15,13 +15,6 @@
 namespace tessera {
 
 namespace detail {
-Dtype weak_scalar_dtype(Dtype d, bool is_bool, bool is_integral, bool is_complex) {
-  if (is_complex) return complex64;
-  if (is_bool) return d;
-  if (is_integral) return d == bool_ ? int32 : d;
-  return is_floating_point(d) ? d : float32;  // a floating scalar
-}
-
 Shape elementwise_shape(const std::vector<array>& inputs) {
   return broadcast_shapes("elementwise", inputs);
 }

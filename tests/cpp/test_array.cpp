@@ -15,11 +15,17 @@ TEST(ArrayConstruct, ScalarsListsAndShapes) {
   EXPECT_EQ(b.shape(), Shape{3});
   EXPECT_EQ(b.dtype(), int64);
   EXPECT_EQ(b.data<int64_t>()[2], 3);
+  // As MLX, C++ doubles make float32 unless float64 is asked for.
   std::vector<double> v{1, 2, 3, 4, 5, 6};
   array c(v.data(), Shape{2, 3});
-  EXPECT_EQ(c.dtype(), float64);
+  EXPECT_EQ(c.dtype(), float32);
   EXPECT_EQ(c.strides(), (Strides{3, 1}));
-  EXPECT_EQ(c.data<double>()[5], 6.0);
+  EXPECT_EQ(c.data<float>()[5], 6.0f);
+  EXPECT_EQ(array(1.0).dtype(), float32);
+  EXPECT_EQ(array({1.0, 2.0}).dtype(), float32);
+  EXPECT_EQ(full({2}, 2.0).dtype(), float32);
+  EXPECT_EQ(array(1.0, float64).dtype(), float64);
+  EXPECT_EQ(array(v.data(), Shape{6}, float64).data<double>()[5], 6.0);
   EXPECT_THROW(array({1.0f, 2.0f}, Shape{3}), std::invalid_argument);
   EXPECT_THROW(c.item<float>(), std::invalid_argument);
 }

@@ -342,20 +342,31 @@ TEST(BinaryPromotion, ArrayArrayPromotesAsMlx) {
   EXPECT_EQ(v.item<int>(), 200);  // no int8 overflow after promotion to int16
 }
 
-TEST(BinaryPromotion, ScalarsTakeTheArrayDtypeCategory) {
+// As MLX's C++ API: a scalar is an array of its own C++ type (double -> float32, int -> int32),
+// promoted with the other operand as two arrays are.
+TEST(BinaryPromotion, CppScalarsAreArraysOfTheirOwnType) {
   auto f32 = make({1.5, 2.0}, float32);
   EXPECT_EQ((f32 * 2.0).dtype(), float32);
   EXPECT_EQ((2.0 * f32).dtype(), float32);
   EXPECT_EQ((f32 + 1).dtype(), float32);
   auto f16 = make({1.5}, float16);
-  EXPECT_EQ((f16 * 2.0).dtype(), float16);
+  EXPECT_EQ((f16 * 2.0).dtype(), float32);
+  EXPECT_EQ((f16 * 2.0f).dtype(), float32);
   EXPECT_EQ((f16 + 3).dtype(), float16);
+  EXPECT_EQ((f16 / 2).dtype(), float32);
+  EXPECT_EQ((f16 * float16_t(2.0f)).dtype(), float16);
   auto i8 = make({100, -3}, int8);
-  EXPECT_EQ((i8 + 1).dtype(), int8);
+  EXPECT_EQ((i8 + 1).dtype(), int32);
+  EXPECT_EQ((i8 + int8_t(1)).dtype(), int8);
+  // The scalar keeps its value: it is not cast to int8 (or uint8) before comparing.
+  EXPECT_EQ(values(i8 < 300), (std::vector<double>{1, 1}));
+  EXPECT_EQ((make({1}, int32) + int64_t(1)).dtype(), int64);
+  EXPECT_EQ((make({1}, uint32) + 1).dtype(), int64);
   EXPECT_EQ((i8 * 0.5).dtype(), float32);
   EXPECT_EQ((i8 / 2).dtype(), float32);
   auto u8 = make({3}, uint8);
-  EXPECT_EQ((u8 - 1).dtype(), uint8);
+  EXPECT_EQ((u8 - 1).dtype(), int32);
+  EXPECT_EQ(values(u8 > -1), (std::vector<double>{1}));
   auto b = make({1, 0}, bool_);
   EXPECT_EQ((b + 1).dtype(), int32);
   EXPECT_EQ((b + true).dtype(), bool_);

@@ -356,7 +356,7 @@ INSTANTIATE_TEST_SUITE_P(AllOps, GradOps, ::testing::ValuesIn(cases()),
 
 // A 0-d input and output go through the same machinery.
 TEST(GradOpsEdges, ScalarInputAndOutput) {
-  check_gradients({"scalar", {array(0.7)}, [](const std::vector<array>& x) {
+  check_gradients({"scalar", {array(0.7, float64)}, [](const std::vector<array>& x) {
                      return multiply(sin(x[0]), exp(x[0]));
                    }});
 }

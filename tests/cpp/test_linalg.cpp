@@ -458,7 +458,7 @@ TEST(Norm, VectorNorms) {
 
 TEST(Norm, MatrixNorms) {
   // [[1, -2, 3], [-4, 5, -6]]: column abs sums 5, 7, 9; row abs sums 6, 15.
-  array m = array({1.0, -2.0, 3.0, -4.0, 5.0, -6.0}, Shape{2, 3});
+  array m = array({1.0, -2.0, 3.0, -4.0, 5.0, -6.0}, Shape{2, 3}, float64);
   const double inf = std::numeric_limits<double>::infinity();
   EXPECT_DOUBLE_EQ(linalg::norm(m, 1.0).item<double>(), 9.0);
   EXPECT_DOUBLE_EQ(linalg::norm(m, -1.0).item<double>(), 5.0);

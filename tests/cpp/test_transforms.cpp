@@ -176,10 +176,10 @@ TEST(Vjp, MultiOutputPrimitiveWithSomeOutputsUnused) {
     parts.clear();
     return add(sum(multiply(first, array(2.0))), sum(exp(last)));
   };
-  array x({0.1, 0.2, 0.3, 0.4, 0.5, 0.6});
+  array x({0.1, 0.2, 0.3, 0.4, 0.5, 0.6}, float64);
   auto g = grad(f)(x);
   expect_near(g, {2, 2, 0, 0, std::exp(0.5), std::exp(0.6)});
-  auto [y, t] = jvp(f, x, array({1.0, 0.0, 5.0, 5.0, 1.0, 1.0}));
+  auto [y, t] = jvp(f, x, array({1.0, 0.0, 5.0, 5.0, 1.0, 1.0}, float64));
   EXPECT_NEAR(t.item<double>(), 2 + std::exp(0.5) + std::exp(0.6), 1e-12);
 }
 
@@ -187,9 +187,9 @@ TEST(Vjp, TrainingLoopLeavesNoGraphBehind) {
   // After eval, updated parameters are plain data: the graph of earlier steps is not kept.
   auto loss = [](const array& w) { return sum(square(subtract(w, array(3.0)))); };
   auto g = grad(loss);
-  array w({0.0, 1.0});
+  array w({0.0, 1.0}, float64);
   for (int step = 0; step < 50; ++step) {
-    w = subtract(w, multiply(g(w), array(0.1)));
+    w = subtract(w, multiply(g(w), array(0.1, float64)));
     eval(w);
     ASSERT_FALSE(w.has_primitive()) << "step " << step;
     ASSERT_FALSE(w.is_tracer()) << "step " << step;
@@ -314,9 +314,9 @@ TEST(Grad, SecondDerivativeOfSinIsMinusSin) {
   auto d2 = grad(d1);
   auto d3 = grad(d2);
   for (double x : {0.3, 1.1, -2.0}) {
-    EXPECT_NEAR(d1(array(x)).item<double>(), std::cos(x), 1e-12);
-    EXPECT_NEAR(d2(array(x)).item<double>(), -std::sin(x), 1e-12);
-    EXPECT_NEAR(d3(array(x)).item<double>(), -std::cos(x), 1e-12);
+    EXPECT_NEAR(d1(array(x, float64)).item<double>(), std::cos(x), 1e-12);
+    EXPECT_NEAR(d2(array(x, float64)).item<double>(), -std::sin(x), 1e-12);
+    EXPECT_NEAR(d3(array(x, float64)).item<double>(), -std::cos(x), 1e-12);
   }
 }
 
@@ -325,7 +325,7 @@ TEST(Grad, SecondDerivativeOfAProduct) {
   auto f = [](const array& a) { return multiply(multiply(a, square(a)), exp(a)); };
   double x = 0.7;
   double want = (6 * x + 6 * x * x + x * x * x) * std::exp(x);
-  EXPECT_NEAR(grad(grad(f))(array(x)).item<double>(), want, 1e-10);
+  EXPECT_NEAR(grad(grad(f))(array(x, float64)).item<double>(), want, 1e-10);
 }
 
 TEST(ValueAndGrad, TinyMlpLossMatchesFiniteDifferences) {
@@ -374,7 +374,7 @@ TEST(CustomVjp, ReplacesTheGradient) {
       [](const std::vector<array>&, const std::vector<array>& cot, const std::vector<array>&) {
         return std::vector<array>{multiply(cot[0], array(10.0))};
       });
-  array x({0.5, 1.0});
+  array x({0.5, 1.0}, float64);
   auto outs = f({x});
   expect_near(outs[0], {std::sin(0.5), std::sin(1.0)});
   auto g = grad([&f](const array& a) { return sum(f({a})[0]); })(x);
@@ -480,7 +480,7 @@ TEST(Checkpoint, BackwardPassRecomputesTheFunction) {
 TEST(Checkpoint, SecondOrderThroughCheckpoint) {
   auto ck = checkpoint([](const std::vector<array>& in) { return std::vector<array>{sin(in[0])}; });
   auto d2 = grad(grad([&ck](const array& a) { return sum(ck({a})[0]); }));
-  EXPECT_NEAR(d2(array(0.4)).item<double>(), -std::sin(0.4), 1e-12);
+  EXPECT_NEAR(d2(array(0.4, float64)).item<double>(), -std::sin(0.4), 1e-12);
 }
 
 }  // namespace

@@ -49,7 +49,7 @@ inline size_t numel(const Shape& s) {
 
 // An array of `shape` filled with seeded_values, rounded to `dtype`.
 inline array random_array(const Shape& shape, Dtype dtype, uint64_t seed) {
-  return astype(array(seeded_values(numel(shape), seed), shape), dtype);
+  return astype(array(seeded_values(numel(shape), seed), shape, float64), dtype);
 }
 
 }  // namespace tessera::test_util

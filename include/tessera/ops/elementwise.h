@@ -122,24 +122,15 @@ inline array array_equal(const array& a, const array& b, StreamOrDevice s = {}) 
 array where(const array& condition, const array& x, const array& y, StreamOrDevice s = {});
 
 // ---- operators ----
-// A C++ scalar on either side takes the dtype category of the array, as a Python scalar does in
-// MLX: float32 array * 2.0 stays float32, int8 array + 1 stays int8, int32 array * 0.5 gives
-// float32, bool array + 1 gives int32.
+// As MLX's C++ API: a C++ scalar becomes array(scalar) of its own type (double -> float32,
+// int -> int32) and then promotes with the other side as two arrays do: float16 * 2.0 gives
+// float32, int8 + 1 gives int32. Division takes a double scalar only, so x / 2 is float32 or
+// wider. (Python scalars follow MLX's Python rules instead, in the bindings.)
 namespace detail {
 template <typename T>
 inline constexpr bool is_scalar_v =
     std::is_arithmetic_v<T> || std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t> ||
     std::is_same_v<T, complex64_t>;
-
-Dtype weak_scalar_dtype(Dtype array_dtype, bool is_bool, bool is_integral, bool is_complex);
-
-template <typename T>
-array scalar_with(T v, const array& other) {
-  constexpr bool b = std::is_same_v<T, bool>;
-  constexpr bool i = std::is_integral_v<T> && !b;
-  constexpr bool c = std::is_same_v<T, complex64_t>;
-  return array(v, weak_scalar_dtype(other.dtype(), b, i, c));
-}
 }  // namespace detail
 
 #define TESSERA_ARRAY_BINARY_OPERATOR(OP, FN)                      \
@@ -147,18 +138,20 @@ array scalar_with(T v, const array& other) {
   template <typename T>                                            \
     requires detail::is_scalar_v<T>                                \
   array operator OP(T a, const array& b) {                         \
-    return FN(detail::scalar_with(a, b), b);                       \
+    return FN(array(a), b);                                        \
   }                                                                \
   template <typename T>                                            \
     requires detail::is_scalar_v<T>                                \
   array operator OP(const array& a, T b) {                         \
-    return FN(a, detail::scalar_with(b, a));                       \
+    return FN(a, array(b));                                        \
   }
 
+array operator/(const array& a, const array& b);
+inline array operator/(double a, const array& b) { return divide(array(a), b); }
+inline array operator/(const array& a, double b) { return divide(a, array(b)); }
 TESSERA_ARRAY_BINARY_OPERATOR(+, add)
 TESSERA_ARRAY_BINARY_OPERATOR(-, subtract)
 TESSERA_ARRAY_BINARY_OPERATOR(*, multiply)
-TESSERA_ARRAY_BINARY_OPERATOR(/, divide)
 TESSERA_ARRAY_BINARY_OPERATOR(%, remainder)
 TESSERA_ARRAY_BINARY_OPERATOR(==, equal)
 TESSERA_ARRAY_BINARY_OPERATOR(!=, not_equal)
