@@ -29,6 +29,7 @@ class array;
 namespace detail {
 struct Node;
 struct ArrayDesc;
+struct Data;
 }  // namespace detail
 
 class array {
@@ -131,6 +132,38 @@ class array {
   bool is_donatable() const;
   bool is_row_contiguous() const { return flags().row_contiguous; }
 
+  // A buffer and its deleter (MLX's array::Data).
+  using Data = detail::Data;
+
+  // Iteration over the first axis, as MLX: *it is the sub-array a[i] (lazy); a 0-d array cannot
+  // be iterated (std::invalid_argument).
+  struct ArrayIterator {
+    using iterator_category = std::random_access_iterator_tag;
+    using difference_type = size_t;
+    using value_type = const array;
+    using reference = value_type;
+    explicit ArrayIterator(const array& arr, int idx = 0);
+    reference operator*() const;
+    ArrayIterator& operator+(difference_type diff) {
+      idx_ += static_cast<int>(diff);
+      return *this;
+    }
+    ArrayIterator& operator++() {
+      ++idx_;
+      return *this;
+    }
+    friend bool operator==(const ArrayIterator& a, const ArrayIterator& b) {
+      return a.arr_.id() == b.arr_.id() && a.idx_ == b.idx_;
+    }
+    friend bool operator!=(const ArrayIterator& a, const ArrayIterator& b) { return !(a == b); }
+
+   private:
+    const array& arr_;
+    int idx_;
+  };
+  ArrayIterator begin() const { return ArrayIterator(*this); }
+  ArrayIterator end() const { return ArrayIterator(*this, shape(0)); }
+
   enum class Status : int { unscheduled = 0, scheduled = 1, available = 2 };
   Status status() const;
   bool is_available() const { return status() == Status::available; }
@@ -174,7 +207,7 @@ namespace detail {
 struct Data {
   allocator::Buffer buffer;
   Deleter deleter;
-  Data(allocator::Buffer b, Deleter d) : buffer(b), deleter(std::move(d)) {}
+  Data(allocator::Buffer b, Deleter d = allocator::free) : buffer(b), deleter(std::move(d)) {}
   Data(const Data&) = delete;
   Data& operator=(const Data&) = delete;
   ~Data() {

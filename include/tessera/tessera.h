@@ -1,5 +1,8 @@
-// Umbrella header: the whole public C++ API.
+// Umbrella header: the whole public C++ API, plus <iostream> so that the examples of the README
+// and docs (which print arrays with std::cout) compile with this one include, as with MLX's.
 #pragma once
+
+#include <iostream>
 
 #include "tessera/array.h"
 #include "tessera/config.h"

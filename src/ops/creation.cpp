@@ -77,8 +77,12 @@ array full(Shape shape, array vals, StreamOrDevice s) {
   auto dtype = vals.dtype();
   return full(std::move(shape), std::move(vals), dtype, s);
 }
+array full_like(const array& a, array vals, Dtype dtype, StreamOrDevice s) {
+  Shape shape = detail::broadcast_shapes("full_like", a.shape(), vals.shape());
+  return full(std::move(shape), std::move(vals), dtype, s);
+}
 array full_like(const array& a, array vals, StreamOrDevice s) {
-  return full(a.shape(), std::move(vals), a.dtype(), s);
+  return full_like(a, std::move(vals), a.dtype(), s);
 }
 array zeros(const Shape& shape, Dtype dtype, StreamOrDevice s) {
   return full(shape, array(false), dtype, s);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "tessera/array.h"
@@ -40,7 +41,19 @@ template <typename T>
 array full(Shape shape, T val, StreamOrDevice s = {}) {
   return full(std::move(shape), array(val), s);
 }
+// As MLX: the shape is a's broadcast with vals', the dtype a's (or the one given).
+array full_like(const array& a, array vals, Dtype dtype, StreamOrDevice s = {});
 array full_like(const array& a, array vals, StreamOrDevice s = {});
+template <typename T>
+  requires(!std::is_same_v<std::decay_t<T>, array>)
+array full_like(const array& a, T val, Dtype dtype, StreamOrDevice s = {}) {
+  return full_like(a, array(val, dtype), dtype, s);
+}
+template <typename T>
+  requires(!std::is_same_v<std::decay_t<T>, array>)
+array full_like(const array& a, T val, StreamOrDevice s = {}) {
+  return full_like(a, array(val, a.dtype()), s);
+}
 array zeros(const Shape& shape, Dtype dtype, StreamOrDevice s = {});
 inline array zeros(const Shape& shape, StreamOrDevice s = {}) { return zeros(shape, float32, s); }
 array zeros_like(const array& a, StreamOrDevice s = {});

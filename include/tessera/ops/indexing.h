@@ -105,4 +105,17 @@ inline array scatter_min(const array& a, const array& indices, const array& upda
   return scatter_min(a, std::vector<array>{indices}, updates, std::vector<int>{axis}, s);
 }
 
+// ---- diagonals (composites of gather / scatter, as MLX) ----
+// The offset-th diagonal of the (axis1, axis2) planes, as a new last axis. Throws
+// std::invalid_argument for ndim < 2 or equal axes, std::out_of_range for an axis outside a.
+array diagonal(const array& a, int offset = 0, int axis1 = 0, int axis2 = 1,
+               StreamOrDevice s = {});
+// 1-D a: the square matrix with a on its k-th diagonal; 2-D a: its k-th diagonal.
+array diag(const array& a, int k = 0, StreamOrDevice s = {});
+// Sum of the offset-th diagonal, accumulated in `dtype` (default: a's dtype; sum's promotion of
+// small integers applies).
+array trace(const array& a, int offset, int axis1, int axis2, Dtype dtype, StreamOrDevice s = {});
+array trace(const array& a, int offset, int axis1, int axis2, StreamOrDevice s = {});
+array trace(const array& a, StreamOrDevice s = {});
+
 }  // namespace tessera

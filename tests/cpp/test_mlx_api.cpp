@@ -1,0 +1,165 @@
+// Names MLX's C++ API has that code ported from MLX calls: utilities (broadcast_shapes,
+// result_type, finfo / iinfo, normalize_axis_index, StreamContext), full_like's overloads, array
+// iteration, array::Data, and diagonal / diag / trace, checked against loops and closed forms.
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cstdint>
+#include <limits>
+
+#include "test_util.h"
+
+using namespace tessera;
+using tessera::test_util::values;
+
+namespace {
+
+// a[i][j] = 10 * i + j for a rows x cols float32 matrix.
+array grid(int rows, int cols) {
+  return astype(add(multiply(reshape(arange(rows), {rows, 1}), array(10)),
+                    reshape(arange(cols), {1, cols})),
+                float32);
+}
+
+}  // namespace
+
+TEST(MlxUtils, BroadcastShapesAndResultType) {
+  EXPECT_EQ(broadcast_shapes({1}, {0}), Shape{0});
+  EXPECT_EQ(broadcast_shapes({2, 1}, {3}), (Shape{2, 3}));
+  EXPECT_EQ(broadcast_shapes({}, {4, 1}), (Shape{4, 1}));
+  EXPECT_THROW(broadcast_shapes({2}, {3}), std::invalid_argument);
+  EXPECT_EQ(result_type(array(1, int8), array(1.0f, float16)), float16);
+  EXPECT_EQ(result_type(array(1, uint8), array(1, int8)), int16);
+  EXPECT_EQ(result_type(array(true), array(1, uint8), array(1.0f)), float32);
+  EXPECT_EQ(result_type(std::vector<array>{}), bool_);
+}
+
+TEST(MlxUtils, FinfoAndIinfoMatchNumericLimits) {
+  finfo f32(float32);
+  EXPECT_EQ(f32.bits, 32);
+  EXPECT_EQ(f32.eps, static_cast<double>(FLT_EPSILON));
+  EXPECT_EQ(f32.max, static_cast<double>(FLT_MAX));
+  EXPECT_EQ(f32.min, -static_cast<double>(FLT_MAX));
+  EXPECT_EQ(f32.smallest_normal, static_cast<double>(FLT_MIN));
+  EXPECT_EQ(finfo(float64).eps, DBL_EPSILON);
+  finfo f16(float16);
+  EXPECT_EQ(f16.max, 65504.0);
+  EXPECT_EQ(f16.eps, std::ldexp(1.0, -10));
+  EXPECT_EQ(f16.smallest_normal, std::ldexp(1.0, -14));
+  finfo bf(bfloat16);
+  EXPECT_EQ(bf.eps, std::ldexp(1.0, -7));
+  EXPECT_EQ(bf.smallest_normal, static_cast<double>(FLT_MIN));
+  EXPECT_EQ(finfo(complex64).dtype, float32);
+  EXPECT_THROW(finfo{int32}, std::invalid_argument);
+  EXPECT_EQ(iinfo(int8).min, -128);
+  EXPECT_EQ(iinfo(int8).max, 127u);
+  EXPECT_EQ(iinfo(uint64).max, std::numeric_limits<uint64_t>::max());
+  EXPECT_EQ(iinfo(uint64).min, 0);
+  EXPECT_EQ(iinfo(int64).min, std::numeric_limits<int64_t>::min());
+  EXPECT_THROW(iinfo{bool_}, std::invalid_argument);
+  EXPECT_THROW(iinfo{float32}, std::invalid_argument);
+}
+
+TEST(MlxUtils, NormalizeAxisIndex) {
+  EXPECT_EQ(normalize_axis_index(-1, 3), 2);
+  EXPECT_EQ(normalize_axis_index(0, 1), 0);
+  try {
+    normalize_axis_index(3, 3, "[myop] ");
+    ADD_FAILURE() << "no exception";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("[myop] axis 3"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(normalize_axis_index(-4, 3), std::invalid_argument);
+}
+
+TEST(MlxUtils, StreamContextSetsAndRestoresTheDefault) {
+  const Stream before = default_stream(default_device());
+  Stream other = new_stream(Device::cpu);
+  {
+    StreamContext ctx(other);
+    EXPECT_EQ(default_stream(default_device()), other);
+    EXPECT_EQ(values(add(array(1.0f), array(2.0f)))[0], 3.0);  // ops run on it
+  }
+  EXPECT_EQ(default_stream(default_device()), before);
+  EXPECT_THROW(StreamContext{StreamOrDevice{}}, std::runtime_error);
+}
+
+TEST(MlxCreation, FullLikeBroadcastsAndTakesADtype) {
+  auto a = zeros({3, 1}, int32);
+  auto f = full_like(a, 2.5f);
+  EXPECT_EQ(f.dtype(), int32);  // a's dtype: 2.5 becomes 2
+  EXPECT_EQ(values(f), (std::vector<double>{2, 2, 2}));
+  auto g = full_like(a, array({1.0f, 2.0f}));
+  EXPECT_EQ(g.shape(), (Shape{3, 2}));
+  EXPECT_EQ(values(g), (std::vector<double>{1, 2, 1, 2, 1, 2}));
+  auto h = full_like(a, 1.5, float16);
+  EXPECT_EQ(h.dtype(), float16);
+  EXPECT_EQ(values(h), (std::vector<double>{1.5, 1.5, 1.5}));
+}
+
+TEST(MlxArray, IteratesOverTheFirstAxis) {
+  auto x = grid(3, 2);
+  int i = 0;
+  for (auto row : x) {
+    EXPECT_EQ(row.shape(), Shape{2});
+    EXPECT_EQ(values(row), (std::vector<double>{10.0 * i, 10.0 * i + 1})) << i;
+    ++i;
+  }
+  EXPECT_EQ(i, 3);
+  EXPECT_THROW(array(1.0f).begin(), std::invalid_argument);
+  auto buf = std::make_shared<array::Data>(allocator::malloc(16));
+  EXPECT_NE(buf->buffer.raw_ptr(), nullptr);
+}
+
+TEST(MlxOps, DiagonalMatchesALoop) {
+  auto a = grid(3, 4);
+  for (int off : {0, 1, 3, 4, -1, -2, -3, -5}) {
+    std::vector<double> want;
+    for (int r = 0; r < 3; ++r) {
+      int c = r + off;
+      if (c >= 0 && c < 4) want.push_back(10.0 * r + c);
+    }
+    auto d = diagonal(a, off);
+    EXPECT_EQ(d.shape(), Shape{static_cast<int>(want.size())}) << off;
+    EXPECT_EQ(values(d), want) << off;
+    EXPECT_EQ(values(diag(a, off)), want) << off;
+    double t = 0;
+    for (double v : want) t += v;
+    EXPECT_EQ(values(trace(a, off, 0, 1))[0], t) << off;
+  }
+  // Swapped axes read the transpose; a 3-D stack keeps its leading axis first.
+  EXPECT_EQ(values(diagonal(a, 1, 1, 0)), (std::vector<double>{10, 21}));
+  auto b = reshape(arange(24), {2, 3, 4});
+  auto db = diagonal(b, 0, 1, 2);
+  EXPECT_EQ(db.shape(), (Shape{2, 3}));
+  EXPECT_EQ(values(db), (std::vector<double>{0, 5, 10, 12, 17, 22}));
+  auto d02 = diagonal(b, 0, 0, 2);  // b[i][j][i] for i < 2: shape (3, 2)
+  EXPECT_EQ(d02.shape(), (Shape{3, 2}));
+  EXPECT_EQ(values(d02), (std::vector<double>{0, 13, 4, 17, 8, 21}));
+  EXPECT_THROW(diagonal(arange(3)), std::invalid_argument);
+  EXPECT_THROW(diagonal(a, 0, 0, 2), std::out_of_range);
+  EXPECT_THROW(diagonal(a, 0, 1, -1), std::invalid_argument);
+  EXPECT_THROW(trace(a, 0, 0, 5), std::out_of_range);
+}
+
+TEST(MlxOps, DiagOfAVectorAndTraceDtypes) {
+  auto v = array({1.0f, 2.0f, 3.0f});
+  for (int k : {0, 1, -2}) {
+    const int n = 3 + std::abs(k);
+    auto m = diag(v, k);
+    EXPECT_EQ(m.shape(), (Shape{n, n})) << k;
+    auto got = values(m);
+    for (int r = 0; r < n; ++r) {
+      for (int c = 0; c < n; ++c) {
+        double want = (c - r == k) ? 1.0 + std::min(r, c) : 0.0;
+        EXPECT_EQ(got[r * n + c], want) << "k " << k << " at " << r << "," << c;
+      }
+    }
+  }
+  EXPECT_EQ(values(diag(array({}, float32))).size(), 0u);
+  EXPECT_THROW(diag(zeros({2, 2, 2})), std::invalid_argument);
+  auto i16 = astype(grid(3, 3), int16);
+  EXPECT_EQ(trace(i16).dtype(), int32);  // sum widens small integers
+  EXPECT_EQ(values(trace(i16))[0], 0.0 + 11 + 22);
+  EXPECT_EQ(trace(grid(2, 2), 0, 0, 1, float64).dtype(), float64);
+}
