@@ -1,5 +1,5 @@
 // The array: a cheap shared handle to shape, strides, dtype, a data buffer and, until it is
-// evaluated, the node (primitive + inputs) that produces it. See DESIGN.md section 3.
+// evaluated, the node (primitive + inputs) that produces it.
 #pragma once
 
 #include <algorithm>

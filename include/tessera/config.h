@@ -1,5 +1,5 @@
 // The configuration registry: every environment variable Tessera reads, with its MLX alias,
-// type, default and doc (DESIGN.md section 5). Nothing else in the code calls getenv.
+// type, default and doc; `tessera env` prints it. Nothing else in the code calls getenv.
 //
 // Values parse strictly. A malformed value throws std::invalid_argument naming the variable,
 // the value and what is accepted. TESSERA_x wins over MLX_x when both are set.

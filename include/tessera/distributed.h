@@ -1,4 +1,4 @@
-// Distributed communication (DESIGN.md section 4; MLX's mlx/distributed): groups, init, and the
+// Distributed communication (MLX's mlx/distributed): groups, init, and the
 // collectives as lazy ops that run on the CPU stream when evaluated.
 //
 // Beyond MLX: broadcast, barrier and all_to_all; send/recv between any two ranks; split on the

@@ -22,6 +22,8 @@ constexpr bool kUnused = false;
 // Backends this build does not have yet: their variables are accepted and reported unused.
 constexpr bool kNcclBackend = false;   // flip when src/distributed/nccl/ lands (CUDA builds)
 constexpr bool kJacclBackend = false;  // Tessera has no JACCL (RDMA) backend
+constexpr bool kCompile = false;       // flip when src/compile/ lands (graph compilation)
+constexpr bool kMpiBackend = false;    // flip when src/distributed/mpi/ lands
 constexpr int64_t kMaxRank = 1'000'000;
 
 VarInfo flag(std::string name, std::string alias, std::string default_value,
@@ -79,10 +81,10 @@ std::vector<VarInfo> build_registry() {
       integer("TESSERA_BFS_MAX_WIDTH", "MLX_BFS_MAX_WIDTH", "20", 1, 1'000'000, "core", kUsed,
               "Breadth limit of the search that builds the evaluation tape."),
       // compile
-      flag("TESSERA_DISABLE_COMPILE", "MLX_DISABLE_COMPILE", "0", "compile", kUsed,
+      flag("TESSERA_DISABLE_COMPILE", "MLX_DISABLE_COMPILE", "0", "compile", kCompile,
            "Turn graph compilation off. 0 means NOT disabled (MLX disables on mere presence, "
            "even =0); enable_compile() overrides it."),
-      path_var("TESSERA_COMPILE_CACHE_DIR", "", "", "compile", kUsed,
+      path_var("TESSERA_COMPILE_CACHE_DIR", "", "", "compile", kCompile,
                "Directory for compiled kernels (shared objects); unset means ~/.cache/tessera."),
       // distributed: every backend
       also_spelled(
@@ -113,7 +115,7 @@ std::vector<VarInfo> build_registry() {
       flag("TESSERA_RING_SHM", "", "1", "distributed/ring", kUsed,
            "Use shared memory instead of TCP between ranks on the same host."),
       // distributed: mpi
-      string_var("TESSERA_MPI_LIBNAME", "MLX_MPI_LIBNAME", "libmpi.so", "distributed/mpi", kUsed,
+      string_var("TESSERA_MPI_LIBNAME", "MLX_MPI_LIBNAME", "libmpi.so", "distributed/mpi", kMpiBackend,
                  "Name or path of the MPI library loaded with dlopen by the MPI backend."),
       // distributed: nccl
       string_var("TESSERA_NCCL_HOST_IP", "NCCL_HOST_IP", "", "distributed/nccl", kNcclBackend,
@@ -538,7 +540,7 @@ std::string markdown_table() {
         "`1`, `true`, `false`, `on`, `off`, `yes`, `no` in any case, and `0` always means off "
         "(MLX treats some variables as on whenever they are set). Integers are decimal and "
         "range-checked. A malformed value is an error that names the variable. Variables not "
-        "used by this build (Metal, CUDA, JACCL) are accepted and ignored. `tessera env` "
+        "used by this build (Metal, CUDA, JACCL, and the parts not built yet: compile, MPI) are accepted and ignored. `tessera env` "
         "prints the effective values and where each came from.\n\n"
      << "| name | MLX alias | type | default | used by this build | subsystem | description |\n"
      << "|---|---|---|---|---|---|---|\n";

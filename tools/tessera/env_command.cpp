@@ -13,7 +13,7 @@ namespace tessera::cli {
 namespace {
 
 struct Row {
-  std::string name, value, source, note;
+  std::string name, also, value, source, note;
 };
 
 std::string value_text(const config::VarInfo& info, const config::Effective& eff) {
@@ -51,7 +51,9 @@ int print_table() {
   std::vector<std::string> errors;
   for (const config::VarInfo& info : config::registry()) {
     const config::Effective eff = config::effective(info.name);
-    Row row{info.name, value_text(info, eff), source_text(info, eff), ""};
+    std::string also = info.alias;
+    if (!info.alias2.empty()) also += (also.empty() ? "" : ",") + info.alias2;
+    Row row{info.name, also.empty() ? "-" : also, value_text(info, eff), source_text(info, eff), ""};
     std::string problem;
     try {
       config::get_string(info.name);  // validates without caring about the type
@@ -68,16 +70,18 @@ int print_table() {
     rows.push_back(std::move(row));
   }
 
-  Row header{"NAME", "VALUE", "SOURCE", "NOTE"};
-  size_t name_width = header.name.size(), value_width = header.value.size(),
-         source_width = header.source.size();
+  Row header{"NAME", "ALSO READ AS", "VALUE", "SOURCE", "NOTE"};
+  size_t name_width = header.name.size(), also_width = header.also.size(),
+         value_width = header.value.size(), source_width = header.source.size();
   for (const Row& row : rows) {
     name_width = std::max(name_width, row.name.size());
+    also_width = std::max(also_width, row.also.size());
     value_width = std::max(value_width, row.value.size());
     source_width = std::max(source_width, row.source.size());
   }
   auto print_row = [&](const Row& row) {
     std::string line = row.name + std::string(name_width - row.name.size() + 2, ' ') +
+                       row.also + std::string(also_width - row.also.size() + 2, ' ') +
                        row.value + std::string(value_width - row.value.size() + 2, ' ') +
                        row.source;
     if (!row.note.empty()) {
