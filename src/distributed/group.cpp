@@ -51,16 +51,42 @@ class EmptyGroup : public GroupImpl {
   }
 };
 
-// nullptr when the ring is not configured (no rank or no hostfile), unless strict.
+// The spelling of `name` the user set (MLX_RANK or TESSERA_RANK, ...), for messages.
+std::string spelled(const std::string& name) {
+  const config::Effective e = config::effective(name);
+  return e.read_from.empty() ? name : e.read_from;
+}
+
+// What the ring backend needs, for init(true)'s message when nothing is configured.
+constexpr const char* kRingNeeds =
+    "ring: needs TESSERA_RANK (or MLX_RANK) and TESSERA_HOSTFILE (or MLX_HOSTFILE); tessera "
+    "launch sets both";
+
+// nullptr when the ring is not configured at all (neither a rank nor a hostfile), unless
+// strict. Half a configuration (one of the two, or an empty hostfile path) is an error, not a
+// quiet singleton group: a rank that silently computes alone is the worst failure of a job.
 std::shared_ptr<GroupImpl> init_ring(bool strict) {
   auto rank = config::get_string("TESSERA_RANK");
   auto hostfile = config::get_string("TESSERA_HOSTFILE");
-  if (!rank || !hostfile || rank->empty() || hostfile->empty()) {
+  if (!rank && !hostfile) {
     if (!strict) return nullptr;
-    throw std::runtime_error(
-        "[ring] You need to provide via environment variables both a rank (TESSERA_RANK or "
-        "MLX_RANK) and a hostfile (TESSERA_HOSTFILE or MLX_HOSTFILE) but provided rank=\"" +
-        rank.value_or("") + "\" and hostfile=\"" + hostfile.value_or("") + "\"");
+    throw std::runtime_error(std::string("[ring] cannot initialize: ") + kRingNeeds +
+                             "; neither is set");
+  }
+  if (hostfile && hostfile->empty()) {
+    throw std::invalid_argument("[ring] " + spelled("TESSERA_HOSTFILE") +
+                                " is set but empty: give it the path of the hostfile (a JSON list "
+                                "of every rank's ip:port), or unset it to run as a single process");
+  }
+  if (!hostfile) {
+    throw std::invalid_argument("[ring] " + spelled("TESSERA_RANK") + "=" + *rank +
+                                " is set but no hostfile is: set TESSERA_HOSTFILE (or "
+                                "MLX_HOSTFILE) on every rank, or start the job with tessera launch");
+  }
+  if (!rank) {
+    throw std::invalid_argument("[ring] " + spelled("TESSERA_HOSTFILE") + "=" + *hostfile +
+                                " is set but no rank is: set TESSERA_RANK (or MLX_RANK) for each "
+                                "process, or start the job with tessera launch");
   }
   int r = static_cast<int>(config::get_int("TESSERA_RANK"));
   Hostfile hf = load_hostfile(*hostfile);
@@ -145,7 +171,13 @@ Group init(bool strict, const std::string& backend) {
       group = b.init(false);
       if (group) break;
     }
-    if (!group && strict) throw std::runtime_error("[distributed] Couldn't initialize any backend");
+    if (!group && strict) {
+      throw std::runtime_error(
+          std::string("[distributed] Couldn't initialize any backend. Tried, in order: nccl (not "
+                      "in this build: it needs a CUDA build); ") + detail::kRingNeeds +
+          ", and neither is set; mpi (not in this build yet); jaccl (not supported by "
+          "Tessera). Start the job with tessera launch, or set the ring's variables.");
+    }
   } else {
     const detail::Backend* found = nullptr;
     for (auto& b : detail::backends())

@@ -172,3 +172,54 @@ TEST(InitErrors, StrayClientThenTimeoutRaisesInsteadOfAborting) {
   EXPECT_FALSE(has(out, "terminate called")) << out;
   std::remove(hf.c_str());
 }
+
+namespace {
+
+// dist_worker MODE alone, with only `env` set among the distributed variables.
+struct Alone {
+  int code;
+  std::string out;
+};
+Alone run_alone(const std::string& mode, const std::string& env) {
+  std::string cmd = "env -u MLX_HOSTFILE -u MLX_RANK -u TESSERA_HOSTFILE -u TESSERA_RANK " + env +
+                    " timeout -s KILL 60 " + TESSERA_BIN_DIR + "/dist_worker " + mode + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  Alone a{0, ""};
+  char buf[4096];
+  size_t got;
+  while ((got = fread(buf, 1, sizeof buf, p)) > 0) a.out.append(buf, got);
+  int status = pclose(p);
+  a.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return a;
+}
+
+}  // namespace
+
+// Half a configuration is a mistake, not a request for a singleton group: even init() without
+// strict raises, naming the variable the user set and the one missing.
+TEST(InitErrors, HalfAConfigurationRaisesEvenWithoutStrict) {
+  auto hf = write_hostfile("half", free_ports(2));
+  auto a = run_alone("lenient", "MLX_HOSTFILE=" + hf);
+  EXPECT_EQ(a.code, 1) << a.out;
+  EXPECT_TRUE(has(a.out, "MLX_HOSTFILE=" + hf + " is set but no rank is")) << a.out;
+  a = run_alone("lenient", "MLX_RANK=1");
+  EXPECT_EQ(a.code, 1) << a.out;
+  EXPECT_TRUE(has(a.out, "MLX_RANK=1 is set but no hostfile is")) << a.out;
+  a = run_alone("lenient", "MLX_HOSTFILE= MLX_RANK=0");
+  EXPECT_EQ(a.code, 1) << a.out;
+  EXPECT_TRUE(has(a.out, "MLX_HOSTFILE is set but empty")) << a.out;
+  // Nothing configured: a singleton group without strict, as MLX.
+  a = run_alone("lenient", "");
+  EXPECT_EQ(a.code, 0) << a.out;
+  EXPECT_TRUE(has(a.out, "lenient init: size 1")) << a.out;
+  std::remove(hf.c_str());
+}
+
+TEST(InitErrors, StrictInitWithNothingConfiguredSaysWhatItTried) {
+  auto a = run_alone("join", "");
+  EXPECT_EQ(a.code, 1) << a.out;
+  for (const char* needle : {"Couldn't initialize any backend", "nccl", "TESSERA_HOSTFILE",
+                             "MLX_RANK", "mpi", "tessera launch"}) {
+    EXPECT_TRUE(has(a.out, needle)) << needle << " in:\n" << a.out;
+  }
+}
