@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "tessera/allocator.h"
+#include "tessera/config.h"
 #include "tessera/memory.h"
 
 namespace tessera {
@@ -84,7 +85,9 @@ size_t physical_memory() {
 class CachingAllocator {
  public:
   CachingAllocator() {
-    memory_limit_ = static_cast<size_t>(0.8 * static_cast<double>(physical_memory()));
+    const int64_t mb = config::get_int("TESSERA_MEMORY_LIMIT_MB");
+    memory_limit_ = mb > 0 ? static_cast<size_t>(mb) << 20
+                           : static_cast<size_t>(0.8 * static_cast<double>(physical_memory()));
     cache_limit_ = memory_limit_;
   }
   ~CachingAllocator() {

@@ -78,6 +78,9 @@ std::vector<VarInfo> build_registry() {
       // core
       integer("TESSERA_NUM_THREADS", "", "0", 0, 1024, "core", kUsed,
               "Size of the intra-op thread pool; 0 means one thread per CPU this process may run on."),
+      integer("TESSERA_MEMORY_LIMIT_MB", "", "0", 0, int64_t{1} << 40, "core", kUsed,
+              "Default memory limit of this process in MiB (set_memory_limit overrides it); 0 "
+              "means 0.8 x RAM. tessera launch gives each local rank its share of that."),
       integer("TESSERA_BFS_MAX_WIDTH", "MLX_BFS_MAX_WIDTH", "20", 1, 1'000'000, "core", kUsed,
               "Breadth limit of the search that builds the evaluation tape."),
       // compile

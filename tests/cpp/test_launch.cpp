@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,10 +24,12 @@ struct Result {
   std::string out;
 };
 
-// Runs `tessera launch ARGS` through the shell with a time limit; returns exit code and stdout.
-Result launch(const std::string& args, const std::string& input = "", int limit_s = 60) {
+// Runs `tessera launch ARGS` through the shell with a time limit; returns exit code and stdout
+// (with the launcher's and ranks' stderr too when `with_stderr`).
+Result launch(const std::string& args, const std::string& input = "", int limit_s = 60,
+              bool with_stderr = false) {
   std::string cmd = "printf '" + input + "' | timeout -s KILL " + std::to_string(limit_s) +
-                    " " + TESSERA_CLI + " launch " + args + " 2>/dev/null";
+                    " " + TESSERA_CLI + " launch " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   char buf[4096];
@@ -219,5 +222,67 @@ TEST(Launch, BadArgumentsAreUsageErrors) {
   EXPECT_EQ(launch("-n 2 --backend mpi true").code, 2);       // not for local launches
   EXPECT_EQ(launch("-n 2 --env NOEQUALS true").code, 2);
   EXPECT_EQ(launch("-n 2 --starting-port 65535 true").code, 2);
-  EXPECT_EQ(launch("-n 2 /nonexistent/program").code, 127);   // exec failure
+  EXPECT_EQ(launch("-n 2 --env 9LIVES=1 true").code, 2);       // not a variable name
+  EXPECT_EQ(launch("-n 2 --env A-B=1 true").code, 2);
+}
+
+bool has(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
+
+// A program that cannot run is one clear error before any rank starts, not N failed ranks.
+TEST(Launch, MissingOrNonExecutableProgramIsRejectedBeforeStarting) {
+  auto r = launch("-n 2 /nonexistent/program", "", 60, true);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(has(r.out, "'/nonexistent/program' does not exist")) << r.out;
+  EXPECT_FALSE(has(r.out, "[0]")) << r.out;
+  r = launch("-n 2 no-such-program-anywhere", "", 60, true);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(has(r.out, "not found on PATH")) << r.out;
+  char path[] = "/tmp/tessera-launch-noexec-XXXXXX";  // a file without execute permission
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  chmod(path, 0644);
+  r = launch("-n 2 " + std::string(path), "", 60, true);
+  unlink(path);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(has(r.out, "not an executable file")) << r.out;
+  r = launch("-n 2 /nonexistent/script.py", "", 60, true);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(has(r.out, "does not exist")) << r.out;
+}
+
+// The launcher names the signal that killed a rank, and repeats the first failing rank's own
+// last lines at the end, after the other ranks' reactions to being stopped.
+TEST(Launch, FirstFailureIsReportedWithItsSignalAndItsOwnLastLines) {
+  auto r = launch("-n 3 -- bash -c 'if [ $TESSERA_RANK = 1 ]; then echo \"rank one: disk on fire\" >&2; "
+                  "kill -SEGV $$; fi; sleep 30'", "", 60, true);
+  EXPECT_EQ(r.code, 128 + SIGSEGV);
+  EXPECT_TRUE(has(r.out, "rank 1 was killed by SIGSEGV (signal 11)")) << r.out;
+  const size_t report = r.out.find("[launch] rank 1 failed first");
+  ASSERT_NE(report, std::string::npos) << r.out;
+  EXPECT_TRUE(has(r.out.substr(report), "rank one: disk on fire")) << r.out;
+  r = launch("-n 2 -- bash -c 'if [ $TESSERA_RANK = 0 ]; then echo bad input; exit 4; fi; sleep 30'",
+             "", 60, true);
+  EXPECT_EQ(r.code, 4);
+  EXPECT_TRUE(has(r.out, "rank 0 failed first: it exited with status 4. Its last lines:\n  bad input"))
+      << r.out;
+}
+
+// Each local rank defaults to its share of 0.8 x RAM, not the whole of it; a limit the user set
+// (environment or --env) is passed on unchanged.
+TEST(Launch, EachRankGetsItsShareOfTheMemoryLimit) {
+  const double ram_mb = static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
+                        static_cast<double>(sysconf(_SC_PAGESIZE)) / (1 << 20);
+  auto r = launch("-n 4 -- bash -c 'echo limit $TESSERA_MEMORY_LIMIT_MB'");
+  ASSERT_EQ(r.code, 0);
+  for (const auto& l : lines(r.out)) {
+    const double mb = std::stod(l.substr(l.find("limit ") + 6));
+    EXPECT_NEAR(mb, 0.8 * ram_mb / 4, 2.0) << l;
+  }
+  r = launch("-n 2 --env TESSERA_MEMORY_LIMIT_MB=123 -- bash -c 'echo limit $TESSERA_MEMORY_LIMIT_MB'");
+  EXPECT_EQ(lines(r.out), (std::set<std::string>{"[0] limit 123", "[1] limit 123"}));
+  // The ranks' allocator takes it as its default limit.
+  r = launch("-n 2 --env TESSERA_MEMORY_LIMIT_MB=123 -- " + std::string(TESSERA_BIN_DIR) +
+             "/dist_worker memlimit");
+  EXPECT_EQ(lines(r.out), (std::set<std::string>{"[0] memory limit 123 MiB", "[1] memory limit 123 MiB"}));
 }

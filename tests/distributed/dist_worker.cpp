@@ -422,6 +422,10 @@ int main(int argc, char** argv) {
   std::string mode = argv[1];
   try {
     if (mode == "lenient") return mode_lenient();
+    if (mode == "memlimit") {  // the allocator's default limit in this rank, in MiB
+      std::printf("memory limit %zu MiB\n", mx::get_memory_limit() >> 20);
+      return 0;
+    }
     if (mode != "badtoken" && mode != "silent") {  // those two act before joining
       auto g = dist::init(true);
       g_rank = g.rank();

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -118,6 +119,49 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// A POSIX environment variable name: a letter or underscore, then letters, digits, underscores.
+bool valid_env_name(const std::string& k) {
+  if (k.empty() || std::isdigit(static_cast<unsigned char>(k[0]))) return false;
+  return std::all_of(k.begin(), k.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  });
+}
+
+// Where execvp would find `program` (PATH is searched for a name without a slash), checked
+// before any rank starts, so a typo is one clear error instead of N failed ranks.
+void check_program(const std::string& program, const std::string& path_env) {
+  auto usable = [](const std::filesystem::path& p) {
+    std::error_code ec;
+    return std::filesystem::is_regular_file(p, ec) && ::access(p.c_str(), X_OK) == 0;
+  };
+  if (program.find('/') != std::string::npos) {
+    std::error_code ec;
+    if (!std::filesystem::exists(program, ec)) {
+      throw std::invalid_argument("[launch] program '" + program + "' does not exist");
+    }
+    if (!usable(program)) {
+      throw std::invalid_argument("[launch] program '" + program +
+                                  "' is not an executable file (chmod +x it?)");
+    }
+    return;
+  }
+  size_t start = 0;
+  while (start <= path_env.size()) {
+    size_t end = path_env.find(':', start);
+    if (end == std::string::npos) end = path_env.size();
+    std::string dir = path_env.substr(start, end - start);
+    if (usable(std::filesystem::path(dir.empty() ? "." : dir) / program)) return;
+    start = end + 1;
+  }
+  throw std::invalid_argument("[launch] program '" + program +
+                              "' was not found on PATH; give its path (e.g. ./" + program + ")");
+}
+
+size_t physical_memory_bytes() {
+  long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : 0;
+}
+
 }  // namespace
 
 int launch_command(const std::vector<std::string>& args) {
@@ -145,8 +189,9 @@ int launch_command(const std::vector<std::string>& args) {
       }
     } else if (a == "--env") {
       const std::string& kv = value(a);
-      if (kv.find('=') == std::string::npos || kv.front() == '=') {
-        throw std::invalid_argument("--env expects K=V, got '" + kv + "'");
+      if (kv.find('=') == std::string::npos || !valid_env_name(kv.substr(0, kv.find('=')))) {
+        throw std::invalid_argument("--env expects NAME=VALUE with NAME of letters, digits and "
+                                    "underscores (not starting with a digit), got '" + kv + "'");
       }
       extra_env.push_back(kv);
     } else if (a == "--starting-port") {
@@ -177,12 +222,42 @@ int launch_command(const std::vector<std::string>& args) {
   }
   if (n <= 0) throw std::invalid_argument(std::string("-n N is required\n") + kLaunchUsage);
   if (program.empty()) throw std::invalid_argument(std::string("no program given\n") + kLaunchUsage);
-  if (ends_with(program[0], ".py")) program.insert(program.begin(), "python3");
+  if (ends_with(program[0], ".py")) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(program[0], ec)) {
+      throw std::invalid_argument("[launch] script '" + program[0] + "' does not exist");
+    }
+    program.insert(program.begin(), "python3");
+  }
+
   if (starting_port > 0 && starting_port + n * connections - 1 > 65535) {
     throw std::invalid_argument("--starting-port " + std::to_string(starting_port) + " with " +
                                 std::to_string(n * connections) + " ports passes 65535");
   }
 
+  std::vector<std::string> base_env;
+  const std::vector<std::string> ours = {"TESSERA_RANK",      "MLX_RANK",           "TESSERA_HOSTFILE",
+                                         "MLX_HOSTFILE",      "TESSERA_WORLD_SIZE", "MLX_WORLD_SIZE",
+                                         "TESSERA_JOB_TOKEN", "TESSERA_RING_VERBOSE"};
+  bool memory_limit_given = false;
+  std::string path_env = "/usr/bin:/bin";
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    std::string k = kv.substr(0, kv.find('='));
+    if (std::find(ours.begin(), ours.end(), k) == ours.end()) base_env.push_back(kv);
+    memory_limit_given |= k == "TESSERA_MEMORY_LIMIT_MB";
+    if (k == "PATH") path_env = kv.substr(5);  // execvp searches the launcher's own PATH
+  }
+  check_program(program[0], path_env);
+  for (const auto& kv : extra_env) memory_limit_given |= kv.rfind("TESSERA_MEMORY_LIMIT_MB=", 0) == 0;
+  // Every local rank would default to 0.8 x RAM, so n of them could together ask for 0.8 n x RAM
+  // and meet the kernel's OOM killer instead of our clear error: each gets its share instead.
+  if (!memory_limit_given && physical_memory_bytes() > 0) {
+    const size_t share_mb = std::max<size_t>(
+        1, static_cast<size_t>(0.8 * static_cast<double>(physical_memory_bytes()) / n) >> 20);
+    base_env.push_back("TESSERA_MEMORY_LIMIT_MB=" + std::to_string(share_mb));
+    if (verbose) std::fprintf(stderr, "[launch] memory limit per rank: %zu MiB\n", share_mb);
+  }
   std::vector<int> ports;
   if (starting_port > 0) {
     for (int i = 0; i < n * connections; ++i) ports.push_back(starting_port + i);
@@ -210,15 +285,6 @@ int launch_command(const std::vector<std::string>& args) {
   if (verbose) std::fprintf(stderr, "[launch] hostfile %s: %s", hostfile.c_str(), hostfile_json.c_str());
 
   const std::string token = random_token();
-  std::vector<std::string> base_env;
-  const std::vector<std::string> ours = {"TESSERA_RANK",      "MLX_RANK",           "TESSERA_HOSTFILE",
-                                         "MLX_HOSTFILE",      "TESSERA_WORLD_SIZE", "MLX_WORLD_SIZE",
-                                         "TESSERA_JOB_TOKEN", "TESSERA_RING_VERBOSE"};
-  for (char** e = environ; *e; ++e) {
-    std::string kv = *e;
-    std::string k = kv.substr(0, kv.find('='));
-    if (std::find(ours.begin(), ours.end(), k) == ours.end()) base_env.push_back(kv);
-  }
   std::vector<RankSpec> specs(n);
   const std::vector<int> cpus = bind ? allowed_cpus() : std::vector<int>{};
   for (int r = 0; r < n; ++r) {

@@ -17,14 +17,35 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace tessera::cli {
 
 namespace {
 
 std::atomic<int> g_pending_signal{0};
+int g_wake_fd = -1;  // write end of the self-pipe that wakes the poll loop
 
-void on_signal(int sig) { g_pending_signal.store(sig); }
+void wake() {
+  if (g_wake_fd >= 0) {
+    char b = 1;
+    [[maybe_unused]] ssize_t w = ::write(g_wake_fd, &b, 1);  // full pipe: a wake-up is pending
+  }
+}
+void on_signal(int sig) {
+  g_pending_signal.store(sig);
+  wake();
+}
+void on_child(int) { wake(); }
+
+// "exited with status 3" / "was killed by SIGSEGV (signal 11)".
+std::string describe_exit(int code) {
+  if (code <= 128) return "exited with status " + std::to_string(code);
+  const int sig = code - 128;
+  const char* abbrev = ::sigabbrev_np(sig);
+  return "was killed by " + (abbrev ? "SIG" + std::string(abbrev) : std::string("a signal")) +
+         " (signal " + std::to_string(sig) + ")";
+}
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
@@ -64,11 +85,14 @@ void write_all(int fd, const char* p, size_t n) {
   }
 }
 
-// Splits a stream into lines and writes each with the rank's prefix.
+// Splits a stream into lines and writes each with the rank's prefix; keeps the last few lines
+// for the launcher's closing report.
 struct LineRelay {
+  static constexpr size_t kKept = 5;
   int out_fd;
   std::string prefix;
   std::string partial;
+  std::vector<std::string> last;  // the last kKept lines, oldest first
   // One write per line, so lines of different ranks never interleave mid-line.
   void write_line(const char* p, size_t n) {
     std::string line;
@@ -76,6 +100,8 @@ struct LineRelay {
     line.append(prefix);
     line.append(p, n);
     write_all(out_fd, line.data(), line.size());
+    if (last.size() == kKept) last.erase(last.begin());
+    last.emplace_back(p, n);
   }
   void feed(const char* data, size_t n) {
     partial.append(data, n);
@@ -166,6 +192,19 @@ int supervise(const std::vector<RankSpec>& specs, const SuperviseOptions& opt) {
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   struct sigaction old_int {}, old_term {};
+  // The loop sleeps in poll() until a pipe has data, a signal or a child's exit arrives
+  // (SIGCHLD writes to this self-pipe), or a deadline passes: no polling tick.
+  int wake_pipe[2];
+  make_pipe(wake_pipe);
+  Fd wake_r(wake_pipe[0]), wake_w(wake_pipe[1]);
+  ::fcntl(wake_pipe[0], F_SETFL, O_NONBLOCK);
+  ::fcntl(wake_pipe[1], F_SETFL, O_NONBLOCK);
+  g_wake_fd = wake_pipe[1];
+  struct sigaction sc {}, old_chld {};
+  sc.sa_handler = on_child;
+  sigemptyset(&sc.sa_mask);
+  sc.sa_flags = SA_NOCLDSTOP;
+  ::sigaction(SIGCHLD, &sc, &old_chld);
   ::sigaction(SIGINT, &sa, &old_int);
   ::sigaction(SIGTERM, &sa, &old_term);
   ::signal(SIGPIPE, SIG_IGN);  // a rank that closed its stdin must not kill the launcher
@@ -190,8 +229,8 @@ int supervise(const std::vector<RankSpec>& specs, const SuperviseOptions& opt) {
       p += std::to_string(i);
       p += "] ";
     }
-    ranks[i].out_relay = LineRelay{1, p, {}};
-    ranks[i].err_relay = LineRelay{2, p, {}};
+    ranks[i].out_relay = LineRelay{1, p, {}, {}};
+    ranks[i].err_relay = LineRelay{2, p, {}, {}};
   }
 
   bool stdin_open = ::fcntl(0, F_GETFD) != -1;
@@ -225,9 +264,8 @@ int supervise(const std::vector<RankSpec>& specs, const SuperviseOptions& opt) {
         if (r.status_code != 0 && first_failure < 0) {
           first_failure = i;
           if (running > 0) {
-            std::fprintf(stderr,
-                         "[launch] rank %d exited with status %d; stopping the other ranks\n", i,
-                         r.status_code);
+            std::fprintf(stderr, "[launch] rank %d %s; stopping the other ranks\n", i,
+                         describe_exit(r.status_code).c_str());
             signal_all(ranks, SIGTERM);
             kill_deadline = now_s() + opt.grace_seconds;
           }
@@ -256,11 +294,24 @@ int supervise(const std::vector<RankSpec>& specs, const SuperviseOptions& opt) {
       fds.push_back({0, POLLIN, 0});
       who.push_back({-1, -1});
     }
-    int rc = ::poll(fds.data(), fds.size(), 50);
+    fds.push_back({wake_r.fd, POLLIN, 0});
+    who.push_back({-2, -2});
+    // Sleep until the nearest deadline (the kill after SIGTERM, the drain after the last exit).
+    double until = 0;
+    for (double d : {kill_deadline, drain_deadline}) {
+      if (d > 0 && (until == 0 || d < until)) until = d;
+    }
+    int timeout_ms = until == 0 ? -1 : std::max(0, static_cast<int>((until - now_s()) * 1000) + 1);
+    int rc = ::poll(fds.data(), fds.size(), timeout_ms);
     if (rc < 0 && errno != EINTR) break;
     for (size_t k = 0; rc > 0 && k < fds.size(); ++k) {
       if (!fds[k].revents) continue;
       auto [i, kind] = who[k];
+      if (i == -2) {  // drain the wake-ups; the next pass of the loop reaps and forwards
+        while (::read(wake_r.fd, buf, sizeof buf) > 0) {
+        }
+        continue;
+      }
       if (i < 0) {  // our stdin -> every rank
         ssize_t got = ::read(0, buf, sizeof buf);
         if (got <= 0) {
@@ -295,7 +346,18 @@ int supervise(const std::vector<RankSpec>& specs, const SuperviseOptions& opt) {
   }
   ::sigaction(SIGINT, &old_int, nullptr);
   ::sigaction(SIGTERM, &old_term, nullptr);
-  return first_failure < 0 ? 0 : ranks[first_failure].status_code;
+  ::sigaction(SIGCHLD, &old_chld, nullptr);
+  g_wake_fd = -1;
+  if (first_failure < 0) return 0;
+  // The first failure's own last words, so the cause is not lost among the others' reactions.
+  const Rank& f = ranks[first_failure];
+  const auto& lines = !f.err_relay.last.empty() ? f.err_relay.last : f.out_relay.last;
+  std::string report = "[launch] rank " + std::to_string(first_failure) + " failed first: it " +
+                       describe_exit(f.status_code);
+  report += lines.empty() ? ", without output.\n" : ". Its last lines:\n";
+  for (const auto& l : lines) report += "  " + l + (l.empty() || l.back() != '\n' ? "\n" : "");
+  write_all(2, report.data(), report.size());
+  return f.status_code;
 }
 
 }  // namespace tessera::cli
