@@ -117,6 +117,22 @@ TEST(DistributedFaults, KilledRankMakesSurvivorsRaiseWithinTwoSeconds) {
   }
 }
 
+// Every survivor of a shared-memory job names the rank that died and its pid, the same one on
+// each (not a neighbour that gave up after it, nor "a ring neighbour closed its connection").
+TEST(DistributedFaults, SurvivorsOfASharedMemoryJobAllNameTheRankThatDied) {
+  auto r = launch(4, "kill");
+  EXPECT_EQ(r.code, 137) << r.out;
+  const std::string lines = rank_lines(r.out);
+  EXPECT_EQ(count(lines, "raised after"), 3) << r.out;
+  EXPECT_EQ(count(lines, ": rank 1 (pid "), 3) << r.out;
+  EXPECT_EQ(count(lines, "exited during all_sum"), 3) << r.out;
+  // The same pid in every message.
+  const size_t first = lines.find(": rank 1 (pid ");
+  ASSERT_NE(first, std::string::npos);
+  const std::string pid = lines.substr(first, lines.find(')', first) - first);
+  EXPECT_EQ(count(lines, pid), 3) << r.out;
+}
+
 TEST(DistributedFaults, StoppedRankMakesSurvivorsTimeOut) {
   auto r = launch(3, "stop", "--env TESSERA_DIST_TIMEOUT=3 --grace 1");
   EXPECT_EQ(count(rank_lines(r.out), "raised after"), 2) << r.out;

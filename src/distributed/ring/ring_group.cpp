@@ -367,7 +367,13 @@ void RingGroup::abort(const std::string& why) {
     for (auto& [r, l] : direct_) l->sock.shutdown_both();
   }
   accept_cv_.notify_all();
-  if (shm_) shm_->abort();
+  if (shm_) {
+    // Peers repeat the cause under their own name: drop ours ("[ring] rank 0: ").
+    std::string cause = why;
+    const std::string mine = "[ring] rank " + std::to_string(rank_) + ": ";
+    if (cause.rfind(mine, 0) == 0) cause.erase(0, mine.size());
+    shm_->abort(cause);
+  }
 }
 
 void RingGroup::fail(const std::string& msg) {

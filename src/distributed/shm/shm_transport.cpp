@@ -8,14 +8,18 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
+#include <string>
+#include <thread>
 
 #include "distributed/reduce_kernels.h"
 #include "distributed/ring/socket.h"
@@ -27,6 +31,7 @@ namespace {
 constexpr int kSleepSliceMs = 10;       // futex sleeps this long between liveness checks
 constexpr size_t kPieceBytes = 64 << 10;  // reduce granularity (the result stays in cache)
 constexpr size_t kTinyBytes = 24;          // operations this small travel in one cache line
+constexpr size_t kCauseBytes = 512;
 
 struct alignas(64) Word {
   std::atomic<uint32_t> v{0};
@@ -51,6 +56,10 @@ struct Control {
   Word waiters;  // threads sleeping on one of the counters above
   WireHeader hdr[kShmSlots];
   TinyLine tiny[kShmSlots];  // units of tiny operations use these instead of pub/hdr/slots
+  int32_t pid = 0;           // the owner's process, so peers can tell that it exited
+  // Why the owner failed ("rank 1 (pid 42) exited during all_sum of ..."), written before
+  // `abort` is set: every survivor then tells the same story.
+  char cause[kCauseBytes] = {};
 };
 static_assert(sizeof(Control) <= 4096);
 
@@ -130,6 +139,7 @@ std::unique_ptr<ShmTransport::Segment> map_segment(const std::string& name, size
   seg->data = static_cast<char*>(p) + 4096;
   if (create) {
     new (seg->ctrl) Control();
+    seg->ctrl->pid = static_cast<int32_t>(getpid());
     std::memset(seg->data, 0, seg->bytes - 4096);  // fault the pages in now, not during ops
   }
   return seg;
@@ -206,9 +216,54 @@ void ShmTransport::post(Counter c, uint64_t value) {
   if (ctl->waiters.v.load(std::memory_order_seq_cst) > 0) futex(&w, FUTEX_WAKE, INT_MAX, nullptr);
 }
 
-void ShmTransport::abort() {
+// Alive and not a zombie: the launcher reaps at once, but a rank started by hand may have a
+// parent that never does.
+bool process_alive(int32_t pid) {
+  if (pid <= 0 || ::kill(pid, 0) != 0) return pid <= 0 || errno == EPERM;
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  FILE* f = std::fopen(path, "r");
+  if (!f) return true;  // no /proc: trust kill()
+  char buf[512] = {};
+  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  const char* paren = std::strrchr(buf, ')');  // "pid (comm) S ..."; comm may hold spaces
+  return !(paren && static_cast<size_t>(paren - buf) + 2 < n && paren[2] == 'Z');
+}
+
+// One story on every survivor: a peer that died without reporting a failure (killed, crashed)
+// is the root cause, named with its pid; otherwise the first peer's reported cause is repeated
+// (a peer that failed and then exited is not blamed for exiting).
+std::string ShmTransport::peer_failure(const IoContext& ctx) const {
+  const std::string me = "[ring] rank " + std::to_string(rank_) + ": ";
+  int reporter = -1;
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    const Control* c = segs_[static_cast<size_t>(r)]->ctrl;
+    const bool reported = c->abort.v.load(std::memory_order_acquire) != 0;
+    if (!reported && !process_alive(c->pid)) {
+      return me + "rank " + std::to_string(r) + " (pid " + std::to_string(c->pid) + ") exited " +
+             describe_op(ctx) + " (shared memory); see its log for why.";
+    }
+    if (reported && reporter < 0) reporter = r;
+  }
+  if (reporter < 0) return "";
+  const Control* c = segs_[static_cast<size_t>(reporter)]->ctrl;
+  std::string cause(c->cause, strnlen(c->cause, kCauseBytes));
+  if (cause.empty()) {
+    return me + "rank " + std::to_string(reporter) + " failed " + describe_op(ctx) +
+           " (shared memory); see its error.";
+  }
+  return me + cause + " (reported by rank " + std::to_string(reporter) + ")";
+}
+
+void ShmTransport::abort(const std::string& cause) {
   aborted_ = true;
   Control* ctl = segs_[static_cast<size_t>(rank_)]->ctrl;
+  if (ctl->abort.v.load() == 0) {
+    std::strncpy(ctl->cause, cause.c_str(), kCauseBytes - 1);
+    std::atomic_thread_fence(std::memory_order_release);
+  }
   ctl->abort.v.store(1);
   for (Word* w : {&ctl->pub, &ctl->red, &ctl->done}) {
     w->v.fetch_add(0);
@@ -278,12 +333,9 @@ void ShmTransport::wait_word(int peer, std::atomic<uint32_t>& w, uint64_t target
         throw_mismatch(peer, mine, copy);
       }
     }
-    for (int r = 0; r < size_; ++r) {
-      if (segs_[static_cast<size_t>(r)]->ctrl->abort.v.load() != 0 && !aborted_) {
-        throw std::runtime_error("[ring] rank " + std::to_string(rank_) + ": rank " +
-                                 std::to_string(r) + " failed " + describe_op(ctx) +
-                                 " (shared memory); see its error.");
-      }
+    if (!aborted_) {
+      std::string story = peer_failure(ctx);
+      if (!story.empty()) throw std::runtime_error(story);
     }
     if (aborted_) {
       throw std::runtime_error("[ring] rank " + std::to_string(rank_) + ": aborted " +
@@ -295,11 +347,15 @@ void ShmTransport::wait_word(int peer, std::atomic<uint32_t>& w, uint64_t target
         char b;
         ssize_t n = ::recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-          ctx.peer_address = "TCP liveness connection";
-          throw std::runtime_error("[ring] rank " + std::to_string(rank_) +
-                                   ": a ring neighbour closed its connection " +
-                                   describe_op(ctx) +
-                                   " (shared memory). The peer may have exited; see its log.");
+          // Its process may still be going away: give the pid check a moment to see it.
+          for (int i = 0; i < 20; ++i) {
+            std::string story = peer_failure(ctx);
+            if (!story.empty()) throw std::runtime_error(story);
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          }
+          throw std::runtime_error("[ring] rank " + std::to_string(rank_) + ": a ring neighbour "
+                                   "closed its connection " + describe_op(ctx) +
+                                   " (shared memory) while its process lives on; see its log.");
         }
       }
     }

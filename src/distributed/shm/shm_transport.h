@@ -59,8 +59,9 @@ class ShmTransport {
   bool p2p_enabled() const { return p2p_chunk_ > 0; }
   void send(const void* in, size_t bytes, Dtype dtype, int dst, uint64_t seq);
   void recv(void* out, size_t bytes, Dtype dtype, int src, uint64_t seq);
-  // Any thread: wakes every waiter (here and on peers) with an error.
-  void abort();
+  // Any thread: wakes every waiter (here and on peers) with an error; peers report `cause`
+  // (a message without the "[ring] rank N: " prefix).
+  void abort(const std::string& cause);
 
   struct Segment;  // one mapped segment (defined in the .cpp)
 
@@ -72,6 +73,8 @@ class ShmTransport {
   void wait_all(Counter c, uint64_t target, const WireHeader& mine);
   void post(Counter c, uint64_t value);
   void check_header(int peer, uint64_t unit, const WireHeader& mine);
+  // The error naming the peer that failed first and how, or "" while every peer is well.
+  std::string peer_failure(const IoContext& ctx) const;
   [[noreturn]] void throw_mismatch(int peer, const WireHeader& mine, const WireHeader& theirs);
   // wait_for on any word of `peer`'s segment; with unit != kNoUnit it also notices a peer that
   // published that unit the other way (tiny line versus pub) and raises a mismatch.
