@@ -60,6 +60,7 @@ struct Control {
   // Why the owner failed ("rank 1 (pid 42) exited during all_sum of ..."), written before
   // `abort` is set: every survivor then tells the same story.
   char cause[kCauseBytes] = {};
+  int32_t cause_rank = -1;  // the rank that first saw the failure the cause describes
 };
 static_assert(sizeof(Control) <= 4096);
 
@@ -234,7 +235,7 @@ bool process_alive(int32_t pid) {
 // One story on every survivor: a peer that died without reporting a failure (killed, crashed)
 // is the root cause, named with its pid; otherwise the first peer's reported cause is repeated
 // (a peer that failed and then exited is not blamed for exiting).
-std::string ShmTransport::peer_failure(const IoContext& ctx) const {
+std::string ShmTransport::peer_failure(const IoContext& ctx) {
   const std::string me = "[ring] rank " + std::to_string(rank_) + ": ";
   int reporter = -1;
   for (int r = 0; r < size_; ++r) {
@@ -254,14 +255,20 @@ std::string ShmTransport::peer_failure(const IoContext& ctx) const {
     return me + "rank " + std::to_string(reporter) + " failed " + describe_op(ctx) +
            " (shared memory); see its error.";
   }
-  return me + cause + " (reported by rank " + std::to_string(reporter) + ")";
+  // Passed on unchanged if this rank fails in turn, so the story keeps its first witness.
+  relay_cause_ = cause;
+  relay_rank_ = c->cause_rank;
+  return me + cause + " (reported by rank " + std::to_string(relay_rank_) + "; this rank was " +
+         describe_op(ctx) + ")";
 }
 
 void ShmTransport::abort(const std::string& cause) {
   aborted_ = true;
   Control* ctl = segs_[static_cast<size_t>(rank_)]->ctrl;
   if (ctl->abort.v.load() == 0) {
-    std::strncpy(ctl->cause, cause.c_str(), kCauseBytes - 1);
+    const bool relayed = relay_rank_ >= 0;
+    std::strncpy(ctl->cause, (relayed ? relay_cause_ : cause).c_str(), kCauseBytes - 1);
+    ctl->cause_rank = relayed ? relay_rank_ : rank_;
     std::atomic_thread_fence(std::memory_order_release);
   }
   ctl->abort.v.store(1);

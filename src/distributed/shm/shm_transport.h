@@ -74,7 +74,7 @@ class ShmTransport {
   void post(Counter c, uint64_t value);
   void check_header(int peer, uint64_t unit, const WireHeader& mine);
   // The error naming the peer that failed first and how, or "" while every peer is well.
-  std::string peer_failure(const IoContext& ctx) const;
+  std::string peer_failure(const IoContext& ctx);
   [[noreturn]] void throw_mismatch(int peer, const WireHeader& mine, const WireHeader& theirs);
   // wait_for on any word of `peer`'s segment; with unit != kNoUnit it also notices a peer that
   // published that unit the other way (tiny line versus pub) and raises a mismatch.
@@ -99,6 +99,9 @@ class ShmTransport {
   const double timeout_s_;
   SpinPolicy spin_;  // set by create()
   const std::vector<int> liveness_fds_;
+  // A peer's reported failure this rank has raised, and who first saw it: abort() passes them on.
+  std::string relay_cause_;
+  int relay_rank_ = -1;
   std::vector<std::unique_ptr<Segment>> segs_;  // index = rank; segs_[rank_] is ours
   size_t chunk_ = 0;                            // bytes per slot
   size_t block_ = 0;                            // bytes per rank's block in a slot (64-aligned)
