@@ -66,7 +66,11 @@ array full(Shape shape, array vals, Dtype dtype, StreamOrDevice s) {
     }
   }
   if (vals.size() != 1) {
-    // Broadcast a non-scalar fill value, as MLX does.
+    // Broadcast a non-scalar fill value, as MLX does; a value that does not fit is full's error.
+    if (detail::broadcast_shapes("full", vals.shape(), shape) != shape) {
+      throw std::invalid_argument("[full] a fill value of shape " + detail::shape_str(vals.shape()) +
+                                  " cannot be broadcast to the shape " + detail::shape_str(shape));
+    }
     auto b = broadcast_to(astype(std::move(vals), dtype, s), shape, s);
     return copy(std::move(b), s);
   }

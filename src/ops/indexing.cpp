@@ -340,8 +340,28 @@ array slice_update_dynamic(const array& src, const array& update, const array& s
 
 // ---- take / gather ----
 
+namespace {
+array gather_as(const char* op, const array& a, const std::vector<array>& indices,
+                const std::vector<int>& axes_in, const Shape& slice_sizes, StreamOrDevice s);
+array take_along_axis_as(const char* op, const array& a, const array& indices, int axis_in,
+                         StreamOrDevice s);
+}  // namespace
+
 array gather(const array& a, const std::vector<array>& indices, const std::vector<int>& axes_in,
              const Shape& slice_sizes, StreamOrDevice s) {
+  return gather_as("gather", a, indices, axes_in, slice_sizes, s);
+}
+
+array take_along_axis(const array& a, const array& indices, int axis_in, StreamOrDevice s) {
+  return take_along_axis_as("take_along_axis", a, indices, axis_in, s);
+}
+
+namespace {
+
+// gather and take_along_axis under the name of the op the user called (take is built on both):
+// argument checks keep the primitive's own name, kernel errors (a bad index) say `op`.
+array gather_as(const char* op, const array& a, const std::vector<array>& indices,
+                const std::vector<int>& axes_in, const Shape& slice_sizes, StreamOrDevice s) {
   if (indices.size() > a.ndim()) {
     throw std::invalid_argument("[gather] got " + std::to_string(indices.size()) +
                                 " index arrays for an array with " + std::to_string(a.ndim()) +
@@ -388,9 +408,32 @@ array gather(const array& a, const std::vector<array>& indices, const std::vecto
   Shape out_shape = idx_shape;
   out_shape.insert(out_shape.end(), slice_sizes.begin(), slice_sizes.end());
   return array(std::move(out_shape), a.dtype(),
-               std::make_shared<Gather>(to_stream(s), std::move(axes), slice_sizes),
+               std::make_shared<Gather>(to_stream(s), std::move(axes), slice_sizes, op),
                std::move(inputs));
 }
+
+array take_along_axis_as(const char* op, const array& a, const array& indices, int axis_in,
+                         StreamOrDevice s) {
+  int axis = detail::normalize_axis("take_along_axis", axis_in, static_cast<int>(a.ndim()));
+  if (indices.ndim() != a.ndim()) {
+    throw std::invalid_argument("[take_along_axis] indices of shape " +
+                                detail::shape_str(indices.shape()) +
+                                " must have as many dimensions as the array of shape " +
+                                detail::shape_str(a.shape()));
+  }
+  check_index_dtype("take_along_axis", indices);
+  auto inputs = broadcast_except_axis("take_along_axis", {a, indices}, axis, s);
+  if (inputs[0].shape(axis) == 0 && inputs[1].size() != 0) {
+    throw std::invalid_argument("[take_along_axis] cannot take from axis " +
+                                std::to_string(axis_in) + " of size 0 (array shape " +
+                                detail::shape_str(a.shape()) + ")");
+  }
+  auto shape = inputs[1].shape();
+  return array(std::move(shape), a.dtype(),
+               std::make_shared<GatherAxis>(to_stream(s), axis, op), std::move(inputs));
+}
+
+}  // namespace
 
 array take(const array& a, const array& indices, int axis_in, StreamOrDevice s) {
   int axis = detail::normalize_axis("take", axis_in, static_cast<int>(a.ndim()));
@@ -406,7 +449,8 @@ array take(const array& a, const array& indices, int axis_in, StreamOrDevice s) 
     // dim (a view).
     Shape slice_sizes = a.shape();
     slice_sizes[0] = 1;
-    return squeeze(gather(a, indices, 0, slice_sizes, s), static_cast<int>(indices.ndim()), s);
+    return squeeze(gather_as("take", a, {indices}, {0}, slice_sizes, s),
+                   static_cast<int>(indices.ndim()), s);
   }
   // Along an inner axis: one flat index vector broadcast over the other dims (rows are read in
   // order, unlike per-index strided slices), then the index shape is restored (a view).
@@ -415,7 +459,7 @@ array take(const array& a, const array& indices, int axis_in, StreamOrDevice s) 
   out_shape.insert(out_shape.end(), a.shape().begin() + axis + 1, a.shape().end());
   Shape ishape(a.ndim(), 1);
   ishape[axis] = static_cast<int32_t>(indices.size());
-  auto r = take_along_axis(a, reshape(indices, ishape, s), axis, s);
+  auto r = take_along_axis_as("take", a, reshape(indices, ishape, s), axis, s);
   return reshape(r, out_shape, s);
 }
 
@@ -445,26 +489,6 @@ array take(const array& a, int index, int axis_in, StreamOrDevice s) {
 
 array take(const array& a, int index, StreamOrDevice s) {
   return take(reshape(a, Shape{-1}, s), index, 0, s);
-}
-
-array take_along_axis(const array& a, const array& indices, int axis_in, StreamOrDevice s) {
-  int axis = detail::normalize_axis("take_along_axis", axis_in, static_cast<int>(a.ndim()));
-  if (indices.ndim() != a.ndim()) {
-    throw std::invalid_argument("[take_along_axis] indices of shape " +
-                                detail::shape_str(indices.shape()) +
-                                " must have as many dimensions as the array of shape " +
-                                detail::shape_str(a.shape()));
-  }
-  check_index_dtype("take_along_axis", indices);
-  auto inputs = broadcast_except_axis("take_along_axis", {a, indices}, axis, s);
-  if (inputs[0].shape(axis) == 0 && inputs[1].size() != 0) {
-    throw std::invalid_argument("[take_along_axis] cannot take from axis " +
-                                std::to_string(axis_in) + " of size 0 (array shape " +
-                                detail::shape_str(a.shape()) + ")");
-  }
-  auto shape = inputs[1].shape();
-  return array(std::move(shape), a.dtype(), std::make_shared<GatherAxis>(to_stream(s), axis),
-               std::move(inputs));
 }
 
 array put_along_axis(const array& a, const array& indices, const array& values, int axis,

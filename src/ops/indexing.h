@@ -80,8 +80,9 @@ class DynamicSliceUpdate : public UnaryPrimitive {
 // slice_sizes_ of `a` starting at indices[k][i] along axes_[k] (0 along other dims).
 class Gather : public UnaryPrimitive {
  public:
-  Gather(Stream s, std::vector<int> axes, Shape slice_sizes)
-      : UnaryPrimitive(s), axes_(std::move(axes)), slice_sizes_(std::move(slice_sizes)) {}
+  // `op` names the user's op in kernel errors (take is a Gather too).
+  Gather(Stream s, std::vector<int> axes, Shape slice_sizes, const char* op = "gather")
+      : UnaryPrimitive(s), axes_(std::move(axes)), slice_sizes_(std::move(slice_sizes)), op_(op) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Gather"; }
@@ -90,6 +91,7 @@ class Gather : public UnaryPrimitive {
  private:
   std::vector<int> axes_;
   Shape slice_sizes_;
+  const char* op_;  // a string literal
 };
 
 enum class ScatterReduce { None, Sum, Prod, Max, Min };
@@ -114,7 +116,8 @@ class Scatter : public UnaryPrimitive {
 // Inputs {a, indices} of equal rank, equal shapes except along axis_: take_along_axis.
 class GatherAxis : public UnaryPrimitive {
  public:
-  GatherAxis(Stream s, int axis) : UnaryPrimitive(s), axis_(axis) {}
+  GatherAxis(Stream s, int axis, const char* op = "take_along_axis")
+      : UnaryPrimitive(s), axis_(axis), op_(op) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "GatherAxis"; }
@@ -122,6 +125,7 @@ class GatherAxis : public UnaryPrimitive {
 
  private:
   int axis_;
+  const char* op_;  // the user's op, for kernel errors (a string literal)
 };
 
 // Inputs {a, indices, updates}; indices and updates of one shape, equal to a's except along

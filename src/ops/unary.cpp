@@ -197,6 +197,10 @@ array clip(const array& a, const std::optional<array>& a_min, const std::optiona
   if (!a_min && !a_max) {
     throw std::invalid_argument("[clip] at least one of a_min and a_max must be given");
   }
+  std::vector<array> all{a};  // checked under clip's name, not maximum's
+  if (a_min) all.push_back(*a_min);
+  if (a_max) all.push_back(*a_max);
+  detail::broadcast_shapes("clip", all);
   array out = a;
   if (a_min) out = maximum(out, *a_min, s);
   if (a_max) out = minimum(out, *a_max, s);

@@ -749,3 +749,36 @@ TEST(DynamicSlice, UpdateAndDerivatives) {
   expect_throw_with([&] { slice_update(src, zeros({2}), array({0.5f}), {0}); },
                     {"[slice_update]", "float32"});
 }
+
+// Errors name the op the user called, not the op it is built on (take is a gather, full a
+// broadcast, clip a maximum/minimum), also when the error comes from the kernel at eval.
+TEST(OpNames, ErrorsNameTheOpTheUserCalled) {
+  auto message = [](auto f) {
+    try {
+      f();
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  auto starts = [](const std::string& m, const std::string& op) { return m.rfind("[" + op + "]", 0) == 0; };
+  auto m = message([] { eval(take(arange(5), array({7}), 0)); });
+  EXPECT_TRUE(starts(m, "take")) << m;
+  m = message([] { eval(take(reshape(arange(6), {2, 3}), array({5}), 1)); });
+  EXPECT_TRUE(starts(m, "take")) << m;
+  m = message([] { eval(take(arange(5), array({-9}))); });
+  EXPECT_TRUE(starts(m, "take")) << m;
+  m = message([] { eval(gather(arange(5), {array({7})}, {0}, {1})); });
+  EXPECT_TRUE(starts(m, "gather")) << m;
+  m = message([] { eval(take_along_axis(arange(5), array({7}), 0)); });
+  EXPECT_TRUE(starts(m, "take_along_axis")) << m;
+  m = message([] { full({2, 3}, array({1.0f, 2.0f})); });
+  EXPECT_TRUE(starts(m, "full")) << m;
+  m = message([] { full({3}, zeros({3, 1})); });
+  EXPECT_TRUE(starts(m, "full")) << m;
+  m = message([] { clip(zeros({3}), zeros({2}), std::nullopt); });
+  EXPECT_TRUE(starts(m, "clip")) << m;
+  // Valid calls still work.
+  EXPECT_EQ(take(arange(5), array({4, 0}), 0).shape(), Shape{2});
+  EXPECT_EQ(full({2, 3}, array({1.0f, 2.0f, 3.0f})).shape(), (Shape{2, 3}));
+}

@@ -232,7 +232,7 @@ void Gather::eval_cpu(const std::vector<array>& inputs, array& out) {
       const int64_t size = a.shape(ax), extent = slice_sizes_[ax];
       const int64_t limit = size - extent + 1, stride = a.strides()[ax];
       BadIndex bad;
-      dispatch_index(inputs[1].dtype(), "gather", [&](auto itag) {
+      dispatch_index(inputs[1].dtype(), op_, [&](auto itag) {
         using I = decltype(itag);
         const I* ip = inputs[1].data<I>();
         detail::parallel_for(n_idx, grain, [&](size_t b, size_t e) {
@@ -246,10 +246,10 @@ void Gather::eval_cpu(const std::vector<array>& inputs, array& out) {
           }
         });
       });
-      bad.throw_if_any("gather", ax, size, extent);
+      bad.throw_if_any(op_, ax, size, extent);
       return;
     }
-    auto base = start_offsets(a, inputs, 1, axes_, a.strides(), slice_sizes_, n_idx, "gather");
+    auto base = start_offsets(a, inputs, 1, axes_, a.strides(), slice_sizes_, n_idx, op_);
     detail::parallel_for(n_idx, grain, [&](size_t b, size_t e) {
       for (size_t i = b; i < e; ++i) copy_slice(src + base[i], dst + i * slice_size);
     });
@@ -312,7 +312,7 @@ void GatherAxis::eval_cpu(const std::vector<array>& inputs, array& out) {
     using T = decltype(tag);
     const T* src = a.data<T>();
     T* dst = out.data<T>();
-    dispatch_index(idx.dtype(), "take_along_axis", [&](auto itag) {
+    dispatch_index(idx.dtype(), op_, [&](auto itag) {
       using I = decltype(itag);
       const I* ip = idx.data<I>();
       detail::parallel_for(out.size(), cpu::kElementwiseGrain, [&](size_t b, size_t e) {
@@ -334,7 +334,7 @@ void GatherAxis::eval_cpu(const std::vector<array>& inputs, array& out) {
       });
     });
   });
-  bad.throw_if_any("take_along_axis", axis_, size);
+  bad.throw_if_any(op_, axis_, size);
 }
 
 void ScatterAxis::eval_cpu(const std::vector<array>& inputs, array& out) {
