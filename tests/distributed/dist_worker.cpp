@@ -1,6 +1,7 @@
 // A rank of the multi-process tests (tests/cpp/test_distributed.cpp starts it through
 // `tessera launch`). `dist_worker MODE` checks one behaviour against references computed from
 // every rank's known input and exits 0 on success; it prints what differed otherwise.
+#include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <cmath>
 #include <complex>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <stdexcept>
@@ -225,22 +227,52 @@ int mode_collectives() {
 }
 
 // 1000 collectives with random sizes, the same sequence on every rank (same seed).
-int mode_mixed() {
-  std::mt19937 gen(1234);
-  for (int k = 0; k < 1000; ++k) {
-    int kind = static_cast<int>(gen() % 4);
-    size_t n = gen() % 3000;
-    auto x = input<float>(g_rank, n * g_size, mx::float32);
-    array y = kind == 0 ? dist::all_sum(x)
-              : kind == 1 ? dist::all_max(x)
-              : kind == 2 ? dist::all_gather(x)
-                          : dist::sum_scatter(x);
-    y.eval();
-    if (n > 0 && kind == 0 && y.data<float>()[n - 1] != reduce_ref<float>(Red::sum, n - 1)) {
-      fail("mixed all_sum #" + std::to_string(k));
+// One collective of a random kind, dtype and size, checked element for element against the
+// reference computed from every rank's known input; false (after fail()) on a difference.
+template <typename T>
+bool mixed_step(int kind, size_t n, Dtype dt, long k) {
+  auto x = input<T>(g_rank, n * g_size, dt);
+  array y = kind == 0 ? dist::all_sum(x)
+            : kind == 1 ? dist::all_max(x)
+            : kind == 2 ? dist::all_gather(x)
+                        : dist::sum_scatter(x);
+  y.eval();
+  const size_t len = kind == 2 ? n * g_size * g_size : kind == 3 ? n : n * g_size;
+  if (y.size() != len) {
+    fail("mixed #" + std::to_string(k) + ": size " + std::to_string(y.size()));
+    return false;
+  }
+  const T* p = y.template data<T>();
+  for (size_t i = 0; i < len; ++i) {
+    T e = kind == 0   ? reduce_ref<T>(Red::sum, i)
+          : kind == 1 ? reduce_ref<T>(Red::max, i)
+          : kind == 2 ? make_value<T>(static_cast<int>(i / (n * g_size)), i % (n * g_size))
+                      : reduce_ref<T>(Red::sum, g_rank * n + i);
+    if (std::memcmp(&p[i], &e, sizeof(T)) != 0) {
+      fail("mixed #" + std::to_string(k) + " kind " + std::to_string(kind) + " " +
+           mx::dtype_name(dt) + " n=" + std::to_string(n) + " at " + std::to_string(i));
+      return false;
     }
   }
-  std::printf("rank %d: mixed done, %d failures\n", g_rank, g_failures);
+  return true;
+}
+
+// `count` collectives of random kinds (all_sum, all_max, all_gather, sum_scatter), dtypes
+// (float32, int32) and sizes (mostly < 3000 elements per rank, 1 in 100 up to 300000, which
+// takes the segmented ring paths), all checked exactly.
+int mode_mixed(long count) {
+  std::mt19937 gen(1234);  // the same sequence on every rank
+  for (long k = 0; k < count && g_failures == 0; ++k) {
+    const int kind = static_cast<int>(gen() % 4);
+    const size_t n = gen() % 100 == 0 ? gen() % 300000 : gen() % 3000;
+    const bool f32 = gen() % 2 == 0;
+    if (f32) {
+      mixed_step<float>(kind, n, mx::float32, k);
+    } else {
+      mixed_step<int32_t>(kind, n, mx::int32, k);
+    }
+  }
+  std::printf("rank %d: mixed done (%ld collectives), %d failures\n", g_rank, count, g_failures);
   return g_failures ? 1 : 0;
 }
 
@@ -398,6 +430,50 @@ int mode_silent() {
   return g_failures ? 1 : 0;
 }
 
+size_t count_entries(const char* dir, const char* prefix = "") {
+  size_t n = 0;
+  if (DIR* d = opendir(dir)) {
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] != '.' && std::strncmp(e->d_name, prefix, std::strlen(prefix)) == 0) ++n;
+    }
+    closedir(d);
+  }
+  return n;
+}
+
+// `count` cycles of init() / one all_sum / teardown (tests/cpp/test_soak.cpp): descriptors,
+// threads and this job's shared-memory segments must not accumulate.
+int mode_cycles(long count) {
+  struct Usage {
+    size_t fds, threads, shm;
+  };
+  auto usage = [] {
+    return Usage{count_entries("/proc/self/fd"), count_entries("/proc/self/task"),
+                 count_entries("/dev/shm", "tessera-")};
+  };
+  Usage warm{};
+  dist::clear_backends();  // main's group: every cycle below builds and drops its own
+  for (long i = 0; i < count && g_failures == 0; ++i) {
+    {
+      auto g = dist::init(true);
+      auto y = dist::all_sum(mx::array(static_cast<float>(g.rank() + 1)), g);
+      if (y.item<float>() != static_cast<float>(g.size() * (g.size() + 1) / 2)) {
+        fail("all_sum in cycle " + std::to_string(i));
+      }
+    }
+    dist::clear_backends();  // drops the cached group: it is torn down here
+    if (i == 9) warm = usage();
+  }
+  Usage end = usage();
+  std::printf("rank %d: %ld init/teardown cycles; fds %zu -> %zu, threads %zu -> %zu, shm %zu -> "
+              "%zu\n", g_rank, count, warm.fds, end.fds, warm.threads, end.threads, warm.shm,
+              end.shm);
+  if (end.fds > warm.fds || end.threads > warm.threads || end.shm > warm.shm) {
+    fail("resources grew over the cycles");
+  }
+  return g_failures ? 1 : 0;
+}
+
 // init() without strict (tests/cpp/test_init_errors.cpp): prints the group's size.
 int mode_lenient() {
   auto g = dist::init();
@@ -435,7 +511,7 @@ int main(int argc, char** argv) {
       g_size = static_cast<int>(mx::config::get_int("TESSERA_WORLD_SIZE"));
     }
     if (mode == "collectives") return mode_collectives();
-    if (mode == "mixed") return mode_mixed();
+    if (mode == "mixed") return mode_mixed(argc > 2 ? std::atol(argv[2]) : 1000);
     if (mode == "init") return mode_init();
     if (mode == "grad") return mode_grad();
     if (mode == "kill") return mode_kill();
@@ -446,6 +522,7 @@ int main(int argc, char** argv) {
     if (mode == "badtoken") return mode_badtoken();
     if (mode == "silent") return mode_silent();
     if (mode == "join") return mode_join();
+    if (mode == "cycles") return mode_cycles(argc > 2 ? std::atol(argv[2]) : 100);
   } catch (const std::exception& e) {
     std::printf("rank %d: unexpected error: %s\n", g_rank, e.what());
     return 1;

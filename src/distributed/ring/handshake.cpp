@@ -28,6 +28,8 @@ enum Status : uint32_t {
   kTokenMismatch = 5,     // both have tokens, different ones
   kHostfileDiffers = 6,   // the hostfiles differ
   kShmDiffers = 7,        // TESSERA_RING_SHM differs
+  kOlderGroup = 8,        // this listener belongs to an older group of the job: retry
+  kNewerGroup = 9,        // the client belongs to an older group (it is going away)
 };
 constexpr uint32_t kFlagShm = 1;
 
@@ -42,6 +44,7 @@ struct Hello {
   uint32_t kind;
   uint32_t world_size;
   uint32_t flags;  // kFlagShm
+  uint64_t generation;
   uint8_t hostfile[32];
   uint8_t nonce[32];
 };
@@ -93,6 +96,9 @@ std::string refusal_message(uint32_t status, const ConnIdentity& me, const IoCon
     case kHostfileDiffers:
       return who + "refused us: it was started with a different hostfile (MLX_HOSTFILE); give "
              "every rank the same file.";
+    case kNewerGroup:
+      return who + "is at a later init() of this job than this rank: the ranks called init() "
+             "(after clear_backends) different numbers of times.";
     case kShmDiffers:
       return who + "refused us: its TESSERA_RING_SHM differs from this rank's; set the same "
              "value on every rank.";
@@ -118,6 +124,7 @@ void client_handshake(const Socket& s, const JobTerms& terms, const ConnIdentity
   h.index = static_cast<uint32_t>(me.index);
   h.kind = static_cast<uint32_t>(me.kind);
   h.world_size = static_cast<uint32_t>(terms.world_size);
+  h.generation = terms.generation;
   h.flags = terms.shm ? kFlagShm : 0;
   std::memcpy(h.hostfile, terms.hostfile_digest.data(), sizeof(h.hostfile));
   random_bytes(h.nonce, sizeof(h.nonce));
@@ -126,13 +133,13 @@ void client_handshake(const Socket& s, const JobTerms& terms, const ConnIdentity
   try {
     recv_all(s, &r, sizeof(r), deadline, ctx);
   } catch (const std::runtime_error&) {
-    throw std::runtime_error("[ring] rank " + std::to_string(me.client_rank) + ": rank " +
-                             std::to_string(me.server_rank) + " (" + ctx.peer_address +
-                             ") closed the connection during the handshake: it is not a Tessera "
-                             "rank of this version, or it failed (see its log).");
+    throw HandshakeRetry("[ring] rank " + std::to_string(me.client_rank) + ": rank " +
+                         std::to_string(me.server_rank) + " (" + ctx.peer_address +
+                         ") closed the connection before answering the handshake: it is not a "
+                         "Tessera rank of this version, or it failed (see its log).");
   }
   if (r.magic == kReplyMagic && r.status == kBusy) {
-    throw HandshakeBusy("[ring] rank " + std::to_string(me.client_rank) + ": rank " +
+    throw HandshakeRetry("[ring] rank " + std::to_string(me.client_rank) + ": rank " +
                         std::to_string(me.server_rank) + " (" + ctx.peer_address +
                         ") turned the connection away: its listener was full (too many "
                         "connections authenticating at once).");
@@ -141,6 +148,12 @@ void client_handshake(const Socket& s, const JobTerms& terms, const ConnIdentity
     throw std::runtime_error("[ring] rank " + std::to_string(me.client_rank) + ": the process at " +
                              ctx.peer_address + " (rank " + std::to_string(me.server_rank) +
                              "'s address) does not speak the Tessera ring handshake.");
+  }
+  if (r.status == kOlderGroup) {
+    throw HandshakeRetry("[ring] rank " + std::to_string(me.client_rank) + ": rank " +
+                         std::to_string(me.server_rank) + " (" + ctx.peer_address +
+                         ") still listens with an older group of this job (init() #" +
+                         std::to_string(terms.generation) + " here); its new group is not up.");
   }
   if (r.status != kOk) throw std::runtime_error(refusal_message(r.status, me, ctx));
   Proof p{};
@@ -228,6 +241,16 @@ ConnIdentity server_handshake(const Socket& s, const JobTerms& terms, int my_ran
     return reject(kHostfileDiffers, "its hostfile lists " + std::to_string(h.world_size) +
                                         " ranks and this rank's " + std::to_string(world_size) +
                                         " (MLX_HOSTFILE differs between ranks)");
+  }
+  if (h.generation > terms.generation) {
+    return reject(kOlderGroup, "it is for init() #" + std::to_string(h.generation) +
+                                   " and this group is #" + std::to_string(terms.generation) +
+                                   " (being torn down); told it to retry");
+  }
+  if (h.generation < terms.generation) {
+    return reject(kNewerGroup, "it is from an older group of the job (init() #" +
+                                   std::to_string(h.generation) + ", this is #" +
+                                   std::to_string(terms.generation) + ")");
   }
   if (h.client_rank >= static_cast<uint32_t>(world_size) ||
       h.client_rank == static_cast<uint32_t>(my_rank)) {

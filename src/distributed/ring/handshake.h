@@ -31,11 +31,16 @@ struct JobTerms {
   Digest256 hostfile_digest{}; // hostfile_digest() of the group's hostfile
   bool shm = false;            // TESSERA_RING_SHM
   int world_size = 0;          // ranks in the group
+  // How many groups over this hostfile this process has made, this one included: every rank
+  // makes them in the same order, so a connection for the next group that reaches a group
+  // still being torn down (the same ports) is told to retry instead of being taken.
+  uint64_t generation = 1;
 };
 
-// Thrown by client_handshake when the peer turned us away before reading who we are (its
-// listener had too many connections authenticating): retrying shortly may succeed.
-struct HandshakeBusy : std::runtime_error {
+// Thrown by client_handshake when the peer did not get to judge us: its listener was full, or
+// the connection closed before any reply (a listener being torn down, e.g. a peer between two
+// init() calls). Retrying shortly may succeed.
+struct HandshakeRetry : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
@@ -57,7 +62,7 @@ ConnIdentity server_handshake(const Socket& s, const JobTerms& terms, int my_ran
                               int world_size, int max_index, const Deadline& deadline,
                               const std::string& peer_text);
 
-// Tells a client that arrived while the listener was full to retry (HandshakeBusy there).
+// Tells a client that arrived while the listener was full to retry (HandshakeRetry there).
 void refuse_busy(const Socket& s);
 
 }  // namespace tessera::distributed::detail

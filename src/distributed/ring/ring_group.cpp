@@ -23,6 +23,14 @@ namespace tessera::distributed::detail {
 
 namespace {
 
+// The n-th group this process makes over `hostfile` (JobTerms::generation).
+uint64_t next_generation(const Digest256& hostfile) {
+  static std::mutex mu;
+  static std::map<Digest256, uint64_t> made;
+  std::lock_guard<std::mutex> lk(mu);
+  return ++made[hostfile];
+}
+
 int validated_rank(int rank, const Hostfile& hf) {
   if (hf.size() < 1) throw std::invalid_argument("[ring] the hostfile lists no ranks");
   if (rank < 0 || rank >= hf.size()) {
@@ -69,7 +77,8 @@ RingGroup::RingGroup(int rank, Hostfile hostfile, RingOptions options,
       right_((rank_ + 1) % size_),
       hostfile_(std::move(hostfile)),
       opt_(std::move(options)),
-      terms_{opt_.token, sha256(hostfile_.to_json()), opt_.shm, hostfile_.size()} {
+      terms_{opt_.token, sha256(hostfile_.to_json()), opt_.shm, hostfile_.size(), 0} {
+  terms_.generation = next_generation(terms_.hostfile_digest);
   conns_ = hostfile_.connections();
   int local_ranks = 0;
   for (int r = 0; r < size_; ++r) local_ranks += is_local_address(hostfile_.ranks[r][0]) ? 1 : 0;
@@ -182,7 +191,8 @@ Link RingGroup::connect_link(int peer, const HostAddress& addr, const ConnIdenti
   ctx.rank = rank_;
   ctx.peer = peer;
   ctx.peer_address = addr.text();
-  // A peer whose listener is momentarily full asks us to come back; bounded by the deadline.
+  // A peer whose listener is momentarily full, or that closed before answering (its previous
+  // group's listener going away), is tried again; bounded by the deadline.
   for (double pause = 0.01;; pause = std::min(pause * 2, 0.2)) {
     Link l;
     l.peer = peer;
@@ -191,12 +201,11 @@ Link RingGroup::connect_link(int peer, const HostAddress& addr, const ConnIdenti
     try {
       client_handshake(l.sock, terms_, me, deadline, ctx);
       return l;
-    } catch (const HandshakeBusy& e) {
+    } catch (const HandshakeRetry& e) {
       if (deadline.remaining_s() <= pause) {
-        throw std::runtime_error(std::string(e.what()) + " It stayed full for " +
+        throw std::runtime_error(std::string(e.what()) + " Retried for " +
                                  std::to_string(static_cast<int>(deadline.span_s())) +
-                                 " s (TESSERA_DIST_CONNECT_TIMEOUT); something else keeps "
-                                 "connecting to it.");
+                                 " s (TESSERA_DIST_CONNECT_TIMEOUT).");
       }
       std::this_thread::sleep_for(std::chrono::duration<double>(pause));
     }

@@ -119,7 +119,7 @@ class RingGroup : public GroupImpl {
   const int left_, right_;
   const Hostfile hostfile_;
   const RingOptions opt_;
-  const JobTerms terms_;  // what every connection's two ends must agree on
+  JobTerms terms_;  // what every connection's two ends must agree on (fixed after construction)
   int conns_ = 1;
   SpinPolicy spin_;  // how waits for peers poll (spin_policy.h)
 
