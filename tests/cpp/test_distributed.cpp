@@ -125,6 +125,20 @@ TEST(DistributedFaults, KilledRankMakesSurvivorsRaiseWithinTwoSeconds) {
   }
 }
 
+// Over TCP too every survivor names the rank that died, also the rank not adjacent to it (which
+// only sees its live neighbours give up): the first witness's failure notice reaches it.
+TEST(DistributedFaults, SurvivorsOverTcpAllNameTheRankThatDied) {
+  auto r = launch(4, "kill", "--env TESSERA_RING_SHM=0");
+  EXPECT_EQ(r.code, 137) << r.out;
+  const std::string lines = rank_lines(r.out);
+  EXPECT_EQ(count(lines, "raised after"), 3) << r.out;
+  EXPECT_EQ(count(lines, ": rank 1 (127.0.0.1:"), 3) << r.out;
+  for (int r2 : {0, 2, 3}) {
+    const std::string mine = "[ring] rank " + std::to_string(r2) + ": rank 1 (";
+    EXPECT_EQ(count(lines, mine), 1) << mine << "\n" << r.out;
+  }
+}
+
 // Every survivor of a shared-memory job names the rank that died and its pid, the same one on
 // each (not a neighbour that gave up after it, nor "a ring neighbour closed its connection").
 TEST(DistributedFaults, SurvivorsOfASharedMemoryJobAllNameTheRankThatDied) {

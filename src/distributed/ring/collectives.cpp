@@ -144,7 +144,7 @@ void RingGroup::small_reduce(const char* in, char* out, size_t count, Dtype dtyp
         try {
           (sending ? st.send_link : st.recv_link) = link_to(peer, sending, 0);
         } catch (const std::exception& e) {
-          fail(e.what());
+          fail(e);
         }
         st.header = header_for(d, seq, k, size_);
         StreamStep step;
@@ -210,7 +210,7 @@ void RingGroup::reduce(const void* in, void* out, size_t count, Dtype dtype, Red
         shm_->all_reduce(in, out, count, dtype, op, coll_seq_++);
       }
     } catch (const std::exception& e) {
-      fail(e.what());
+      fail(e);
     }
     return;
   }
@@ -231,7 +231,7 @@ void RingGroup::all_gather(const void* in_v, void* out_v, size_t bytes) {
     try {
       shm_->all_gather(out + static_cast<size_t>(rank_) * bytes, out, bytes, coll_seq_++);
     } catch (const std::exception& e) {
-      fail(e.what());
+      fail(e);
     }
     return;
   }
@@ -328,7 +328,7 @@ void RingGroup::all_to_all(const void* in_v, void* out_v, size_t bytes) {
       st.send_link = link_to(dst, true, 0);
       st.recv_link = link_to(src, false, 0);
     } catch (const std::exception& e) {
-      fail(e.what());
+      fail(e);
     }
     st.header = header_for(d, seq, k, size_);
     StreamStep step;
@@ -349,7 +349,7 @@ void RingGroup::barrier() {
     try {
       shm_->barrier(coll_seq_++);
     } catch (const std::exception& e) {
-      fail(e.what());
+      fail(e);
     }
     return;
   }
@@ -392,7 +392,7 @@ void RingGroup::point_to_point(void* buf, size_t bytes, Dtype dtype, int peer, b
         shm_->recv(buf, bytes, dtype, peer, seq);
       }
     } catch (const std::exception& e) {
-      fail(e.what());
+      fail(e);
     }
     return;
   }
@@ -402,7 +402,7 @@ void RingGroup::point_to_point(void* buf, size_t bytes, Dtype dtype, int peer, b
     try {
       (sending ? st.send_link : st.recv_link) = link_to(peer, sending, i);
     } catch (const std::exception& e) {
-      fail(e.what());
+      fail(e);
     }
     st.header = header_for(d, seq, i, R);
     auto [lo, hi] = split_range(bytes, static_cast<size_t>(R), static_cast<size_t>(i));

@@ -207,12 +207,13 @@ ConnIdentity server_handshake(const Socket& s, const JobTerms& terms, int my_ran
   }
   const bool well_formed = h.magic == kHelloMagic && h.version == kVersion;
   const int claimed = well_formed ? static_cast<int>(h.client_rank) : -1;
+  bool routine = false;
   auto refused = [&](const std::string& why) {
     return HandshakeRejected("[ring] rank " + std::to_string(my_rank) +
                                  ": rejected a connection from " + peer_text +
                                  (claimed >= 0 ? " claiming rank " + std::to_string(claimed) : "") +
                                  ": " + why,
-                             claimed);
+                             claimed, routine);
   };
   auto reject = [&](Status status, const std::string& why) -> ConnIdentity {
     Reply r{};
@@ -243,6 +244,7 @@ ConnIdentity server_handshake(const Socket& s, const JobTerms& terms, int my_ran
                                         " (MLX_HOSTFILE differs between ranks)");
   }
   if (h.generation > terms.generation) {
+    routine = true;
     return reject(kOlderGroup, "it is for init() #" + std::to_string(h.generation) +
                                    " and this group is #" + std::to_string(terms.generation) +
                                    " (being torn down); told it to retry");
@@ -258,8 +260,8 @@ ConnIdentity server_handshake(const Socket& s, const JobTerms& terms, int my_ran
                                  " cannot connect to rank " + std::to_string(my_rank) +
                                  " in a group of " + std::to_string(world_size));
   }
-  if (h.kind > 1 || (id.kind == ConnKind::ring && h.index >= static_cast<uint32_t>(max_index)) ||
-      (id.kind == ConnKind::direct && h.index != 0)) {
+  if (h.kind > 2 || (id.kind == ConnKind::ring && h.index >= static_cast<uint32_t>(max_index)) ||
+      (id.kind != ConnKind::ring && h.index != 0)) {
     return reject(kRejected, "bad connection kind/index " + std::to_string(h.kind) + "/" +
                                  std::to_string(h.index));
   }

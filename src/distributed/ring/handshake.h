@@ -14,7 +14,9 @@
 
 namespace tessera::distributed::detail {
 
-enum class ConnKind : uint32_t { ring = 0, direct = 1 };
+// ring: data to a neighbour; direct: send/recv between non-neighbours; control: the neighbour
+// pair's failure notices (failure_notice.h), never data.
+enum class ConnKind : uint32_t { ring = 0, direct = 1, control = 2 };
 
 struct ConnIdentity {
   int client_rank = -1;  // the side that connected
@@ -31,7 +33,7 @@ struct JobTerms {
   Digest256 hostfile_digest{}; // hostfile_digest() of the group's hostfile
   bool shm = false;            // TESSERA_RING_SHM
   int world_size = 0;          // ranks in the group
-  // How many groups over this hostfile this process has made, this one included: every rank
+  // How many groups over this hostfile this rank has made, this one included: every rank
   // makes them in the same order, so a connection for the next group that reaches a group
   // still being torn down (the same ports) is told to retry instead of being taken.
   uint64_t generation = 1;
@@ -54,9 +56,10 @@ void client_handshake(const Socket& s, const JobTerms& terms, const ConnIdentity
 // different hostfile or shm setting, malformed hello) after telling the client why, or
 // std::runtime_error on a timeout or a closed connection.
 struct HandshakeRejected : std::runtime_error {
-  HandshakeRejected(const std::string& what, int claimed_rank)
-      : std::runtime_error(what), claimed_rank(claimed_rank) {}
+  HandshakeRejected(const std::string& what, int claimed_rank, bool routine = false)
+      : std::runtime_error(what), claimed_rank(claimed_rank), routine(routine) {}
   int claimed_rank;  // the rank the client said it was (-1 if its hello was malformed)
+  bool routine;      // an expected turn-away (a newer group's rank told to retry): not logged
 };
 ConnIdentity server_handshake(const Socket& s, const JobTerms& terms, int my_rank,
                               int world_size, int max_index, const Deadline& deadline,

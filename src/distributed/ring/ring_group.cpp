@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "distributed/ring/failure_notice.h"
 #include "distributed/ring/handshake.h"
 #include "distributed/shm/shm_transport.h"
 #include "tessera/config.h"
@@ -23,12 +24,13 @@ namespace tessera::distributed::detail {
 
 namespace {
 
-// The n-th group this process makes over `hostfile` (JobTerms::generation).
-uint64_t next_generation(const Digest256& hostfile) {
+// The n-th group this process makes over `hostfile` as `rank` (JobTerms::generation); by rank,
+// since one process may run several ranks (threads).
+uint64_t next_generation(const Digest256& hostfile, int rank) {
   static std::mutex mu;
-  static std::map<Digest256, uint64_t> made;
+  static std::map<std::pair<Digest256, int>, uint64_t> made;
   std::lock_guard<std::mutex> lk(mu);
-  return ++made[hostfile];
+  return ++made[{hostfile, rank}];
 }
 
 int validated_rank(int rank, const Hostfile& hf) {
@@ -78,7 +80,7 @@ RingGroup::RingGroup(int rank, Hostfile hostfile, RingOptions options,
       hostfile_(std::move(hostfile)),
       opt_(std::move(options)),
       terms_{opt_.token, sha256(hostfile_.to_json()), opt_.shm, hostfile_.size(), 0} {
-  terms_.generation = next_generation(terms_.hostfile_digest);
+  terms_.generation = next_generation(terms_.hostfile_digest, rank_);
   conns_ = hostfile_.connections();
   int local_ranks = 0;
   for (int r = 0; r < size_; ++r) local_ranks += is_local_address(hostfile_.ranks[r][0]) ? 1 : 0;
@@ -106,6 +108,7 @@ RingGroup::RingGroup(int rank, Hostfile hostfile, RingOptions options,
   wake_write_ = Socket(fds[1]);
   pending_left_.resize(static_cast<size_t>(conns_));
   acceptor_ = std::thread([this] { accept_loop(); });
+  const bool want_control = size_ > 1;
 
   {
     const Deadline deadline = Deadline::after(opt_.connect_timeout_s);
@@ -128,10 +131,17 @@ RingGroup::RingGroup(int rank, Hostfile hostfile, RingOptions options,
                                  left_rejection_);
       }
     }
+    if (want_control) {
+      control_right_ = std::move(
+          connect_link(right_, hostfile_.ranks[right_][0], {rank_, right_, 0, ConnKind::control},
+                       deadline)
+              .sock);
+    }
     std::unique_lock<std::mutex> lk(accept_mu_);
     auto all_in = [&] {
       return std::all_of(pending_left_.begin(), pending_left_.end(),
-                         [](const auto& p) { return p != nullptr; });
+                         [](const auto& p) { return p != nullptr; }) &&
+             (!want_control || pending_control_left_ != nullptr);
     };
     bool ok = opt_.connect_timeout_s > 0
                   ? accept_cv_.wait_for(lk, std::chrono::duration<double>(opt_.connect_timeout_s),
@@ -152,6 +162,7 @@ RingGroup::RingGroup(int rank, Hostfile hostfile, RingOptions options,
     }
     for (auto& p : pending_left_) left_links_.push_back(std::move(*p));
     pending_left_.clear();
+    if (want_control) control_left_ = std::move(pending_control_left_->sock);
   }
   // (Any exception from here on leaves through thread_stopper_, which joins the threads.)
   if (opt_.verbose) std::cerr << "[ring] rank " << rank_ << ": ring connected\n";
@@ -162,6 +173,10 @@ RingGroup::RingGroup(int rank, Hostfile hostfile, RingOptions options,
 
 RingGroup::~RingGroup() {
   stop_accepting();
+  // Whatever a peer sent on the control connections is read, so closing them sends no reset
+  // that could destroy the peer's own notice to us on the way.
+  drain(control_left_);
+  drain(control_right_);
   pool_.reset();
   shm_.reset();
 }
@@ -257,8 +272,10 @@ void RingGroup::authenticate(Socket s, const std::string& peer_text) {
                           Deadline::after(std::min(opt_.connect_timeout_s, 10.0)), peer_text);
   } catch (const std::exception& e) {
     std::lock_guard<std::mutex> lk(accept_mu_);
-    if (!stopping_) std::cerr << e.what() << " (connection closed; still waiting for the right peer)\n";
     auto* r = dynamic_cast<const HandshakeRejected*>(&e);
+    if (!stopping_ && (r == nullptr || !r->routine || opt_.verbose)) {
+      std::cerr << e.what() << " (connection closed; still waiting for the right peer)\n";
+    }
     if (r != nullptr && r->claimed_rank == left_) left_rejection_ = e.what();
     finished();
     return;
@@ -283,6 +300,13 @@ void RingGroup::authenticate(Socket s, const std::string& peer_text) {
                 << " from rank " << id.client_rank << "\n";
     }
     pending_left_[static_cast<size_t>(id.index)] = std::move(link);
+  } else if (id.kind == ConnKind::control) {
+    if (id.client_rank != left_ || pending_control_left_ || size_ == 1) {
+      std::cerr << "[ring] rank " << rank_ << ": rejected an unexpected control connection from "
+                << "rank " << id.client_rank << " (" << peer_text << ")\n";
+      return;
+    }
+    pending_control_left_ = std::move(link);
   } else {
     if (direct_.count(id.client_rank) || id.client_rank > rank_) {
       std::cerr << "[ring] rank " << rank_ << ": rejected an unexpected direct connection "
@@ -368,6 +392,18 @@ void RingGroup::abort(const std::string& why) {
     std::lock_guard<std::mutex> lk(err_mu_);
     if (first_error_.empty()) first_error_ = why;
   }
+  // The notice goes out before the data connections close, so a neighbour that sees them close
+  // finds it waiting (failure_notice.h).
+  {
+    std::lock_guard<std::mutex> lk(err_mu_);
+    if (!notice_sent_) {
+      notice_sent_ = true;
+      FailureNotice n = adopted_;
+      if (n.origin < 0) n = FailureNotice{rank_, without_rank_prefix(why)};
+      send_notice(control_left_, n);
+      send_notice(control_right_, n);
+    }
+  }
   broken_ = true;
   for (auto& l : right_links_) l.sock.shutdown_both();
   for (auto& l : left_links_) l.sock.shutdown_both();
@@ -376,17 +412,40 @@ void RingGroup::abort(const std::string& why) {
     for (auto& [r, l] : direct_) l->sock.shutdown_both();
   }
   accept_cv_.notify_all();
-  if (shm_) {
-    // Peers repeat the cause under their own name: drop ours ("[ring] rank 0: ").
-    std::string cause = why;
-    const std::string mine = "[ring] rank " + std::to_string(rank_) + ": ";
-    if (cause.rfind(mine, 0) == 0) cause.erase(0, mine.size());
-    shm_->abort(cause);
-  }
+  if (shm_) shm_->abort(without_rank_prefix(why));
 }
 
-void RingGroup::fail(const std::string& msg) {
-  abort(msg);
+// Peers repeat a cause under their own name: drop ours ("[ring] rank 0: ").
+std::string RingGroup::without_rank_prefix(const std::string& why) const {
+  const std::string mine = "[ring] rank " + std::to_string(rank_) + ": ";
+  return why.rfind(mine, 0) == 0 ? why.substr(mine.size()) : why;
+}
+
+std::string RingGroup::story(const std::exception& e) {
+  {
+    std::lock_guard<std::mutex> lk(err_mu_);
+    if (!first_error_.empty()) return first_error_;  // already failed: one story per rank
+  }
+  // A neighbour that failed first sent its notice before closing: after a close by a neighbour
+  // only its control connection is read, where the notice is already waiting or the end is (it
+  // died and sent none: the story is this rank's own). After a timeout both are read a little
+  // longer: the ranks upstream of a silent one time out a moment earlier and say why.
+  auto* pf = dynamic_cast<const PeerFailure*>(&e);
+  if (!pf) return e.what();  // not about a peer (a mismatch, a bad argument): this rank's own
+  std::vector<const Socket*> from;
+  if (pf->timeout || pf->peer == left_ || (pf->peer != right_)) from.push_back(&control_left_);
+  if (pf->timeout || pf->peer == right_ || (pf->peer != left_)) from.push_back(&control_right_);
+  const double wait = pf->timeout ? std::min(1.0, 0.2 * opt_.timeout_s) : 0.05;
+  auto n = await_notice(from, wait);
+  if (!n) return e.what();
+  std::lock_guard<std::mutex> lk(err_mu_);
+  adopted_ = *n;  // passed on unchanged, so the story keeps its first witness
+  return "[ring] rank " + std::to_string(rank_) + ": " + n->cause + " (first seen by rank " +
+         std::to_string(n->origin) + "; this rank was " + pf->during + ")";
+}
+
+void RingGroup::fail(const std::exception& e) {
+  abort(story(e));
   std::lock_guard<std::mutex> lk(err_mu_);
   throw std::runtime_error(first_error_);
 }
@@ -396,7 +455,7 @@ void RingGroup::run_lanes(std::vector<Stream>& streams, const StreamEnv& env) {
     try {
       run_stream(streams[0], env);
     } catch (const std::exception& e) {
-      fail(e.what());
+      fail(e);
     }
     return;
   }
@@ -406,7 +465,7 @@ void RingGroup::run_lanes(std::vector<Stream>& streams, const StreamEnv& env) {
       try {
         run_stream(st, env);
       } catch (const std::exception& e) {
-        abort(e.what());  // wakes the other lanes at once
+        abort(story(e));  // wakes the other lanes at once
         throw;
       }
     });

@@ -17,6 +17,7 @@
 
 #include "distributed/group_impl.h"
 #include "distributed/hostfile.h"
+#include "distributed/ring/failure_notice.h"
 #include "distributed/ring/handshake.h"
 #include "distributed/ring/lane_pool.h"
 #include "distributed/ring/socket.h"
@@ -107,7 +108,12 @@ class RingGroup : public GroupImpl {
   // Runs the streams (one per lane) and turns any failure into a broken group + exception.
   void run_lanes(std::vector<Stream>& streams, const StreamEnv& env);
   void check_usable(const char* op);
-  [[noreturn]] void fail(const std::string& msg);
+  // Breaks the group with this rank's story of `e` and throws it.
+  [[noreturn]] void fail(const std::exception& e);
+  // The error this rank reports for `e`: a neighbour's failure notice when one arrives (that
+  // failure came first), else e's own text.
+  std::string story(const std::exception& e);
+  std::string without_rank_prefix(const std::string& why) const;
   void ring_reduce(const char* in, char* out, size_t count, Dtype dtype, ReduceOp op,
                    OpKind kind, bool scatter);
   void small_reduce(const char* in, char* out, size_t count, Dtype dtype, ReduceOp op,
@@ -125,11 +131,15 @@ class RingGroup : public GroupImpl {
 
   std::vector<Socket> listeners_;      // own addresses; owned by the acceptor thread after start
   std::vector<Link> right_links_, left_links_;  // C each; fixed after construction
+  // The neighbour pairs' control connections (failure notices only; failure_notice.h), opened
+  // to the right and accepted from the left; fixed after construction.
+  Socket control_right_, control_left_;
   Socket wake_read_, wake_write_;      // stops the acceptor thread
 
   std::mutex accept_mu_;  // guards pending_left_, direct_, stopping_
   std::condition_variable accept_cv_;
   std::vector<std::unique_ptr<Link>> pending_left_;
+  std::unique_ptr<Link> pending_control_left_;
   std::map<int, std::unique_ptr<Link>> direct_;
   bool stopping_ = false;
   std::thread acceptor_;
@@ -154,8 +164,10 @@ class RingGroup : public GroupImpl {
   std::unique_ptr<LanePool> pool_;
 
   std::atomic<bool> broken_{false};
-  std::mutex err_mu_;  // guards first_error_
+  std::mutex err_mu_;  // guards first_error_, adopted_, notice_sent_
   std::string first_error_;
+  FailureNotice adopted_;     // a neighbour's notice this rank reported as its own error
+  bool notice_sent_ = false;  // abort() sends one notice to each neighbour
 
   std::unique_ptr<ShmTransport> shm_;
 };

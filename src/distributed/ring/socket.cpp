@@ -108,6 +108,14 @@ std::string timeout_message(const IoContext& ctx) {
          ctx.limit_var + ".";
 }
 
+void throw_peer_closed(const IoContext& ctx, const char* direction, int err) {
+  throw PeerFailure(peer_closed_message(ctx, direction, err), ctx.peer, false, describe_op(ctx));
+}
+
+void throw_timeout(const IoContext& ctx) {
+  throw PeerFailure(timeout_message(ctx), ctx.peer, true, describe_op(ctx));
+}
+
 Socket& Socket::operator=(Socket&& o) noexcept {
   if (this != &o) {
     close();
@@ -282,11 +290,11 @@ void send_all(const Socket& s, const void* data, size_t len, const Deadline& d,
       continue;
     }
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-      throw std::runtime_error(peer_closed_message(ctx, "sending to it", errno));
+      throw_peer_closed(ctx, "sending to it", errno);
     }
     pollfd pf{s.fd(), POLLOUT, 0};
     int rc = ::poll(&pf, 1, d.poll_ms());
-    if (rc == 0) throw std::runtime_error(timeout_message(ctx));
+    if (rc == 0) throw_timeout(ctx);
   }
 }
 
@@ -299,13 +307,13 @@ void recv_all(const Socket& s, void* data, size_t len, const Deadline& d, const 
       len -= static_cast<size_t>(n);
       continue;
     }
-    if (n == 0) throw std::runtime_error(peer_closed_message(ctx, "receiving from it", 0));
+    if (n == 0) throw_peer_closed(ctx, "receiving from it", 0);
     if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-      throw std::runtime_error(peer_closed_message(ctx, "receiving from it", errno));
+      throw_peer_closed(ctx, "receiving from it", errno);
     }
     pollfd pf{s.fd(), POLLIN, 0};
     int rc = ::poll(&pf, 1, d.poll_ms());
-    if (rc == 0) throw std::runtime_error(timeout_message(ctx));
+    if (rc == 0) throw_timeout(ctx);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <limits>
 #include <cstddef>
+#include <stdexcept>
 #include <string>
 
 #include "distributed/hostfile.h"
@@ -104,6 +105,18 @@ Socket connect_with_backoff(const HostAddress& addr, const Deadline& deadline, i
 void send_all(const Socket& s, const void* data, size_t len, const Deadline& d,
               const IoContext& ctx);
 void recv_all(const Socket& s, void* data, size_t len, const Deadline& d, const IoContext& ctx);
+
+// A transfer with `peer` failed: it closed or reset the connection, or (timeout) went silent for
+// longer than the limit (TESSERA_DIST_TIMEOUT or the connect timeout).
+struct PeerFailure : std::runtime_error {
+  PeerFailure(const std::string& what, int peer, bool timeout, std::string during)
+      : std::runtime_error(what), peer(peer), timeout(timeout), during(std::move(during)) {}
+  int peer;  // -1 when unknown
+  bool timeout;
+  std::string during;  // "during all_sum of 4.0 MiB (float32)"
+};
+[[noreturn]] void throw_peer_closed(const IoContext& ctx, const char* direction, int err);
+[[noreturn]] void throw_timeout(const IoContext& ctx);
 
 // Builds the messages used by the transfers above (also by the pipelined ring loop).
 std::string peer_closed_message(const IoContext& ctx, const char* direction, int err);

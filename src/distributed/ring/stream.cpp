@@ -185,7 +185,7 @@ void run_stream(Stream& st, const StreamEnv& env) {
           spos += m;
           skip_send();
         } else if (n < 0 && !would_block(errno)) {
-          throw std::runtime_error(peer_closed_message(sctx, "sending to it", errno));
+          throw_peer_closed(sctx, "sending to it", errno);
         } else {
           want_out = true;
         }
@@ -235,9 +235,9 @@ void run_stream(Stream& st, const StreamEnv& env) {
           skip_recv();
         }
       } else if (n == 0) {
-        throw std::runtime_error(peer_closed_message(rctx, "receiving from it", 0));
+        throw_peer_closed(rctx, "receiving from it", 0);
       } else if (!would_block(errno)) {
-        throw std::runtime_error(peer_closed_message(rctx, "receiving from it", errno));
+        throw_peer_closed(rctx, "receiving from it", errno);
       } else {
         want_in = true;
       }
@@ -267,7 +267,7 @@ void run_stream(Stream& st, const StreamEnv& env) {
     if (want_in) pf[np++] = {st.recv_link->sock.fd(), POLLIN, 0};
     if (np == 0) continue;  // cannot happen: a pending side without progress wants I/O
     int rc = ::poll(pf, static_cast<nfds_t>(np), timeout_ms);
-    if (rc == 0) throw std::runtime_error(timeout_message(want_in ? rctx : sctx));
+    if (rc == 0) throw_timeout(want_in ? rctx : sctx);
     if (rc < 0 && errno != EINTR) {
       throw std::runtime_error("[ring] rank " + std::to_string(env.rank) + ": poll failed: " +
                                std::strerror(errno));

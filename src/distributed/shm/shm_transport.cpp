@@ -377,7 +377,7 @@ void ShmTransport::wait_word(int peer, std::atomic<uint32_t>& w, uint64_t target
     if (reached(w.load(std::memory_order_acquire), target)) return;
     if (timeout_s_ > 0 &&
         std::chrono::duration<double>(Clock::now() - start).count() > timeout_s_) {
-      throw std::runtime_error(timeout_message(ctx));
+      throw_timeout(ctx);
     }
   }
 }
