@@ -139,6 +139,20 @@ TEST(DistributedFaults, SurvivorsOverTcpAllNameTheRankThatDied) {
   }
 }
 
+// A silent rank (stopped) over TCP: its neighbours time out at about the same moment as the
+// ranks behind them, yet every survivor names the silent rank, not the neighbour it waited on.
+TEST(DistributedFaults, SilentRankOverTcpIsNamedByEverySurvivor) {
+  auto r = launch(4, "stop", "--env TESSERA_RING_SHM=0 --env TESSERA_DIST_TIMEOUT=3 --grace 1");
+  const std::string lines = rank_lines(r.out);
+  EXPECT_EQ(count(lines, "raised after"), 3) << r.out;
+  EXPECT_EQ(count(lines, "no data from rank 1 (127.0.0.1:"), 3) << r.out;
+  // Within the timeout plus the wait for a neighbour's story (min(1 s, 20% of the timeout)).
+  for (size_t p = lines.find("raised after "); p != std::string::npos;
+       p = lines.find("raised after ", p + 1)) {
+    EXPECT_LT(std::stod(lines.substr(p + 13)), 3.0 + 0.6 + 0.5) << r.out;
+  }
+}
+
 // Every survivor of a shared-memory job names the rank that died and its pid, the same one on
 // each (not a neighbour that gave up after it, nor "a ring neighbour closed its connection").
 TEST(DistributedFaults, SurvivorsOfASharedMemoryJobAllNameTheRankThatDied) {

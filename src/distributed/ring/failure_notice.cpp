@@ -31,7 +31,8 @@ void send_notice(const Socket& s, const FailureNotice& n) {
   [[maybe_unused]] ssize_t w = ::send(s.fd(), msg.data(), msg.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
-std::optional<FailureNotice> await_notice(const std::vector<const Socket*>& socks, double wait_s) {
+void collect_notices(const std::vector<const Socket*>& socks, double wait_s,
+                     const std::function<void(const FailureNotice&)>& on_notice) {
   const Deadline deadline = Deadline::after(std::max(wait_s, 0.001));
   std::vector<const Socket*> open;
   for (const Socket* s : socks) {
@@ -40,28 +41,26 @@ std::optional<FailureNotice> await_notice(const std::vector<const Socket*>& sock
   while (!open.empty()) {
     std::vector<pollfd> pf;
     for (const Socket* s : open) pf.push_back({s->fd(), POLLIN, 0});
-    int rc = ::poll(pf.data(), pf.size(), deadline.poll_ms());
-    if (rc <= 0) return std::nullopt;  // no notice within the wait
+    if (::poll(pf.data(), pf.size(), deadline.poll_ms()) <= 0) return;  // the wait is over
     for (size_t i = pf.size(); i-- > 0;) {
       if (!pf[i].revents) continue;
       const Socket& s = *open[i];
-      open.erase(open.begin() + static_cast<long>(i));
       try {
         IoContext ctx;
         NoticeHeader h{};
         recv_all(s, &h, sizeof h, deadline, ctx);
-        if (h.magic != kNoticeMagic || h.len > kMaxCause) continue;
+        if (h.magic != kNoticeMagic || h.len > kMaxCause) throw std::runtime_error("not a notice");
         FailureNotice n;
         n.origin = h.origin;
         n.cause.resize(h.len);
         recv_all(s, n.cause.data(), h.len, deadline, ctx);
-        return n;
+        on_notice(n);
       } catch (const std::runtime_error&) {
-        // Closed without a notice (the peer died) or cut short: nothing to learn here.
+        // Ended (the peer closed or died) or garbled: nothing more to learn from it.
+        open.erase(open.begin() + static_cast<long>(i));
       }
     }
   }
-  return std::nullopt;
 }
 
 void drain(const Socket& s) {

@@ -5,7 +5,7 @@
 // data connections, and a rank whose data connection broke reads it before choosing its error.
 #pragma once
 
-#include <optional>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,9 +21,11 @@ struct FailureNotice {
 // Best effort, non-blocking: a full or broken connection drops the notice.
 void send_notice(const Socket& s, const FailureNotice& n);
 
-// Waits up to `wait_s` for a notice on any of `socks` (invalid ones are skipped); returns early
-// once every socket has given a notice or reached its end (a peer that died sends none).
-std::optional<FailureNotice> await_notice(const std::vector<const Socket*>& socks, double wait_s);
+// Reads notices from `socks` (invalid ones are skipped) for up to `wait_s`, calling on_notice
+// for each as it arrives (a peer may send an updated one); returns early once every socket has
+// reached its end (a peer that died sends none, one that failed closes after its notices).
+void collect_notices(const std::vector<const Socket*>& socks, double wait_s,
+                     const std::function<void(const FailureNotice&)>& on_notice);
 
 // Reads and drops whatever is queued on `s` (so closing it sends no reset that could destroy a
 // notice still in flight to the peer).

@@ -394,16 +394,12 @@ void RingGroup::abort(const std::string& why) {
   }
   // The notice goes out before the data connections close, so a neighbour that sees them close
   // finds it waiting (failure_notice.h).
+  FailureNotice n;
   {
     std::lock_guard<std::mutex> lk(err_mu_);
-    if (!notice_sent_) {
-      notice_sent_ = true;
-      FailureNotice n = adopted_;
-      if (n.origin < 0) n = FailureNotice{rank_, without_rank_prefix(why)};
-      send_notice(control_left_, n);
-      send_notice(control_right_, n);
-    }
+    n = adopted_.origin >= 0 ? adopted_ : FailureNotice{rank_, without_rank_prefix(first_error_)};
   }
+  send_notice_update(n);
   broken_ = true;
   for (auto& l : right_links_) l.sock.shutdown_both();
   for (auto& l : left_links_) l.sock.shutdown_both();
@@ -422,26 +418,50 @@ std::string RingGroup::without_rank_prefix(const std::string& why) const {
 }
 
 std::string RingGroup::story(const std::exception& e) {
+  std::lock_guard<std::mutex> story_lock(story_mu_);  // one reader of the control connections
   {
     std::lock_guard<std::mutex> lk(err_mu_);
     if (!first_error_.empty()) return first_error_;  // already failed: one story per rank
+    if (!story_.empty()) return story_;
   }
-  // A neighbour that failed first sent its notice before closing: after a close by a neighbour
-  // only its control connection is read, where the notice is already waiting or the end is (it
-  // died and sent none: the story is this rank's own). After a timeout both are read a little
-  // longer: the ranks upstream of a silent one time out a moment earlier and say why.
+  // Ask the peer this rank blames. One that closed because it failed sent its notice first: it
+  // is waiting, or the control connection has ended too (it died and sent none: the story is
+  // this rank's own). One that went silent may itself be waiting on a silent rank further on:
+  // it times out about when we do and says so, while a stopped or cut-off rank says nothing.
   auto* pf = dynamic_cast<const PeerFailure*>(&e);
   if (!pf) return e.what();  // not about a peer (a mismatch, a bad argument): this rank's own
   std::vector<const Socket*> from;
-  if (pf->timeout || pf->peer == left_ || (pf->peer != right_)) from.push_back(&control_left_);
-  if (pf->timeout || pf->peer == right_ || (pf->peer != left_)) from.push_back(&control_right_);
+  const bool neighbour = pf->peer == left_ || pf->peer == right_;
+  if (pf->peer == left_ || !neighbour) from.push_back(&control_left_);
+  if (pf->peer == right_ || !neighbour) from.push_back(&control_right_);
+  // A silent rank's neighbours time out at about the same moment and each blames the one it
+  // waited on: each says so at once, and passes on at once whatever the rank it blames says,
+  // so the story of the rank next to the silent one reaches everyone within the wait.
+  if (pf->timeout) send_notice_update(FailureNotice{rank_, without_rank_prefix(e.what())});
   const double wait = pf->timeout ? std::min(1.0, 0.2 * opt_.timeout_s) : 0.05;
-  auto n = await_notice(from, wait);
-  if (!n) return e.what();
+  std::optional<FailureNotice> latest;
+  collect_notices(from, wait, [&](const FailureNotice& n) {
+    latest = n;
+    send_notice_update(n);
+  });
   std::lock_guard<std::mutex> lk(err_mu_);
-  adopted_ = *n;  // passed on unchanged, so the story keeps its first witness
-  return "[ring] rank " + std::to_string(rank_) + ": " + n->cause + " (first seen by rank " +
-         std::to_string(n->origin) + "; this rank was " + pf->during + ")";
+  if (!latest) {
+    story_ = e.what();
+  } else {
+    adopted_ = *latest;  // passed on unchanged, so the story keeps its first witness
+    story_ = "[ring] rank " + std::to_string(rank_) + ": " + latest->cause +
+             " (first seen by rank " + std::to_string(latest->origin) + "; this rank was " +
+             pf->during + ")";
+  }
+  return story_;
+}
+
+void RingGroup::send_notice_update(const FailureNotice& n) {
+  std::lock_guard<std::mutex> lk(err_mu_);
+  if (n.origin == last_notice_.origin && n.cause == last_notice_.cause) return;
+  last_notice_ = n;
+  send_notice(control_left_, n);
+  send_notice(control_right_, n);
 }
 
 void RingGroup::fail(const std::exception& e) {

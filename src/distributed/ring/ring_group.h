@@ -114,6 +114,8 @@ class RingGroup : public GroupImpl {
   // failure came first), else e's own text.
   std::string story(const std::exception& e);
   std::string without_rank_prefix(const std::string& why) const;
+  // Sends `n` to both neighbours unless it is the notice sent last.
+  void send_notice_update(const FailureNotice& n);
   void ring_reduce(const char* in, char* out, size_t count, Dtype dtype, ReduceOp op,
                    OpKind kind, bool scatter);
   void small_reduce(const char* in, char* out, size_t count, Dtype dtype, ReduceOp op,
@@ -164,10 +166,12 @@ class RingGroup : public GroupImpl {
   std::unique_ptr<LanePool> pool_;
 
   std::atomic<bool> broken_{false};
-  std::mutex err_mu_;  // guards first_error_, adopted_, notice_sent_
+  std::mutex story_mu_;  // one thread at a time reads the control connections (story())
+  std::mutex err_mu_;    // guards first_error_, story_, adopted_, last_notice_
   std::string first_error_;
-  FailureNotice adopted_;     // a neighbour's notice this rank reported as its own error
-  bool notice_sent_ = false;  // abort() sends one notice to each neighbour
+  std::string story_;          // this rank's error once story() chose it
+  FailureNotice adopted_;      // a neighbour's notice this rank reported as its own error
+  FailureNotice last_notice_;  // the last notice sent to the neighbours
 
   std::unique_ptr<ShmTransport> shm_;
 };
