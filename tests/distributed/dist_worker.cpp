@@ -481,6 +481,22 @@ int mode_lenient() {
   return 0;
 }
 
+// Ranks on simulated hosts (tests/cpp/test_cluster.cpp): after a barrier, all_sum of 256 KiB
+// until one fails (a partition, a killed rank), then report it.
+int mode_loop() {
+  dist::barrier();
+  std::printf("rank %d ready\n", g_rank);
+  auto x = mx::ones({64 << 10});
+  try {
+    for (int i = 0; i < 1000000; ++i) mx::eval(dist::all_sum(x));
+    std::printf("rank %d: no failure\n", g_rank);
+    return 0;
+  } catch (const std::runtime_error& e) {
+    std::printf("rank %d raised: %s\n", g_rank, e.what());
+    return 3;
+  }
+}
+
 // Ranks started by hand (tests/cpp/test_init_errors.cpp): init() in main, then one all_sum.
 int mode_join() {
   auto y = dist::all_sum(mx::array(static_cast<float>(g_rank + 1)));
@@ -496,6 +512,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string mode = argv[1];
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines reach a log file or the launcher at once
   try {
     if (mode == "lenient") return mode_lenient();
     if (mode == "memlimit") {  // the allocator's default limit in this rank, in MiB
@@ -522,6 +539,7 @@ int main(int argc, char** argv) {
     if (mode == "badtoken") return mode_badtoken();
     if (mode == "silent") return mode_silent();
     if (mode == "join") return mode_join();
+    if (mode == "loop") return mode_loop();
     if (mode == "cycles") return mode_cycles(argc > 2 ? std::atol(argv[2]) : 100);
   } catch (const std::exception& e) {
     std::printf("rank %d: unexpected error: %s\n", g_rank, e.what());

@@ -82,6 +82,10 @@ RingGroup::RingGroup(int rank, Hostfile hostfile, RingOptions options,
       terms_{opt_.token, sha256(hostfile_.to_json()), opt_.shm, hostfile_.size(), 0} {
   terms_.generation = next_generation(terms_.hostfile_digest, rank_);
   conns_ = hostfile_.connections();
+  for (const auto& addrs : hostfile_.ranks) {
+    for (const auto& a : addrs) hostfile_ips_.insert(a.host);
+  }
+  warn_without_token();
   int local_ranks = 0;
   for (int r = 0; r < size_; ++r) local_ranks += is_local_address(hostfile_.ranks[r][0]) ? 1 : 0;
   spin_.spin_s = opt_.spin_s;
@@ -227,6 +231,30 @@ Link RingGroup::connect_link(int peer, const HostAddress& addr, const ConnIdenti
   }
 }
 
+// "10.0.0.2:5000" -> "10.0.0.2", "[::1]:5000" -> "::1" (as hostfile entries spell hosts).
+std::string RingGroup::source_ip(const std::string& peer_text) {
+  std::string ip = peer_text.substr(0, peer_text.rfind(':'));
+  if (ip.size() >= 2 && ip.front() == '[' && ip.back() == ']') ip = ip.substr(1, ip.size() - 2);
+  return ip;
+}
+
+// Without a token anyone who can reach a rank's port can take a rank's place (a source-address
+// check is only a heuristic: hosts with several addresses connect from any of them).
+void RingGroup::warn_without_token() const {
+  if (!opt_.token.empty() || size_ == 1) return;
+  bool remote = false;
+  for (const auto& addrs : hostfile_.ranks) {
+    for (const auto& a : addrs) remote |= !is_loopback(a);
+  }
+  static std::atomic<bool> warned{false};
+  if (remote && !warned.exchange(true)) {
+    std::cerr << "[ring] warning: rank " << rank_ << " joins a job on non-loopback addresses "
+              << "without TESSERA_JOB_TOKEN: any process that can reach these ports can claim "
+              << "a rank and read or corrupt its data. Set the same secret in TESSERA_JOB_TOKEN "
+              << "on every rank (tessera launch sets one per job).\n";
+  }
+}
+
 void RingGroup::accept_loop() {
   while (true) {
     std::vector<pollfd> pf;
@@ -242,29 +270,43 @@ void RingGroup::accept_loop() {
       if (!s.valid()) continue;
       s.set_nodelay();
       // Each connection proves itself on its own thread, so one that connects and stays
-      // silent cannot hold up the peers behind it for its handshake deadline.
+      // silent cannot hold up the peers behind it for its handshake deadline. Connections from
+      // addresses the hostfile does not list have a budget of their own, per source address
+      // too, so strangers cannot crowd out the job's ranks (on loopback every source looks
+      // like a rank: there the shared budget is all there is).
+      const std::string ip = source_ip(peer_text);
+      const bool stranger = hostfile_ips_.count(ip) == 0;
       std::lock_guard<std::mutex> lk(accept_mu_);
       if (stopping_) return;
-      if (handshakes_active_ >= kMaxHandshakes) {
-        std::cerr << "[ring] rank " << rank_ << ": " << kMaxHandshakes
-                  << " connections are already authenticating; asked " << peer_text
-                  << " to retry\n";
+      int& from_ip = handshakes_by_ip_[ip];
+      const bool full = stranger ? (strangers_active_ >= kMaxStrangerHandshakes ||
+                                    from_ip >= kMaxHandshakesPerStranger)
+                                 : handshakes_active_ >= kMaxHandshakes;
+      if (full) {
+        std::cerr << "[ring] rank " << rank_ << ": the listener is full ("
+                  << (stranger ? "connections from addresses outside the hostfile"
+                               : "connections authenticating")
+                  << "); asked " << peer_text << " to retry\n";
         refuse_busy(s);
         continue;
       }
-      ++handshakes_active_;
+      ++(stranger ? strangers_active_ : handshakes_active_);
+      ++from_ip;
       handshake_fds_.push_back(s.fd());
-      handshakers_.emplace_back(
-          [this, sock = std::move(s), peer_text]() mutable { authenticate(std::move(sock), peer_text); });
+      handshakers_.emplace_back([this, sock = std::move(s), peer_text, ip, stranger]() mutable {
+        authenticate(std::move(sock), peer_text, ip, stranger);
+      });
     }
   }
 }
 
-void RingGroup::authenticate(Socket s, const std::string& peer_text) {
+void RingGroup::authenticate(Socket s, const std::string& peer_text, const std::string& ip,
+                             bool stranger) {
   const int fd = s.fd();
   auto finished = [&] {  // under accept_mu_
     handshake_fds_.erase(std::find(handshake_fds_.begin(), handshake_fds_.end(), fd));
-    --handshakes_active_;
+    --(stranger ? strangers_active_ : handshakes_active_);
+    if (--handshakes_by_ip_[ip] == 0) handshakes_by_ip_.erase(ip);
   };
   ConnIdentity id;
   try {
@@ -288,11 +330,16 @@ void RingGroup::authenticate(Socket s, const std::string& peer_text) {
   finished();
   if (stopping_) return;
   if (id.kind == ConnKind::ring) {
-    if (id.client_rank != left_ || pending_left_.empty() ||
-        pending_left_[static_cast<size_t>(id.index)]) {
-      std::cerr << "[ring] rank " << rank_ << ": rejected an unexpected ring connection "
-                << id.index << " from rank " << id.client_rank << " (" << peer_text
-                << "); only rank " << left_ << " connects here, once per index\n";
+    if (id.client_rank != left_) {
+      std::cerr << "[ring] rank " << rank_ << ": rejected a ring connection from rank "
+                << id.client_rank << " (" << peer_text << "): only this rank's left neighbour, "
+                << "rank " << left_ << ", opens ring connections here\n";
+      return;
+    }
+    if (pending_left_.empty() || pending_left_[static_cast<size_t>(id.index)]) {
+      std::cerr << "[ring] rank " << rank_ << ": rejected a second ring connection " << id.index
+                << " from rank " << id.client_rank << " (" << peer_text
+                << "): that connection is already established (a stale or duplicate client)\n";
       return;
     }
     if (opt_.verbose) {

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -95,9 +96,14 @@ class RingGroup : public GroupImpl {
   // full, until `deadline`.
   Link connect_link(int peer, const HostAddress& addr, const ConnIdentity& me,
                     const Deadline& deadline);
-  // One accepted connection's handshake and registration (on its own thread).
-  void authenticate(Socket s, const std::string& peer_text);
-  static constexpr int kMaxHandshakes = 16;  // connections authenticating at once
+  // One accepted connection's handshake and registration (on its own thread); `ip` is its
+  // source, `stranger` whether the hostfile lists it.
+  void authenticate(Socket s, const std::string& peer_text, const std::string& ip, bool stranger);
+  static std::string source_ip(const std::string& peer_text);
+  void warn_without_token() const;
+  static constexpr int kMaxHandshakes = 16;           // from hostfile addresses, at once
+  static constexpr int kMaxStrangerHandshakes = 8;    // from other addresses, at once
+  static constexpr int kMaxHandshakesPerStranger = 2;  // from one other address, at once
   Link* direct_link(int peer);
   Link* link_to(int peer, bool sending, int conn);
   WireHeader header_for(const OpDesc& d, uint64_t seq, int lane, int lanes) const;
@@ -147,7 +153,10 @@ class RingGroup : public GroupImpl {
   std::thread acceptor_;
   std::vector<std::thread> handshakers_;  // authenticate() threads (accept_mu_)
   std::vector<int> handshake_fds_;        // their sockets, shut down on destruction (accept_mu_)
-  int handshakes_active_ = 0;             // (accept_mu_)
+  int handshakes_active_ = 0;             // from hostfile addresses (accept_mu_)
+  int strangers_active_ = 0;              // from other addresses (accept_mu_)
+  std::map<std::string, int> handshakes_by_ip_;  // in progress per source address (accept_mu_)
+  std::set<std::string> hostfile_ips_;   // every host the hostfile lists; fixed after construction
   std::string left_rejection_;  // why the last connection claiming to be left_ was refused (accept_mu_)
   // Declared after the threads and what they use, so it runs first when the group goes away,
   // also when the constructor throws after starting them (a joinable std::thread member would

@@ -317,12 +317,13 @@ void recv_all(const Socket& s, void* data, size_t len, const Deadline& d, const 
   }
 }
 
+bool is_loopback(const HostAddress& addr) {
+  return addr.ipv6 ? addr.host == "::1"
+                   : addr.host.rfind("127.", 0) == 0 || addr.host == "localhost";
+}
+
 bool is_local_address(const HostAddress& addr) {
-  if (addr.ipv6) {
-    if (addr.host == "::1") return true;
-  } else if (addr.host.rfind("127.", 0) == 0 || addr.host == "localhost") {
-    return true;
-  }
+  if (is_loopback(addr)) return true;
   in6_addr want6{};
   in_addr want4{};
   bool is6 = inet_pton(AF_INET6, addr.host.c_str(), &want6) == 1;

@@ -124,5 +124,7 @@ std::string timeout_message(const IoContext& ctx);
 
 // True when `host` is a loopback address or an address of one of this host's interfaces.
 bool is_local_address(const HostAddress& addr);
+// True for 127.0.0.0/8, ::1 and localhost.
+bool is_loopback(const HostAddress& addr);
 
 }  // namespace tessera::distributed::detail

@@ -1,0 +1,129 @@
+// Ranks on separate simulated hosts (network namespaces on a bridge, tests/cluster/cluster.h),
+// started by hand with MLX_HOSTFILE / MLX_RANK, TCP between them: a killed rank and a
+// partitioned rank are named by every survivor, strangers cannot crowd out the ranks, and a job
+// without a token on real addresses warns. Every namespace and process is removed afterwards.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+
+#include "../cluster/cluster.h"
+
+using tessera::test_cluster::Cluster;
+using tessera::test_cluster::Process;
+
+namespace {
+
+const std::string kWorker = std::string(TESSERA_BIN_DIR) + "/dist_worker";
+constexpr int kPort = 5000;
+
+// The command for rank r of a job over `hostfile`.
+std::string rank_cmd(const std::string& hostfile, int r, const std::string& mode,
+                     const std::string& env = "") {
+  return "env MLX_HOSTFILE=" + hostfile + " MLX_RANK=" + std::to_string(r) +
+         " TESSERA_DIST_CONNECT_TIMEOUT=20 " + env + " timeout -s KILL 120 " + kWorker + " " + mode;
+}
+
+int count(const std::string& s, const std::string& needle) {
+  int c = 0;
+  for (size_t p = s.find(needle); p != std::string::npos; p = s.find(needle, p + 1)) ++c;
+  return c;
+}
+
+#define REQUIRE_CLUSTER()                                                          \
+  if (!Cluster::available()) GTEST_SKIP() << "needs root and network namespaces"
+
+}  // namespace
+
+TEST(Cluster, RanksOnSeparateHostsComputeAndWarnWithoutAToken) {
+  REQUIRE_CLUSTER();
+  Cluster c(3);
+  auto hf = c.hostfile(3, kPort);
+  std::vector<Process*> ranks;
+  for (int r = 0; r < 3; ++r) ranks.push_back(&c.start(r, rank_cmd(hf, r, "join")));
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(ranks[r]->wait(60), 0) << ranks[r]->output();
+    const std::string out = ranks[r]->output();
+    EXPECT_EQ(count(out, "all_sum 6"), 1) << out;  // 1 + 2 + 3
+    EXPECT_EQ(count(out, "without TESSERA_JOB_TOKEN"), 1) << out;
+  }
+}
+
+TEST(Cluster, WithATokenThereIsNoWarning) {
+  REQUIRE_CLUSTER();
+  Cluster c(2);
+  auto hf = c.hostfile(2, kPort);
+  Process& a = c.start(0, rank_cmd(hf, 0, "join", "TESSERA_JOB_TOKEN=s3cret"));
+  Process& b = c.start(1, rank_cmd(hf, 1, "join", "TESSERA_JOB_TOKEN=s3cret"));
+  EXPECT_EQ(a.wait(60), 0) << a.output();
+  EXPECT_EQ(b.wait(60), 0) << b.output();
+  EXPECT_EQ(count(a.output() + b.output(), "without TESSERA_JOB_TOKEN"), 0);
+}
+
+// kill -9 of rank 1 in the middle of a loop of all_sums: every survivor names rank 1 and its
+// address within a second, the rank two hops away too.
+TEST(Cluster, KilledRankIsNamedByEverySurvivor) {
+  REQUIRE_CLUSTER();
+  Cluster c(4);
+  auto hf = c.hostfile(4, kPort);
+  std::vector<Process*> ranks;
+  for (int r = 0; r < 4; ++r) ranks.push_back(&c.start(r, rank_cmd(hf, r, "loop")));
+  for (int r = 0; r < 4; ++r) ASSERT_TRUE(ranks[r]->wait_for_output("ready", 60)) << ranks[r]->output();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto t0 = std::chrono::steady_clock::now();
+  ranks[1]->kill(SIGKILL);
+  for (int r : {0, 2, 3}) {
+    EXPECT_EQ(ranks[r]->wait(10), 3) << ranks[r]->output();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_LT(s, 1.0) << "rank " << r;
+    EXPECT_NE(ranks[r]->output().find(": rank 1 (" + Cluster::ip(1) + ":"), std::string::npos)
+        << ranks[r]->output();
+  }
+}
+
+// Host 1 loses its link: no data, no reset. With TESSERA_DIST_TIMEOUT=3 every survivor raises
+// within the timeout plus the wait for its neighbour's story, and names rank 1.
+TEST(Cluster, PartitionedRankIsNamedByEverySurvivor) {
+  REQUIRE_CLUSTER();
+  Cluster c(4);
+  auto hf = c.hostfile(4, kPort);
+  std::vector<Process*> ranks;
+  for (int r = 0; r < 4; ++r) {
+    ranks.push_back(&c.start(r, rank_cmd(hf, r, "loop", "TESSERA_DIST_TIMEOUT=3")));
+  }
+  for (int r = 0; r < 4; ++r) ASSERT_TRUE(ranks[r]->wait_for_output("ready", 60)) << ranks[r]->output();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto t0 = std::chrono::steady_clock::now();
+  c.cut(1);
+  for (int r : {0, 2, 3}) {
+    EXPECT_EQ(ranks[r]->wait(15), 3) << ranks[r]->output();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_LT(s, 3.0 + 0.6 + 1.0) << "rank " << r;
+    EXPECT_NE(ranks[r]->output().find("no data from rank 1 (" + Cluster::ip(1) + ":"),
+              std::string::npos)
+        << ranks[r]->output();
+  }
+}
+
+// A stranger on its own host holds 16 silent connections to rank 1's port before the job forms
+// (as many as the listener authenticates at once): the ranks still connect at once, and the
+// stranger is told the listener is full.
+TEST(Cluster, StrangersCannotCrowdOutTheRanks) {
+  REQUIRE_CLUSTER();
+  Cluster c(3);  // hosts 0 and 1 run the ranks, host 2 the stranger
+  auto hf = c.hostfile(2, kPort);
+  Process& r1 = c.start(1, rank_cmd(hf, 1, "join"));
+  const std::string target = "/dev/tcp/" + Cluster::ip(1) + "/" + std::to_string(kPort);
+  Process& stranger = c.start(2, "for i in $(seq 400); do (: < " + target +
+                                     ") 2>/dev/null && break; sleep 0.05; done; "
+                                     "for i in $(seq 16); do exec {fd}<>" + target +
+                                     "; done; echo connected; sleep 60");
+  ASSERT_TRUE(stranger.wait_for_output("connected", 30)) << stranger.output() << r1.output();
+  auto t0 = std::chrono::steady_clock::now();
+  Process& r0 = c.start(0, rank_cmd(hf, 0, "join"));
+  EXPECT_EQ(r0.wait(30), 0) << r0.output();
+  EXPECT_EQ(r1.wait(30), 0) << r1.output();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(s, 5.0) << r1.output();  // not after the strangers' 10 s handshake deadline
+  EXPECT_NE(r1.output().find("the listener is full"), std::string::npos) << r1.output();
+}
