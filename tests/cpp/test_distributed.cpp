@@ -1,12 +1,15 @@
 // The distributed layer end to end: real processes started through `tessera launch`, 127.0.0.1
 // only, each run bounded in time. The rank program is tests/distributed/dist_worker.cpp.
 #include <gtest/gtest.h>
+#include <dirent.h>
 #include <sys/wait.h>
 
 #include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "tessera/distributed.h"
 
@@ -151,6 +154,27 @@ TEST(DistributedFaults, SilentRankOverTcpIsNamedByEverySurvivor) {
        p = lines.find("raised after ", p + 1)) {
     EXPECT_LT(std::stod(lines.substr(p + 13)), 3.0 + 0.6 + 0.5) << r.out;
   }
+}
+
+// Shared-memory segments are unlinked as soon as every rank has mapped them: after kill -9 of
+// every rank nothing of the job is left in /dev/shm.
+TEST(DistributedFaults, KillingEveryRankLeavesNothingInDevShm) {
+  auto r = launch(4, "selfkill");
+  EXPECT_EQ(r.code, 137) << r.out;
+  std::vector<std::string> pids;
+  const std::string lines = rank_lines(r.out);
+  for (size_t p = lines.find(" pid "); p != std::string::npos; p = lines.find(" pid ", p + 1)) {
+    pids.push_back(std::to_string(std::atoi(lines.c_str() + p + 5)));
+  }
+  EXPECT_EQ(pids.size(), 4u) << r.out;
+  DIR* d = opendir("/dev/shm");
+  ASSERT_NE(d, nullptr);
+  while (dirent* e = readdir(d)) {
+    for (const auto& pid : pids) {
+      EXPECT_NE(std::string(e->d_name).rfind("tessera-" + pid + "-", 0), 0u) << e->d_name;
+    }
+  }
+  closedir(d);
 }
 
 // Every survivor of a shared-memory job names the rank that died and its pid, the same one on

@@ -481,6 +481,17 @@ int mode_lenient() {
   return 0;
 }
 
+// Every rank dies by SIGKILL right after the job formed (shared memory set up): nothing of its
+// may be left in /dev/shm (tests/cpp/test_distributed.cpp reads the pids printed here).
+int mode_selfkill() {
+  mx::eval(dist::all_sum(mx::ones({1024})));
+  std::printf("rank %d pid %d\n", g_rank, static_cast<int>(getpid()));
+  std::fflush(stdout);
+  dist::barrier();
+  raise(SIGKILL);
+  return 1;
+}
+
 // Ranks on simulated hosts (tests/cpp/test_cluster.cpp): after a barrier, all_sum of 256 KiB
 // until one fails (a partition, a killed rank), then report it.
 int mode_loop() {
@@ -540,6 +551,7 @@ int main(int argc, char** argv) {
     if (mode == "silent") return mode_silent();
     if (mode == "join") return mode_join();
     if (mode == "loop") return mode_loop();
+    if (mode == "selfkill") return mode_selfkill();
     if (mode == "cycles") return mode_cycles(argc > 2 ? std::atol(argv[2]) : 100);
   } catch (const std::exception& e) {
     std::printf("rank %d: unexpected error: %s\n", g_rank, e.what());
