@@ -19,13 +19,20 @@ struct ReducePlan {
   bool noop;              // every reduced dim already has size 1
 };
 
+// Sorted non-negative axes; as MLX, one outside the array is std::out_of_range and a repeated
+// one std::invalid_argument.
+std::vector<int> reduce_axes(const char* op, const std::vector<int>& axes, int ndim) {
+  for (int a : axes) detail::normalize_axis_in_range(op, a, ndim);
+  return detail::normalize_axes(op, axes, ndim);
+}
+
 // Validates and normalises `axes` for `op`; `needs_nonempty` rejects reducing a size-0 axis
 // (ops without an identity).
 ReducePlan plan_reduce(const char* op, const Shape& shape, const std::vector<int>& axes,
                        bool needs_nonempty) {
   ReducePlan p;
   int ndim = static_cast<int>(shape.size());
-  p.axes = detail::normalize_axes(op, axes, ndim);
+  p.axes = reduce_axes(op, axes, ndim);
   p.noop = true;
   size_t k = 0;
   for (int d = 0; d < ndim; ++d) {
@@ -189,7 +196,7 @@ array count_nonzero(const array& a, const std::vector<int>& axes, bool keepdims,
 
 array mean(const array& a, bool keepdims, StreamOrDevice s) { return mean(a, all_axes(a), keepdims, s); }
 array mean(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
-  detail::normalize_axes("mean", axes, static_cast<int>(a.ndim()));
+  reduce_axes("mean", axes, static_cast<int>(a.ndim()));
   auto dtype = at_least_float(a.dtype());
   // 1/0 = inf makes the mean of an empty reduction 0 * inf = nan, as NumPy.
   double inv = 1.0 / static_cast<double>(reduced_count(a, axes));
@@ -203,7 +210,7 @@ array var(const array& a, bool keepdims, int ddof, StreamOrDevice s) {
   return var(a, all_axes(a), keepdims, ddof, s);
 }
 array var(const array& a, const std::vector<int>& axes, bool keepdims, int ddof, StreamOrDevice s) {
-  detail::normalize_axes("var", axes, static_cast<int>(a.ndim()));
+  reduce_axes("var", axes, static_cast<int>(a.ndim()));
   auto dtype = at_least_float(a.dtype());
   auto d = subtract(a, mean(a, axes, true, s), s);
   // Complex variance is the mean squared magnitude (a real number).

@@ -269,8 +269,8 @@ array transpose(const array& a, StreamOrDevice s) {
 
 array swapaxes(const array& a, int axis1, int axis2, StreamOrDevice s) {
   const int ndim = static_cast<int>(a.ndim());
-  int a1 = detail::normalize_axis("swapaxes", axis1, ndim);
-  int a2 = detail::normalize_axis("swapaxes", axis2, ndim);
+  int a1 = detail::normalize_axis_in_range("swapaxes", axis1, ndim);
+  int a2 = detail::normalize_axis_in_range("swapaxes", axis2, ndim);
   std::vector<int> axes(ndim);
   std::iota(axes.begin(), axes.end(), 0);
   std::swap(axes[a1], axes[a2]);
@@ -279,8 +279,8 @@ array swapaxes(const array& a, int axis1, int axis2, StreamOrDevice s) {
 
 array moveaxis(const array& a, int source, int destination, StreamOrDevice s) {
   const int ndim = static_cast<int>(a.ndim());
-  int src = detail::normalize_axis("moveaxis", source, ndim);
-  int dst = detail::normalize_axis("moveaxis", destination, ndim);
+  int src = detail::normalize_axis_in_range("moveaxis", source, ndim);
+  int dst = detail::normalize_axis_in_range("moveaxis", destination, ndim);
   if (src == dst) return a;
   std::vector<int> axes(ndim);
   std::iota(axes.begin(), axes.end(), 0);

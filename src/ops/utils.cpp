@@ -37,6 +37,15 @@ int normalize_axis(const char* op, int axis, int ndim) {
   return a;
 }
 
+int normalize_axis_in_range(const char* op, int axis, int ndim) {
+  if (axis < -ndim || axis >= ndim) {
+    throw std::out_of_range(std::string("[") + op + "] axis " + std::to_string(axis) +
+                            " is out of bounds for an array with " + std::to_string(ndim) +
+                            " dimensions");
+  }
+  return axis < 0 ? axis + ndim : axis;
+}
+
 std::vector<int> normalize_axes(const char* op, const std::vector<int>& axes, int ndim) {
   std::vector<int> out;
   for (int a : axes) out.push_back(normalize_axis(op, a, ndim));

@@ -14,6 +14,9 @@ std::string shape_str(const Shape& s);
 // Normalise a possibly negative axis for an `ndim`-dim array; throws std::invalid_argument naming
 // the op, the axis and ndim.
 int normalize_axis(const char* op, int axis, int ndim);
+// The same, but an axis outside [-ndim, ndim) is std::out_of_range (as MLX's reductions,
+// moveaxis and swapaxes report it).
+int normalize_axis_in_range(const char* op, int axis, int ndim);
 // Normalise, sort and check for duplicates.
 std::vector<int> normalize_axes(const char* op, const std::vector<int>& axes, int ndim);
 // NumPy broadcasting of two / many shapes; throws "[op] shapes (2,3) and (4) cannot be broadcast".

@@ -232,3 +232,22 @@ TEST(Contiguous, SharesDenseInputsAndCopiesOthers) {
   EXPECT_TRUE(b.flags().row_contiguous);
   EXPECT_EQ(vals<float>(b), (std::vector<float>(4, 2.0f)));
 }
+
+// Integer arange as MLX: start and start + step in the output type, then a running sum of their
+// difference, so a fractional step truncates to 0 (all zeros), and a negative one counts down.
+TEST(Arange, IntegerDtypesAccumulateInTheOutputTypeAsMlx) {
+  auto z = arange(0.0, 5.0, 0.5, int32);
+  ASSERT_EQ(z.size(), 10u);
+  eval(z);
+  for (size_t i = 0; i < z.size(); ++i) EXPECT_EQ(z.data<int32_t>()[i], 0) << i;
+  auto d = arange(10.0, 0.0, -3.0, int32);
+  eval(d);
+  std::vector<int32_t> want{10, 7, 4, 1};
+  ASSERT_EQ(d.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(d.data<int32_t>()[i], want[i]);
+  auto u = arange(1.5, 9.0, 2.5, uint8);  // start 1, next int(4.0) = 4: step 3
+  eval(u);
+  std::vector<uint8_t> wu{1, 4, 7};
+  ASSERT_EQ(u.size(), wu.size());
+  for (size_t i = 0; i < wu.size(); ++i) EXPECT_EQ(u.data<uint8_t>()[i], wu[i]);
+}

@@ -25,8 +25,17 @@ void Arange::eval_cpu(const std::vector<array>&, array& out) {
   detail::dispatch_dtype(out.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T* o = out.data<T>();
-    for (size_t i = 0; i < out.size(); ++i) {
-      o[i] = detail::cast_scalar<T, double>(start_ + static_cast<double>(i) * step_);
+    if constexpr (std::is_integral_v<T>) {
+      // As MLX: start and start + step in the output type, then a running sum of their
+      // difference (arange(0, 5, 0.5, int32) is all zeros, not 0, 0, 1, 1, ...).
+      T v = detail::cast_scalar<T, double>(start_);
+      const T step = detail::cast_scalar<T, double>(start_ + step_) - v;
+      for (size_t i = 0; i < out.size(); ++i, v += step) o[i] = v;
+    } else {
+      // Each element from start + i * step in double: no running error (MLX accumulates).
+      for (size_t i = 0; i < out.size(); ++i) {
+        o[i] = detail::cast_scalar<T, double>(start_ + static_cast<double>(i) * step_);
+      }
     }
   });
 }
