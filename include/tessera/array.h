@@ -132,8 +132,9 @@ class array {
   bool is_donatable() const;
   bool is_row_contiguous() const { return flags().row_contiguous; }
 
-  // A buffer and its deleter (MLX's array::Data).
+  // A buffer and its deleter (MLX's array::Data), shared by every view of it.
   using Data = detail::Data;
+  std::shared_ptr<Data> data_shared_ptr() const;
 
   // Iteration over the first axis, as MLX: *it is the sub-array a[i] (lazy); a 0-d array cannot
   // be iterated (std::invalid_argument).

@@ -27,6 +27,14 @@ const Device& default_device();
 // Throws std::invalid_argument for a device this build cannot use.
 void set_default_device(const Device& d);
 bool is_available(const Device& d);
+
+// MLX's backend queries: this build has neither (its CUDA backend comes later).
+namespace metal {
+inline bool is_available() { return false; }
+}  // namespace metal
+namespace cuda {
+inline bool is_available() { return false; }
+}  // namespace cuda
 int device_count(Device::DeviceType type);
 
 }  // namespace tessera

@@ -27,6 +27,8 @@ std::vector<Stream> get_streams();
 // Block until every task submitted to the stream so far has run.
 void synchronize();
 void synchronize(Stream s);
+// As MLX's clear_streams at exit: finishes every stream's queued work.
+void clear_streams();
 
 // The last argument of every op: a stream, a device (its default stream) or nothing (the default
 // device's default stream).

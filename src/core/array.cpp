@@ -232,6 +232,8 @@ void array::detach() {
 
 const array::Flags& array::flags() const { return desc_->flags; }
 size_t array::data_size() const { return desc_->data_size; }
+std::shared_ptr<array::Data> array::data_shared_ptr() const { return desc_->data; }
+
 const allocator::Buffer& array::buffer() const {
   static const allocator::Buffer kEmpty;
   return desc_->data ? desc_->data->buffer : kEmpty;

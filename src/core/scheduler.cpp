@@ -187,6 +187,10 @@ void synchronize(Stream s) {
 
 void synchronize() { synchronize(default_stream(default_device())); }
 
+void clear_streams() {
+  for (const Stream& s : get_streams()) synchronize(s);
+}
+
 namespace scheduler {
 
 void enqueue(const Stream& s, std::function<void()> task) {

@@ -8,12 +8,17 @@
 
 namespace tessera {
 
-array linspace(double start, double stop, int num, Dtype dtype, StreamOrDevice s) {
+array linspace(double start, double stop, int num, bool endpoint, Dtype dtype, StreamOrDevice s) {
   if (num < 0) {
     throw std::invalid_argument("[linspace] the number of samples must be non-negative, got " +
                                 std::to_string(num));
   }
-  return array(Shape{num}, dtype, std::make_shared<Linspace>(to_stream(s), start, stop), {});
+  return array(Shape{num}, dtype, std::make_shared<Linspace>(to_stream(s), start, stop, endpoint),
+               {});
+}
+
+array linspace(double start, double stop, int num, Dtype dtype, StreamOrDevice s) {
+  return linspace(start, stop, num, true, dtype, s);
 }
 
 array eye(int n, int m, int k, Dtype dtype, StreamOrDevice s) {
@@ -120,7 +125,7 @@ array contiguous(const array& a, bool allow_col_major, StreamOrDevice s) {
 
 bool Linspace::is_equivalent(const Primitive& other) const {
   auto* o = dynamic_cast<const Linspace*>(&other);
-  return o && o->start_ == start_ && o->stop_ == stop_;
+  return o && o->start_ == start_ && o->stop_ == stop_ && o->endpoint_ == endpoint_;
 }
 
 bool Eye::is_equivalent(const Primitive& other) const {

@@ -11,13 +11,16 @@ namespace tessera {
 // a float64 output, then converted).
 class Linspace : public UnaryPrimitive {
  public:
-  Linspace(Stream s, double start, double stop) : UnaryPrimitive(s), start_(start), stop_(stop) {}
+  // endpoint: the last sample is `stop` (t = i / (n - 1)); otherwise t = i / n.
+  Linspace(Stream s, double start, double stop, bool endpoint = true)
+      : UnaryPrimitive(s), start_(start), stop_(stop), endpoint_(endpoint) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   const char* name() const override { return "Linspace"; }
   bool is_equivalent(const Primitive& other) const override;
 
  private:
   double start_, stop_;
+  bool endpoint_;
 };
 
 // An (n, m) matrix of ones on the k-th diagonal (eye) or on and below it (tri).

@@ -429,7 +429,10 @@ TEST(BroadcastTo, IsAZeroStrideView) {
   eval(b);
   EXPECT_EQ(b.strides(), (Strides{0, 1, 0}));
   EXPECT_EQ(b.data<float>(), a.data<float>());
-  EXPECT_FALSE(b.flags().contiguous);
+  // As MLX: the data read is one dense block of 3 (broadcasting aside), not row-contiguous.
+  EXPECT_TRUE(b.flags().contiguous);
+  EXPECT_FALSE(b.flags().row_contiguous);
+  EXPECT_EQ(b.data_size(), 3u);
   EXPECT_EQ(values<float>(b), (std::vector<float>{1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3}));
   auto sc = broadcast_to(array(5), {2, 2});
   eval(sc);

@@ -22,6 +22,9 @@ array arange(int stop, StreamOrDevice s = {});
 
 array linspace(double start, double stop, int num = 50, Dtype dtype = float32,
                StreamOrDevice s = {});
+// endpoint = false leaves `stop` out (num samples of [start, stop) spaced (stop - start) / num).
+array linspace(double start, double stop, int num, bool endpoint, Dtype dtype = float32,
+               StreamOrDevice s = {});
 
 array astype(array a, Dtype dtype, StreamOrDevice s = {});
 // Reinterpret the bytes of `a` as `dtype` (the last dim scales with the size ratio).

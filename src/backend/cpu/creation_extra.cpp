@@ -25,7 +25,7 @@ void Linspace::eval_cpu(const std::vector<array>&, array& out) {
         o[0] = detail::cast_scalar<T, C>(start);
         return;
       }
-      const C denom = static_cast<C>(n - 1);
+      const C denom = static_cast<C>(endpoint_ ? n - 1 : n);
       for (size_t i = 0; i < n; ++i) {
         C t = static_cast<C>(i) / denom;
         o[i] = detail::cast_scalar<T, C>((C(1) - t) * start + t * stop);

@@ -31,10 +31,12 @@ ViewLayout view_layout(const Shape& shape, const Strides& strides) {
     v.flags.col_contiguous = v.flags.col_contiguous && strides[i] == expected;
     expected *= shape[i];
   }
-  // Dense in some order: the positive strides, sorted, are the running products of their dims.
+  // Contiguous as MLX means it: the elements the view reads fill one dense block of data_size
+  // elements, in some order, broadcast (stride 0) dims aside. The non-zero strides, sorted, are
+  // then the running products of their dims; data_size < size() when the view broadcasts.
   std::vector<std::pair<int64_t, int32_t>> dims;
   for (size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] != 1) dims.emplace_back(strides[i], shape[i]);
+    if (shape[i] != 1 && strides[i] != 0) dims.emplace_back(strides[i], shape[i]);
   }
   std::sort(dims.begin(), dims.end());
   expected = 1;
@@ -45,7 +47,7 @@ ViewLayout view_layout(const Shape& shape, const Strides& strides) {
   }
   v.flags.contiguous = dense;
   if (dense) {
-    v.data_size = size;
+    v.data_size = static_cast<size_t>(expected);
   } else {
     // Span between the lowest and highest element (a broadcast scalar spans 1).
     int64_t span = 1;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "backend/cpu/copy.h"
+#include "backend/cpu/shape_util.h"
 #include "backend/cpu/strided.h"
 #include "core/thread_pool.h"
 #include "ops/indexing.h"
@@ -12,39 +13,6 @@
 namespace tessera {
 
 namespace {
-
-// Layout flags of a view: dims of size 1 do not constrain contiguity; negative strides make a
-// view non-contiguous (flat loops walk the buffer forwards).
-array::Flags view_flags(const Shape& shape, const Strides& strides) {
-  bool row = true, col = true;
-  int64_t expect = 1;
-  for (size_t i = shape.size(); i-- > 0;) {
-    if (shape[i] == 1) continue;
-    if (strides[i] != expect) row = false;
-    expect *= shape[i];
-  }
-  expect = 1;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] == 1) continue;
-    if (strides[i] != expect) col = false;
-    expect *= shape[i];
-  }
-  return array::Flags{row || col, row, col};
-}
-
-// Elements spanned by a view whose lowest element sits at offset 0 relative to `lo`.
-void view_extent(const Shape& shape, const Strides& strides, int64_t& lo, int64_t& hi) {
-  lo = 0;
-  hi = 0;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    int64_t reach = static_cast<int64_t>(shape[i] - 1) * strides[i];
-    if (reach < 0) {
-      lo += reach;
-    } else {
-      hi += reach;
-    }
-  }
-}
 
 // Copy elements between two strided layouts of `shape` (same dtype), element size `size`.
 template <typename T>
@@ -92,13 +60,8 @@ void Slice::eval_cpu(const std::vector<array>& inputs, array& out) {
     offset += static_cast<int64_t>(start_[i]) * in.strides()[i];
     strides[i] = in.strides()[i] * strides_[i];
   }
-  auto flags = view_flags(out.shape(), strides);
-  int64_t lo, hi;
-  view_extent(out.shape(), strides, lo, hi);
-  // A row/col contiguous view spans exactly its size; otherwise the span it touches.
-  size_t data_size = flags.contiguous ? out.size() : static_cast<size_t>(hi - lo + 1);
-  if (lo < 0) flags = array::Flags{false, false, false};
-  out.copy_shared_buffer(in, strides, flags, data_size, offset);
+  auto v = cpu::view_layout(out.shape(), strides);
+  out.copy_shared_buffer(in, strides, v.flags, v.data_size, offset);
 }
 
 void SliceUpdate::eval_cpu(const std::vector<array>& inputs, array& out) {
