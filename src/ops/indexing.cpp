@@ -340,13 +340,6 @@ array slice_update_dynamic(const array& src, const array& update, const array& s
 
 // ---- take / gather ----
 
-namespace {
-array gather_as(const char* op, const array& a, const std::vector<array>& indices,
-                const std::vector<int>& axes_in, const Shape& slice_sizes, StreamOrDevice s);
-array take_along_axis_as(const char* op, const array& a, const array& indices, int axis_in,
-                         StreamOrDevice s);
-}  // namespace
-
 array gather(const array& a, const std::vector<array>& indices, const std::vector<int>& axes_in,
              const Shape& slice_sizes, StreamOrDevice s) {
   return gather_as("gather", a, indices, axes_in, slice_sizes, s);
@@ -356,10 +349,8 @@ array take_along_axis(const array& a, const array& indices, int axis_in, StreamO
   return take_along_axis_as("take_along_axis", a, indices, axis_in, s);
 }
 
-namespace {
+namespace detail::idx {
 
-// gather and take_along_axis under the name of the op the user called (take is built on both):
-// argument checks keep the primitive's own name, kernel errors (a bad index) say `op`.
 array gather_as(const char* op, const array& a, const std::vector<array>& indices,
                 const std::vector<int>& axes_in, const Shape& slice_sizes, StreamOrDevice s) {
   if (indices.size() > a.ndim()) {
@@ -433,7 +424,7 @@ array take_along_axis_as(const char* op, const array& a, const array& indices, i
                std::make_shared<GatherAxis>(to_stream(s), axis, op), std::move(inputs));
 }
 
-}  // namespace
+}  // namespace detail::idx
 
 array take(const array& a, const array& indices, int axis_in, StreamOrDevice s) {
   int axis = detail::normalize_axis("take", axis_in, static_cast<int>(a.ndim()));

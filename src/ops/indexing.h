@@ -154,6 +154,13 @@ std::vector<int64_t> read_indices(const array& idx, int64_t size, const char* op
 
 // Front-end pieces shared by indexing.cpp and indexing_grad.cpp.
 namespace detail::idx {
+// gather and take_along_axis under the name of the op the user called (take and
+// masked_scatter are built on them): argument checks keep the primitive's own name, kernel
+// errors (a bad index) say `op`, a string literal.
+array gather_as(const char* op, const array& a, const std::vector<array>& indices,
+                const std::vector<int>& axes_in, const Shape& slice_sizes, StreamOrDevice s);
+array take_along_axis_as(const char* op, const array& a, const array& indices, int axis_in,
+                         StreamOrDevice s);
 std::string op_prefix(const char* op);
 Shape insert_dim(Shape s, int pos, int32_t v);
 const char* scatter_name(ScatterReduce r);

@@ -163,3 +163,85 @@ TEST(MlxOps, DiagOfAVectorAndTraceDtypes) {
   EXPECT_EQ(values(trace(i16))[0], 0.0 + 11 + 22);
   EXPECT_EQ(trace(grid(2, 2), 0, 0, 1, float64).dtype(), float64);
 }
+
+// slice_update_<op>: the slice combined with the (broadcast, cast) update; a loop over the
+// slice's positions is the reference. Overlapping calls compose.
+TEST(MlxOps, SliceUpdatesThatCombine) {
+  auto src = astype(arange(10), float32);
+  auto upd = array({1.0f, 2.0f, 3.0f});
+  auto check = [&](const array& got, auto combine) {
+    std::vector<double> want = values(src);
+    const auto u = values(upd);
+    for (int k = 0; k < 3; ++k) want[1 + 3 * k] = combine(want[1 + 3 * k], u[k]);
+    EXPECT_EQ(values(got), want);
+  };
+  check(slice_update_add(src, upd, {1}, {8}, {3}), [](double a, double b) { return a + b; });
+  check(slice_update_prod(src, upd, {1}, {8}, {3}), [](double a, double b) { return a * b; });
+  check(slice_update_max(src, upd, {1}, {8}, {3}), [](double a, double b) { return std::max(a, b); });
+  check(slice_update_min(src, upd, {1}, {8}, {3}), [](double a, double b) { return std::min(a, b); });
+  // Overlapping calls, an int32 source with a float update (cast), a broadcast update, 2-D.
+  auto twice = slice_update_add(slice_update_add(zeros({5}, int32), array({1, 1, 1}), {0}, {3}),
+                                array(2.5f), {2}, {5});
+  EXPECT_EQ(twice.dtype(), int32);
+  EXPECT_EQ(values(twice), (std::vector<double>{1, 1, 3, 2, 2}));
+  auto m = slice_update_max(zeros({2, 3}), array({-1.0f, 4.0f, 0.5f}), {1, 0}, {2, 3});
+  EXPECT_EQ(values(m), (std::vector<double>{0, 0, 0, 0, 4, 0.5}));
+  // The gradient flows to both: d/dsrc is 1 everywhere, d/dupd 1 on the slice (add).
+  auto g = grad([](const std::vector<array>& in) {
+    return sum(multiply(slice_update_add(in[0], in[1], {1}, {3}), array(2.0f)));
+  }, std::vector<int>{0, 1})({zeros({4}), zeros({2})});
+  EXPECT_EQ(values(g[0]), (std::vector<double>{2, 2, 2, 2}));
+  EXPECT_EQ(values(g[1]), (std::vector<double>{2, 2}));
+}
+
+// masked_scatter: true positions take the source's elements in order; the mask covers the
+// leading dims and broadcasts over the rest. Reference: a loop with a running source index.
+TEST(MlxOps, MaskedScatterFillsTruePositionsInOrder) {
+  auto out = masked_scatter(zeros({4}, int32), array({true, true, false, true}), array({1, 2, 4}));
+  EXPECT_EQ(values(out), (std::vector<double>{1, 2, 0, 4}));
+  auto none = masked_scatter(zeros({4}, int32), array({false, false, false, false}), array({1, 2}));
+  EXPECT_EQ(values(none), (std::vector<double>{0, 0, 0, 0}));
+  auto rows = masked_scatter(zeros({2, 2}, int32), array({true, false}), array({5, 6, 7, 8}, {2, 2}));
+  EXPECT_EQ(values(rows), (std::vector<double>{5, 6, 0, 0}));
+  // A larger random case against the loop.
+  auto a = astype(arange(60), float32);
+  std::vector<bool> mv;
+  for (int i = 0; i < 60; ++i) mv.push_back(i % 3 == 0 || i % 7 == 1);
+  auto src = astype(arange(100, 160), float32);
+  std::vector<double> want(60);
+  int k = 0;
+  for (int i = 0; i < 60; ++i) want[i] = mv[i] ? 100.0 + k++ : static_cast<double>(i);
+  std::vector<int> mi(mv.begin(), mv.end());
+  auto mask = astype(array(mi.begin(), Shape{60}, int32), bool_);
+  EXPECT_EQ(values(masked_scatter(a, mask, src)), want);
+  EXPECT_THROW(masked_scatter(zeros({2}), array({1, 2}), array({1.0f})), std::invalid_argument);
+  EXPECT_THROW(masked_scatter(zeros({2, 2}), array({true, false, true, false}, {4, 1}), array({1.0f})),
+               std::invalid_argument);
+  // Too few source elements: an error naming the op when evaluated.
+  try {
+    eval(masked_scatter(zeros({3}), array({true, true, true}), array({1.0f})));
+    ADD_FAILURE() << "no error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("[masked_scatter]"), std::string::npos) << e.what();
+  }
+}
+
+TEST(MlxCreation, LinspaceWithoutTheEndpoint) {
+  // (stop - start) / num apart, stop left out; integer dtypes truncate, as MLX.
+  EXPECT_EQ(values(linspace(0, 10, 5, false)), (std::vector<double>{0, 2, 4, 6, 8}));
+  EXPECT_EQ(values(linspace(0, 10, 5, true, int32)), (std::vector<double>{0, 2, 5, 7, 10}));
+  EXPECT_EQ(values(linspace(0, 10, 5, false, int32)), (std::vector<double>{0, 2, 4, 6, 8}));
+  EXPECT_EQ(values(linspace(0, 10, 5)), (std::vector<double>{0, 2.5, 5, 7.5, 10}));
+}
+
+TEST(MlxDevices, NoMetalNoCudaAndStreamsClear) {
+  EXPECT_FALSE(metal::is_available());
+  EXPECT_FALSE(cuda::is_available());
+  auto x = add(ones({1000}), ones({1000}));
+  async_eval({x});
+  clear_streams();  // everything queued has run
+  EXPECT_TRUE(x.is_available());
+  auto view = slice(x, {10}, {20});
+  eval(view);
+  EXPECT_EQ(view.data_shared_ptr(), x.data_shared_ptr());  // one buffer, shared by the view
+}

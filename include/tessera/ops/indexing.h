@@ -105,6 +105,30 @@ inline array scatter_min(const array& a, const array& indices, const array& upda
   return scatter_min(a, std::vector<array>{indices}, updates, std::vector<int>{axis}, s);
 }
 
+// ---- slice updates that combine, and masked_scatter (composites, as MLX's results) ----
+// src with its [start, stop) slice (with strides) replaced by slice op update: update is cast to
+// src's dtype and broadcast to the slice's shape.
+array slice_update_add(const array& src, const array& update, Shape start, Shape stop,
+                       Shape strides, StreamOrDevice s = {});
+array slice_update_add(const array& src, const array& update, Shape start, Shape stop,
+                       StreamOrDevice s = {});
+array slice_update_prod(const array& src, const array& update, Shape start, Shape stop,
+                        Shape strides, StreamOrDevice s = {});
+array slice_update_prod(const array& src, const array& update, Shape start, Shape stop,
+                        StreamOrDevice s = {});
+array slice_update_max(const array& src, const array& update, Shape start, Shape stop,
+                       Shape strides, StreamOrDevice s = {});
+array slice_update_max(const array& src, const array& update, Shape start, Shape stop,
+                       StreamOrDevice s = {});
+array slice_update_min(const array& src, const array& update, Shape start, Shape stop,
+                       Shape strides, StreamOrDevice s = {});
+array slice_update_min(const array& src, const array& update, Shape start, Shape stop,
+                       StreamOrDevice s = {});
+// a with the positions where mask (bool, a's leading dims, broadcast over the rest) is true
+// replaced by src's elements in order (src cast to a's dtype). Too few src elements is an
+// error when evaluated.
+array masked_scatter(const array& a, const array& mask, const array& src, StreamOrDevice s = {});
+
 // ---- diagonals (composites of gather / scatter, as MLX) ----
 // The offset-th diagonal of the (axis1, axis2) planes, as a new last axis. Throws
 // std::invalid_argument for ndim < 2 or equal axes, std::out_of_range for an axis outside a.
