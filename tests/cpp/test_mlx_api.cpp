@@ -6,6 +6,7 @@
 #include <cfloat>
 #include <cstdint>
 #include <limits>
+#include <sstream>
 
 #include "test_util.h"
 
@@ -244,4 +245,37 @@ TEST(MlxDevices, NoMetalNoCudaAndStreamsClear) {
   auto view = slice(x, {10}, {20});
   eval(view);
   EXPECT_EQ(view.data_shared_ptr(), x.data_shared_ptr());  // one buffer, shared by the view
+}
+
+// print_graph: inputs, outputs, then one line per node, inputs before their users; names in
+// first-met order (A, B, ...). export_to_dot: sources, boxes, sinks.
+TEST(MlxGraph, PrintGraphAndExportToDot) {
+  auto x = array({1.0f, 2.0f});
+  auto y = array({3.0f, 4.0f});
+  eval(x, y);
+  auto z = exp(add(x, y));
+  std::ostringstream os;
+  print_graph(os, z);
+  const std::string got = os.str();
+  EXPECT_EQ(got, "Inputs: A [(2), float32], B [(2), float32]\n"
+                 "Outputs: C [(2), float32]\n"
+                 "Add A [(2), float32], B [(2), float32] -> D [(2), float32]\n"
+                 "Exp D [(2), float32] -> C [(2), float32]\n")
+      << got;
+  NodeNamer namer;
+  namer.set_name(x, "x");
+  std::ostringstream dot;
+  export_to_dot(dot, namer, {z});
+  const std::string d = dot.str();
+  EXPECT_EQ(d.rfind("digraph {", 0), 0u) << d;
+  EXPECT_NE(d.find("{ rank=source; \"x\"; }"), std::string::npos) << d;
+  EXPECT_NE(d.find("rank=sink;"), std::string::npos) << d;
+  EXPECT_NE(d.find("shape=rectangle"), std::string::npos) << d;
+  // A long chain prints without recursion limits.
+  auto c = x;
+  for (int i = 0; i < 100000; ++i) c = negative(c);
+  std::ostringstream big;
+  print_graph(big, c);
+  const std::string text = big.str();
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 100002);
 }
