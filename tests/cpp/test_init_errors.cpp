@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "test_util.h"
+
 namespace {
 
 // Loopback ports that were free a moment ago (bound, read back, released).
@@ -176,21 +178,10 @@ TEST(InitErrors, StrayClientThenTimeoutRaisesInsteadOfAborting) {
 namespace {
 
 // dist_worker MODE alone, with only `env` set among the distributed variables.
-struct Alone {
-  int code;
-  std::string out;
-};
-Alone run_alone(const std::string& mode, const std::string& env) {
-  std::string cmd = "env -u MLX_HOSTFILE -u MLX_RANK -u TESSERA_HOSTFILE -u TESSERA_RANK " + env +
-                    " timeout -s KILL 60 " + TESSERA_BIN_DIR + "/dist_worker " + mode + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  Alone a{0, ""};
-  char buf[4096];
-  size_t got;
-  while ((got = fread(buf, 1, sizeof buf, p)) > 0) a.out.append(buf, got);
-  int status = pclose(p);
-  a.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return a;
+tessera::test_util::CommandResult run_alone(const std::string& mode, const std::string& env) {
+  return tessera::test_util::run_command(
+      "env -u MLX_HOSTFILE -u MLX_RANK -u TESSERA_HOSTFILE -u TESSERA_RANK " + env +
+      " timeout -s KILL 60 " + TESSERA_BIN_DIR + "/dist_worker " + mode + " 2>&1");
 }
 
 }  // namespace

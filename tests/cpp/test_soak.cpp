@@ -3,28 +3,15 @@
 // whose memory stays flat, and init/teardown cycles that leak nothing. Real processes through
 // `tessera launch`, 127.0.0.1 only, each bounded in time.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-
-#include <cstdio>
 #include <string>
+
+#include "test_util.h"
 
 namespace {
 
-struct Run {
-  int code;
-  std::string out;
-};
-
-Run launch(const std::string& args, int limit_s) {
-  std::string cmd = "timeout -s KILL " + std::to_string(limit_s) + " " + TESSERA_CLI +
-                    " launch " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t got;
-  while ((got = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, got);
-  int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+tessera::test_util::CommandResult launch(const std::string& args, int limit_s) {
+  return tessera::test_util::run_command("timeout -s KILL " + std::to_string(limit_s) + " " +
+                                         TESSERA_CLI + " launch " + args + " 2>&1");
 }
 
 int count(const std::string& s, const std::string& needle) {

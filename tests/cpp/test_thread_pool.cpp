@@ -11,6 +11,7 @@
 
 #include "backend/cpu/elementwise.h"
 #include "core/thread_pool.h"
+#include "test_util.h"
 
 using tessera::detail::num_threads;
 using tessera::detail::parallel_for;
@@ -69,14 +70,10 @@ TEST(ThreadPool, ParallelBlocksCallsOncePerBlockWithItsBounds) {
 namespace {
 
 std::string run_digest(const std::string& env) {
-  std::string cmd = env + " " TESSERA_BIN_DIR "/op_digest 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[512];
-  while (p != nullptr && fgets(buf, sizeof(buf), p) != nullptr) out += buf;
-  int rc = p != nullptr ? pclose(p) : -1;
-  EXPECT_EQ(rc, 0) << cmd << "\n" << out;
-  return out;
+  const std::string cmd = env + " " TESSERA_BIN_DIR "/op_digest 2>&1";
+  auto r = tessera::test_util::run_command(cmd);
+  EXPECT_EQ(r.code, 0) << cmd << "\n" << r.out;
+  return r.out;
 }
 
 }  // namespace

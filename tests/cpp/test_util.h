@@ -2,12 +2,34 @@
 // code under test, and deterministic inputs.
 #pragma once
 
+#include <sys/wait.h>
+
 #include <cstdint>
+#include <cstdio>
+#include <string>
 #include <vector>
 
 #include "tessera/tessera.h"
 
 namespace tessera::test_util {
+
+// A shell command's exit status (-1 when killed by a signal) and its output (stdout; add 2>&1
+// to the command for stderr too).
+struct CommandResult {
+  int code;
+  std::string out;
+};
+inline CommandResult run_command(const std::string& cmd) {
+  FILE* p = popen(cmd.c_str(), "r");
+  CommandResult r{-1, ""};
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t got;
+  while ((got = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, got);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
 
 // Evaluates `a` and returns its elements in row-major logical order as double (the real part of
 // complex values), following its strides and offset directly: no copy or astype kernel involved.
