@@ -30,6 +30,18 @@ int count(const std::string& s, const std::string& needle) {
   return c;
 }
 
+// Starts rank r of `mode` on host r for every r < n, and waits until each printed "ready".
+std::vector<Process*> start_looping_ranks(Cluster& c, int n, const std::string& env = "") {
+  auto hf = c.hostfile(n, kPort);
+  std::vector<Process*> ranks;
+  for (int r = 0; r < n; ++r) ranks.push_back(&c.start(r, rank_cmd(hf, r, "loop", env)));
+  for (int r = 0; r < n; ++r) {
+    EXPECT_TRUE(ranks[r]->wait_for_output("ready", 60)) << ranks[r]->output();
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // into the loop of all_sums
+  return ranks;
+}
+
 #define REQUIRE_CLUSTER()                                                          \
   if (!Cluster::available()) GTEST_SKIP() << "needs root and network namespaces"
 
@@ -65,11 +77,7 @@ TEST(Cluster, WithATokenThereIsNoWarning) {
 TEST(Cluster, KilledRankIsNamedByEverySurvivor) {
   REQUIRE_CLUSTER();
   Cluster c(4);
-  auto hf = c.hostfile(4, kPort);
-  std::vector<Process*> ranks;
-  for (int r = 0; r < 4; ++r) ranks.push_back(&c.start(r, rank_cmd(hf, r, "loop")));
-  for (int r = 0; r < 4; ++r) ASSERT_TRUE(ranks[r]->wait_for_output("ready", 60)) << ranks[r]->output();
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto ranks = start_looping_ranks(c, 4);
   auto t0 = std::chrono::steady_clock::now();
   ranks[1]->kill(SIGKILL);
   for (int r : {0, 2, 3}) {
@@ -86,13 +94,7 @@ TEST(Cluster, KilledRankIsNamedByEverySurvivor) {
 TEST(Cluster, PartitionedRankIsNamedByEverySurvivor) {
   REQUIRE_CLUSTER();
   Cluster c(4);
-  auto hf = c.hostfile(4, kPort);
-  std::vector<Process*> ranks;
-  for (int r = 0; r < 4; ++r) {
-    ranks.push_back(&c.start(r, rank_cmd(hf, r, "loop", "TESSERA_DIST_TIMEOUT=3")));
-  }
-  for (int r = 0; r < 4; ++r) ASSERT_TRUE(ranks[r]->wait_for_output("ready", 60)) << ranks[r]->output();
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto ranks = start_looping_ranks(c, 4, "TESSERA_DIST_TIMEOUT=3");
   auto t0 = std::chrono::steady_clock::now();
   c.cut(1);
   for (int r : {0, 2, 3}) {
