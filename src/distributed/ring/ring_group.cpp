@@ -435,17 +435,14 @@ void RingGroup::check_usable(const char* op) {
 }
 
 void RingGroup::abort(const std::string& why) {
-  {
-    std::lock_guard<std::mutex> lk(err_mu_);
-    if (first_error_.empty()) first_error_ = why;
-  }
-  // The notice goes out before the data connections close, so a neighbour that sees them close
-  // finds it waiting (failure_notice.h).
   FailureNotice n;
   {
     std::lock_guard<std::mutex> lk(err_mu_);
+    if (first_error_.empty()) first_error_ = why;
     n = adopted_.origin >= 0 ? adopted_ : FailureNotice{rank_, without_rank_prefix(first_error_)};
   }
+  // The notice goes out before the data connections close, so a neighbour that sees them close
+  // finds it waiting (failure_notice.h).
   send_notice_update(n);
   broken_ = true;
   for (auto& l : right_links_) l.sock.shutdown_both();
