@@ -128,7 +128,13 @@ void client_handshake(const Socket& s, const JobTerms& terms, const ConnIdentity
   h.flags = terms.shm ? kFlagShm : 0;
   std::memcpy(h.hostfile, terms.hostfile_digest.data(), sizeof(h.hostfile));
   random_bytes(h.nonce, sizeof(h.nonce));
-  send_all(s, &h, sizeof(h), deadline, ctx);
+  try {
+    send_all(s, &h, sizeof(h), deadline, ctx);
+  } catch (const PeerFailure& e) {
+    // Reset before it read a byte (a listener closing with us in its backlog): try again.
+    if (e.timeout) throw;
+    throw HandshakeRetry(e.what());
+  }
   Reply r{};
   try {
     recv_all(s, &r, sizeof(r), deadline, ctx);

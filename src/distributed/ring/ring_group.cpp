@@ -605,10 +605,10 @@ void RingGroup::setup_shm() {
     all_gather(mine, all, bytes);
   };
   shm_ = ShmTransport::create(rank_, size_, opt_.timeout_s, spin_, exchange,
-                              [this]() -> std::vector<int> {
-                                std::vector<int> fds;
-                                for (auto& l : left_links_) fds.push_back(l.sock.fd());
-                                for (auto& l : right_links_) fds.push_back(l.sock.fd());
+                              [this] {
+                                std::vector<std::pair<int, int>> fds;
+                                for (auto& l : left_links_) fds.emplace_back(l.sock.fd(), left_);
+                                for (auto& l : right_links_) fds.emplace_back(l.sock.fd(), right_);
                                 return fds;
                               }());
 }

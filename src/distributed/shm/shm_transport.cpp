@@ -148,8 +148,9 @@ std::unique_ptr<ShmTransport::Segment> map_segment(const std::string& name, size
 
 }  // namespace
 
-ShmTransport::ShmTransport(int rank, int size, double timeout_s, std::vector<int> liveness_fds)
-    : rank_(rank), size_(size), timeout_s_(timeout_s), liveness_fds_(std::move(liveness_fds)) {
+ShmTransport::ShmTransport(int rank, int size, double timeout_s,
+                           std::vector<std::pair<int, int>> liveness)
+    : rank_(rank), size_(size), timeout_s_(timeout_s), liveness_(std::move(liveness)) {
   chunk_ = kShmChunkBytes;
   block_ = chunk_ / static_cast<size_t>(size_) / 64 * 64;
   done_seen_.assign(static_cast<size_t>(size_), 0);
@@ -162,8 +163,8 @@ ShmTransport::~ShmTransport() = default;
 std::unique_ptr<ShmTransport> ShmTransport::create(
     int rank, int size, double timeout_s, SpinPolicy spin,
     const std::function<void(const void*, void*, size_t)>& exchange,
-    std::vector<int> liveness_fds) {
-  std::unique_ptr<ShmTransport> t(new ShmTransport(rank, size, timeout_s, std::move(liveness_fds)));
+    std::vector<std::pair<int, int>> liveness) {
+  std::unique_ptr<ShmTransport> t(new ShmTransport(rank, size, timeout_s, std::move(liveness)));
   t->spin_ = spin;
   if (size <= kShmP2pMaxRanks) t->p2p_chunk_ = kP2pChunkBytes;
   const size_t n = static_cast<size_t>(size);
@@ -232,17 +233,17 @@ bool process_alive(int32_t pid) {
   return !(paren && static_cast<size_t>(paren - buf) + 2 < n && paren[2] == 'Z');
 }
 
-// One story on every survivor: a peer that died without reporting a failure (killed, crashed)
-// is the root cause, named with its pid; otherwise the first peer's reported cause is repeated
-// (a peer that failed and then exited is not blamed for exiting).
-std::string ShmTransport::peer_failure(const IoContext& ctx) {
+// One story on every survivor: the awaited peer dead without reporting a failure (killed,
+// crashed) is the root cause, named with its pid; otherwise the first reported cause is
+// repeated (a peer that failed and then exited is not blamed for exiting).
+std::string ShmTransport::peer_failure(const IoContext& ctx, int awaited) {
   const std::string me = "[ring] rank " + std::to_string(rank_) + ": ";
   int reporter = -1;
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
     const Control* c = segs_[static_cast<size_t>(r)]->ctrl;
     const bool reported = c->abort.v.load(std::memory_order_acquire) != 0;
-    if (!reported && !process_alive(c->pid)) {
+    if (r == awaited && !reported && !process_alive(c->pid)) {
       return me + "rank " + std::to_string(r) + " (pid " + std::to_string(c->pid) + ") exited " +
              describe_op(ctx) + " (shared memory); see its log for why.";
     }
@@ -341,14 +342,15 @@ void ShmTransport::wait_word(int peer, std::atomic<uint32_t>& w, uint64_t target
       }
     }
     if (!aborted_) {
-      std::string story = peer_failure(ctx);
+      std::string story = peer_failure(ctx, peer);
       if (!story.empty()) throw std::runtime_error(story);
     }
     if (aborted_) {
       throw std::runtime_error("[ring] rank " + std::to_string(rank_) + ": aborted " +
                                describe_op(ctx));
     }
-    for (int fd : liveness_fds_) {
+    for (const auto& [fd, owner] : liveness_) {
+      if (owner != peer) continue;  // a neighbour that finished and left is no failure
       pollfd pf{fd, POLLIN | POLLRDHUP, 0};
       if (::poll(&pf, 1, 0) == 1) {
         char b;
@@ -356,12 +358,13 @@ void ShmTransport::wait_word(int peer, std::atomic<uint32_t>& w, uint64_t target
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
           // Its process may still be going away: give the pid check a moment to see it.
           for (int i = 0; i < 20; ++i) {
-            std::string story = peer_failure(ctx);
+            std::string story = peer_failure(ctx, peer);
             if (!story.empty()) throw std::runtime_error(story);
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
           }
-          throw std::runtime_error("[ring] rank " + std::to_string(rank_) + ": a ring neighbour "
-                                   "closed its connection " + describe_op(ctx) +
+          throw std::runtime_error("[ring] rank " + std::to_string(rank_) + ": rank " +
+                                   std::to_string(peer) + " closed its connection " +
+                                   describe_op(ctx) +
                                    " (shared memory) while its process lives on; see its log.");
         }
       }

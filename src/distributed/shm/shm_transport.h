@@ -36,11 +36,12 @@ namespace tessera::distributed::detail {
 class ShmTransport {
  public:
   // `exchange(mine, all, bytes)` is an all_gather over another transport (TCP), used to swap
-  // segment names. `liveness_fds` are connections whose closing means a peer died.
+  // segment names. `liveness` are (connection, peer) pairs: the connection closing while this
+  // rank waits for that peer means the peer died.
   static std::unique_ptr<ShmTransport> create(
       int rank, int size, double timeout_s, SpinPolicy spin,
       const std::function<void(const void*, void*, size_t)>& exchange,
-      std::vector<int> liveness_fds);
+      std::vector<std::pair<int, int>> liveness);
   ~ShmTransport();
   ShmTransport(const ShmTransport&) = delete;
   ShmTransport& operator=(const ShmTransport&) = delete;
@@ -66,15 +67,17 @@ class ShmTransport {
   struct Segment;  // one mapped segment (defined in the .cpp)
 
  private:
-  ShmTransport(int rank, int size, double timeout_s, std::vector<int> liveness_fds);
+  ShmTransport(int rank, int size, double timeout_s, std::vector<std::pair<int, int>> liveness);
   enum class Counter { pub, red, done };
   // Waits until `peer`'s counter c has reached `target` (unit numbers + 1).
   void wait_for(int peer, Counter c, uint64_t target, const WireHeader& mine);
   void wait_all(Counter c, uint64_t target, const WireHeader& mine);
   void post(Counter c, uint64_t value);
   void check_header(int peer, uint64_t unit, const WireHeader& mine);
-  // The error naming the peer that failed first and how, or "" while every peer is well.
-  std::string peer_failure(const IoContext& ctx);
+  // The error naming the peer that failed first and how, or "" while the job is well. Only the
+  // awaited peer's exit counts: a peer that finished this op may well exit (its part is done),
+  // while one that failed says so in its segment.
+  std::string peer_failure(const IoContext& ctx, int awaited);
   [[noreturn]] void throw_mismatch(int peer, const WireHeader& mine, const WireHeader& theirs);
   // wait_for on any word of `peer`'s segment; with unit != kNoUnit it also notices a peer that
   // published that unit the other way (tiny line versus pub) and raises a mismatch.
@@ -98,7 +101,7 @@ class ShmTransport {
   const int rank_, size_;
   const double timeout_s_;
   SpinPolicy spin_;  // set by create()
-  const std::vector<int> liveness_fds_;
+  const std::vector<std::pair<int, int>> liveness_;  // (fd, peer)
   // A peer's reported failure this rank has raised, and who first saw it: abort() passes them on.
   std::string relay_cause_;
   int relay_rank_ = -1;
