@@ -368,10 +368,13 @@ std::pair<std::vector<array>, std::vector<array>> vjp(const VecFn& fun,
       }
       ++c;
     }
-    if (c != cotangents.size()) {
+    // As MLX: cotangents go to the outputs that are not stop_gradient's, in order; one given
+    // for every output (stopped ones included) is fine too, the surplus is unused.
+    if (c > cotangents.size() || cotangents.size() > outputs.size()) {
       std::ostringstream msg;
-      msg << "[vjp] the function returned " << c << " outputs to differentiate but "
-          << cotangents.size() << " cotangents were given; pass one cotangent per output";
+      msg << "[vjp] the function returned " << outputs.size() << " outputs (" << c
+          << " to differentiate) but " << cotangents.size()
+          << " cotangents were given; pass one cotangent per output";
       throw std::invalid_argument(msg.str());
     }
     return pairs;

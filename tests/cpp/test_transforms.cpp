@@ -484,3 +484,21 @@ TEST(Checkpoint, SecondOrderThroughCheckpoint) {
 }
 
 }  // namespace
+
+namespace {
+
+// As MLX: a function whose output is stop_gradient(...) has zero derivatives, and the cotangent
+// given for that output is accepted (unused); more cotangents than outputs is an error.
+TEST(Vjp, StopGradientOutputTakesItsCotangentAndGivesZero) {
+  auto x = array(1.0f);
+  auto stopped = [](const array& in) { return stop_gradient(add(in, in)); };
+  EXPECT_EQ(vjp(stopped, x, array(1.0f)).second.item<float>(), 0.0f);
+  EXPECT_EQ(jvp(stopped, x, array(1.0f)).second.item<float>(), 0.0f);
+  auto half = [](const array& in) { return add(in, stop_gradient(in)); };
+  EXPECT_EQ(vjp(half, x, array(1.0f)).second.item<float>(), 1.0f);
+  auto two = [](const std::vector<array>& in) { return std::vector<array>{exp(in[0])}; };
+  EXPECT_THROW(vjp(two, {x}, {array(1.0f), array(1.0f)}), std::invalid_argument);
+  EXPECT_THROW(vjp(two, {x}, {}), std::invalid_argument);
+}
+
+}  // namespace
