@@ -33,7 +33,6 @@ inline int sh(const std::string& cmd) {
 class Process {
  public:
   Process(pid_t pid, std::string log) : pid_(pid), log_(std::move(log)) {}
-  Process(Process&& o) noexcept : pid_(o.pid_), log_(std::move(o.log_)), code_(o.code_) { o.pid_ = -1; }
   Process(const Process&) = delete;
   ~Process() {
     kill(SIGKILL);
@@ -114,7 +113,6 @@ class Cluster {
   }
   Cluster(const Cluster&) = delete;
 
-  int hosts() const { return hosts_; }
   std::string ns(int i) const { return prefix_ + "h" + std::to_string(i); }
   static std::string ip(int i) { return "10.77.0." + std::to_string(10 + i); }
 
@@ -135,9 +133,8 @@ class Cluster {
     return procs_.back();
   }
 
-  // Host i loses its link (a partition); heal() brings it back.
+  // Host i loses its link (a partition).
   void cut(int i) { run("ip -n " + sw() + " link set s" + std::to_string(i) + " down"); }
-  void heal(int i) { run("ip -n " + sw() + " link set s" + std::to_string(i) + " up"); }
 
   // An MLX-style hostfile listing host i's address and `port` for rank i, written to a file.
   std::string hostfile(int ranks, int port) const {

@@ -7,6 +7,10 @@
 #include <chrono>
 #include <string>
 
+#include "test_util.h"
+
+using tessera::test_util::count_of;
+
 #include "../cluster/cluster.h"
 
 using tessera::test_cluster::Cluster;
@@ -22,12 +26,6 @@ std::string rank_cmd(const std::string& hostfile, int r, const std::string& mode
                      const std::string& env = "") {
   return "env MLX_HOSTFILE=" + hostfile + " MLX_RANK=" + std::to_string(r) +
          " TESSERA_DIST_CONNECT_TIMEOUT=20 " + env + " timeout -s KILL 120 " + kWorker + " " + mode;
-}
-
-int count(const std::string& s, const std::string& needle) {
-  int c = 0;
-  for (size_t p = s.find(needle); p != std::string::npos; p = s.find(needle, p + 1)) ++c;
-  return c;
 }
 
 // Starts rank r of `mode` on host r for every r < n, and waits until each printed "ready".
@@ -56,8 +54,8 @@ TEST(Cluster, RanksOnSeparateHostsComputeAndWarnWithoutAToken) {
   for (int r = 0; r < 3; ++r) {
     EXPECT_EQ(ranks[r]->wait(60), 0) << ranks[r]->output();
     const std::string out = ranks[r]->output();
-    EXPECT_EQ(count(out, "all_sum 6"), 1) << out;  // 1 + 2 + 3
-    EXPECT_EQ(count(out, "without TESSERA_JOB_TOKEN"), 1) << out;
+    EXPECT_EQ(count_of(out, "all_sum 6"), 1) << out;  // 1 + 2 + 3
+    EXPECT_EQ(count_of(out, "without TESSERA_JOB_TOKEN"), 1) << out;
   }
 }
 
@@ -69,7 +67,7 @@ TEST(Cluster, WithATokenThereIsNoWarning) {
   Process& b = c.start(1, rank_cmd(hf, 1, "join", "TESSERA_JOB_TOKEN=s3cret"));
   EXPECT_EQ(a.wait(60), 0) << a.output();
   EXPECT_EQ(b.wait(60), 0) << b.output();
-  EXPECT_EQ(count(a.output() + b.output(), "without TESSERA_JOB_TOKEN"), 0);
+  EXPECT_EQ(count_of(a.output() + b.output(), "without TESSERA_JOB_TOKEN"), 0);
 }
 
 // kill -9 of rank 1 in the middle of a loop of all_sums: every survivor names rank 1 and its

@@ -9,6 +9,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+
+#include "test_util.h"
+
+using tessera::test_util::count_of;
 #include <vector>
 
 #include "tessera/distributed.h"
@@ -52,12 +56,6 @@ std::string rank_lines(const std::string& s) {
   return out;
 }
 
-int count(const std::string& s, const std::string& needle) {
-  int c = 0;
-  for (size_t p = s.find(needle); p != std::string::npos; p = s.find(needle, p + 1)) ++c;
-  return c;
-}
-
 }  // namespace
 
 class Collectives : public ::testing::TestWithParam<int> {};
@@ -66,14 +64,14 @@ TEST_P(Collectives, EveryOpDtypeAndLengthMatchesTheLocalReference) {
   int n = GetParam();
   auto r = launch(n, "collectives");
   EXPECT_EQ(r.code, 0) << r.out;
-  EXPECT_EQ(count(r.out, " 0 failures"), n) << r.out;
+  EXPECT_EQ(count_of(r.out, " 0 failures"), n) << r.out;
 }
 
 TEST_P(Collectives, EveryOpWithSharedMemoryOff) {
   int n = GetParam();
   auto r = launch(n, "collectives", "--env TESSERA_RING_SHM=0");
   EXPECT_EQ(r.code, 0) << r.out;
-  EXPECT_EQ(count(r.out, " 0 failures"), n) << r.out;
+  EXPECT_EQ(count_of(r.out, " 0 failures"), n) << r.out;
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, Collectives, ::testing::Values(2, 3, 4, 5));
@@ -81,7 +79,7 @@ INSTANTIATE_TEST_SUITE_P(WorldSizes, Collectives, ::testing::Values(2, 3, 4, 5))
 TEST(Distributed, ThousandMixedCollectivesWithoutHang) {
   auto r = launch(3, "mixed");
   EXPECT_EQ(r.code, 0) << r.out;
-  EXPECT_EQ(count(r.out, "collectives), 0 failures"), 3) << r.out;
+  EXPECT_EQ(count_of(r.out, "collectives), 0 failures"), 3) << r.out;
 }
 
 // The same with waits that sleep at once (no busy-poll) and ranks left unbound, over TCP and
@@ -92,7 +90,7 @@ TEST(Distributed, MixedCollectivesWithSleepingWaitsAndUnboundRanks) {
                     std::string("--cpu-bind none --env TESSERA_DIST_SPIN_US=0 --env TESSERA_RING_SHM=") +
                         shm);
     EXPECT_EQ(r.code, 0) << r.out;
-    EXPECT_EQ(count(r.out, "collectives), 0 failures"), 3) << "shm " << shm << ":\n" << r.out;
+    EXPECT_EQ(count_of(r.out, "collectives), 0 failures"), 3) << "shm " << shm << ":\n" << r.out;
   }
 }
 
@@ -101,7 +99,7 @@ TEST(Distributed, MixedCollectivesWithSleepingWaitsAndUnboundRanks) {
 TEST(Distributed, RepeatedInitAndTeardownOnTheSamePorts) {
   auto r = launch(4, "cycles 50");
   EXPECT_EQ(r.code, 0) << r.out;
-  EXPECT_EQ(count(r.out, "50 init/teardown cycles"), 4) << r.out;
+  EXPECT_EQ(count_of(r.out, "50 init/teardown cycles"), 4) << r.out;
 }
 
 TEST(Distributed, InitSemanticsUnderTheLauncher) {
@@ -117,7 +115,7 @@ TEST(Distributed, GradientsOfCollectivesAsMlx) {
 TEST(DistributedFaults, KilledRankMakesSurvivorsRaiseWithinTwoSeconds) {
   auto r = launch(3, "kill");
   EXPECT_EQ(r.code, 137) << r.out;
-  EXPECT_EQ(count(rank_lines(r.out), "raised after"), 2) << r.out;
+  EXPECT_EQ(count_of(rank_lines(r.out), "raised after"), 2) << r.out;
   EXPECT_LT(r.seconds, 30.0);
   // Each survivor's own exit status says whether it raised within 2 s; a late one exits 1,
   // which would not change the launcher's 137 — so check the printed times too.
@@ -134,11 +132,11 @@ TEST(DistributedFaults, SurvivorsOverTcpAllNameTheRankThatDied) {
   auto r = launch(4, "kill", "--env TESSERA_RING_SHM=0");
   EXPECT_EQ(r.code, 137) << r.out;
   const std::string lines = rank_lines(r.out);
-  EXPECT_EQ(count(lines, "raised after"), 3) << r.out;
-  EXPECT_EQ(count(lines, ": rank 1 (127.0.0.1:"), 3) << r.out;
+  EXPECT_EQ(count_of(lines, "raised after"), 3) << r.out;
+  EXPECT_EQ(count_of(lines, ": rank 1 (127.0.0.1:"), 3) << r.out;
   for (int r2 : {0, 2, 3}) {
     const std::string mine = "[ring] rank " + std::to_string(r2) + ": rank 1 (";
-    EXPECT_EQ(count(lines, mine), 1) << mine << "\n" << r.out;
+    EXPECT_EQ(count_of(lines, mine), 1) << mine << "\n" << r.out;
   }
 }
 
@@ -147,8 +145,8 @@ TEST(DistributedFaults, SurvivorsOverTcpAllNameTheRankThatDied) {
 TEST(DistributedFaults, SilentRankOverTcpIsNamedByEverySurvivor) {
   auto r = launch(4, "stop", "--env TESSERA_RING_SHM=0 --env TESSERA_DIST_TIMEOUT=3 --grace 1");
   const std::string lines = rank_lines(r.out);
-  EXPECT_EQ(count(lines, "raised after"), 3) << r.out;
-  EXPECT_EQ(count(lines, "no data from rank 1 (127.0.0.1:"), 3) << r.out;
+  EXPECT_EQ(count_of(lines, "raised after"), 3) << r.out;
+  EXPECT_EQ(count_of(lines, "no data from rank 1 (127.0.0.1:"), 3) << r.out;
   // Within the timeout plus the wait for a neighbour's story (min(1 s, 20% of the timeout)).
   for (size_t p = lines.find("raised after "); p != std::string::npos;
        p = lines.find("raised after ", p + 1)) {
@@ -183,19 +181,19 @@ TEST(DistributedFaults, SurvivorsOfASharedMemoryJobAllNameTheRankThatDied) {
   auto r = launch(4, "kill");
   EXPECT_EQ(r.code, 137) << r.out;
   const std::string lines = rank_lines(r.out);
-  EXPECT_EQ(count(lines, "raised after"), 3) << r.out;
-  EXPECT_EQ(count(lines, ": rank 1 (pid "), 3) << r.out;
-  EXPECT_EQ(count(lines, "exited during all_sum"), 3) << r.out;
+  EXPECT_EQ(count_of(lines, "raised after"), 3) << r.out;
+  EXPECT_EQ(count_of(lines, ": rank 1 (pid "), 3) << r.out;
+  EXPECT_EQ(count_of(lines, "exited during all_sum"), 3) << r.out;
   // The same pid in every message.
   const size_t first = lines.find(": rank 1 (pid ");
   ASSERT_NE(first, std::string::npos);
   const std::string pid = lines.substr(first, lines.find(')', first) - first);
-  EXPECT_EQ(count(lines, pid), 3) << r.out;
+  EXPECT_EQ(count_of(lines, pid), 3) << r.out;
 }
 
 TEST(DistributedFaults, StoppedRankMakesSurvivorsTimeOut) {
   auto r = launch(3, "stop", "--env TESSERA_DIST_TIMEOUT=3 --grace 1");
-  EXPECT_EQ(count(rank_lines(r.out), "raised after"), 2) << r.out;
+  EXPECT_EQ(count_of(rank_lines(r.out), "raised after"), 2) << r.out;
   for (size_t p = r.out.find("raised after "); p != std::string::npos;
        p = r.out.find("raised after ", p + 1)) {
     double t = std::stod(r.out.substr(p + 13));
@@ -208,7 +206,7 @@ TEST(DistributedFaults, StoppedRankMakesSurvivorsTimeOut) {
 TEST(DistributedFaults, DifferentSizesRaiseOnBothRanks) {
   auto r = launch(2, "mismatch", "--env TESSERA_DIST_TIMEOUT=10");
   EXPECT_EQ(r.code, 0) << r.out;
-  EXPECT_EQ(count(r.out, "names both"), 2) << r.out;
+  EXPECT_EQ(count_of(r.out, "names both"), 2) << r.out;
 }
 
 TEST(DistributedFaults, SizesThatTakeDifferentPathsRaiseOnBothRanks) {
@@ -216,7 +214,7 @@ TEST(DistributedFaults, SizesThatTakeDifferentPathsRaiseOnBothRanks) {
     auto r = launch(2, "mismatch_paths",
                     std::string("--env TESSERA_DIST_TIMEOUT=10 --env TESSERA_RING_SHM=") + shm);
     EXPECT_EQ(r.code, 0) << r.out;
-    EXPECT_EQ(count(r.out, "names both"), 2) << "shm " << shm << ":\n" << r.out;
+    EXPECT_EQ(count_of(r.out, "names both"), 2) << "shm " << shm << ":\n" << r.out;
     EXPECT_LT(r.seconds, 8.0) << r.out;  // found, not waited out
   }
 }
@@ -224,19 +222,19 @@ TEST(DistributedFaults, SizesThatTakeDifferentPathsRaiseOnBothRanks) {
 TEST(DistributedFaults, DifferentBroadcastRootsRaiseOnBothRanks) {
   auto r = launch(2, "bcastroot", "--env TESSERA_DIST_TIMEOUT=10");
   EXPECT_EQ(r.code, 0) << r.out;
-  EXPECT_EQ(count(r.out, "names both"), 2) << r.out;
+  EXPECT_EQ(count_of(r.out, "names both"), 2) << r.out;
 }
 
 TEST(DistributedFaults, WrongTokenConnectionIsRejectedAndJobCompletes) {
   auto r = launch(2, "badtoken");
   EXPECT_EQ(r.code, 0) << r.out;
-  EXPECT_EQ(count(r.out, "badtoken ok"), 2) << r.out;
+  EXPECT_EQ(count_of(r.out, "badtoken ok"), 2) << r.out;
 }
 
 TEST(DistributedFaults, SilentConnectionDoesNotHoldUpTheJob) {
   auto r = launch(2, "silent");
   EXPECT_EQ(r.code, 0) << r.out;
-  EXPECT_EQ(count(r.out, "silent ok"), 2) << r.out;
+  EXPECT_EQ(count_of(r.out, "silent ok"), 2) << r.out;
   // Serial handshakes would wait out the silent connection's 10 s deadline first.
   for (size_t p = r.out.find("silent ok after "); p != std::string::npos;
        p = r.out.find("silent ok after ", p + 1)) {

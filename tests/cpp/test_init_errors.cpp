@@ -19,23 +19,7 @@
 
 namespace {
 
-// Loopback ports that were free a moment ago (bound, read back, released).
-std::vector<int> free_ports(int n) {
-  std::vector<int> fds, ports;
-  for (int i = 0; i < n; ++i) {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-    socklen_t len = sizeof(a);
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    fds.push_back(fd);
-    ports.push_back(ntohs(a.sin_port));
-  }
-  for (int fd : fds) ::close(fd);
-  return ports;
-}
+using tessera::test_util::free_loopback_ports;
 
 // Writes an MLX-style hostfile (one list of "ip:port" per rank) and returns its path.
 std::string write_hostfile(const std::string& name, const std::vector<int>& ports) {
@@ -104,7 +88,7 @@ void expect_both_raise(const Outcome& o, const std::string& needle) {
 }  // namespace
 
 TEST(InitErrors, RanksStartedByHandJoin) {
-  auto hf = write_hostfile("join_ok", free_ports(2));
+  auto hf = write_hostfile("join_ok", free_loopback_ports(2));
   auto o = run_pair(hf, hf, "", "");
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(o.code[r], 0) << o.out[r];
@@ -114,21 +98,21 @@ TEST(InitErrors, RanksStartedByHandJoin) {
 }
 
 TEST(InitErrors, DifferentJobTokensRaiseNamingTheToken) {
-  auto hf = write_hostfile("token", free_ports(2));
+  auto hf = write_hostfile("token", free_loopback_ports(2));
   auto o = run_pair(hf, hf, "TESSERA_JOB_TOKEN=first-secret", "TESSERA_JOB_TOKEN=second-secret");
   expect_both_raise(o, "TESSERA_JOB_TOKEN");
   std::remove(hf.c_str());
 }
 
 TEST(InitErrors, TokenOnOneRankOnlyRaisesNamingTheToken) {
-  auto hf = write_hostfile("token1", free_ports(2));
+  auto hf = write_hostfile("token1", free_loopback_ports(2));
   auto o = run_pair(hf, hf, "TESSERA_JOB_TOKEN=only-here", "");
   expect_both_raise(o, "TESSERA_JOB_TOKEN");
   std::remove(hf.c_str());
 }
 
 TEST(InitErrors, DifferentHostfilesRaiseNamingTheHostfile) {
-  auto ports = free_ports(3);
+  auto ports = free_loopback_ports(3);
   auto two = write_hostfile("hf2", {ports[0], ports[1]});
   auto three = write_hostfile("hf3", ports);
   auto o = run_pair(three, two, "", "");
@@ -138,7 +122,7 @@ TEST(InitErrors, DifferentHostfilesRaiseNamingTheHostfile) {
 }
 
 TEST(InitErrors, SharedMemorySettingThatDiffersRaisesNamingIt) {
-  auto hf = write_hostfile("shm", free_ports(2));
+  auto hf = write_hostfile("shm", free_loopback_ports(2));
   auto o = run_pair(hf, hf, "TESSERA_RING_SHM=1", "TESSERA_RING_SHM=0");
   expect_both_raise(o, "TESSERA_RING_SHM");
   std::remove(hf.c_str());
@@ -148,7 +132,7 @@ TEST(InitErrors, SharedMemorySettingThatDiffersRaisesNamingIt) {
 // starts: rank 1 raises the real error (its peer did not connect) instead of aborting while
 // the stray connection's handshake thread is still around.
 TEST(InitErrors, StrayClientThenTimeoutRaisesInsteadOfAborting) {
-  auto ports = free_ports(2);
+  auto ports = free_loopback_ports(2);
   auto hf = write_hostfile("stray", ports);
   Rank r1(1, hf, "");
   bool sent = false;
@@ -189,7 +173,7 @@ tessera::test_util::CommandResult run_alone(const std::string& mode, const std::
 // Half a configuration is a mistake, not a request for a singleton group: even init() without
 // strict raises, naming the variable the user set and the one missing.
 TEST(InitErrors, HalfAConfigurationRaisesEvenWithoutStrict) {
-  auto hf = write_hostfile("half", free_ports(2));
+  auto hf = write_hostfile("half", free_loopback_ports(2));
   auto a = run_alone("lenient", "MLX_HOSTFILE=" + hf);
   EXPECT_EQ(a.code, 1) << a.out;
   EXPECT_TRUE(has(a.out, "MLX_HOSTFILE=" + hf + " is set but no rank is")) << a.out;

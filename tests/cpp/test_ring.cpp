@@ -20,33 +20,24 @@
 #include "distributed/ring/handshake.h"
 #include "distributed/ring/ring_group.h"
 #include "tessera/config.h"
+#include "test_util.h"
 
 using namespace tessera;
 using namespace tessera::distributed::detail;
 
 namespace {
 
-// Binds port 0 to find free ports, then writes them into a hostfile.
+// A hostfile of n loopback ranks with `conns` free ports each.
 Hostfile free_hostfile(int n, int conns = 1) {
-  std::vector<int> fds;
+  const std::vector<int> ports = test_util::free_loopback_ports(n * conns);
   Hostfile hf;
   for (int r = 0; r < n; ++r) {
     std::vector<HostAddress> addrs;
     for (int c = 0; c < conns; ++c) {
-      int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      a.sin_port = 0;
-      EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-      socklen_t len = sizeof(a);
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-      fds.push_back(fd);
-      addrs.push_back(HostAddress{"127.0.0.1", ntohs(a.sin_port), false});
+      addrs.push_back(HostAddress{"127.0.0.1", ports[static_cast<size_t>(r * conns + c)], false});
     }
     hf.ranks.push_back(addrs);
   }
-  for (int fd : fds) ::close(fd);
   return hf;
 }
 

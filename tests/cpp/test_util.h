@@ -2,7 +2,11 @@
 // code under test, and deterministic inputs.
 #pragma once
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -19,6 +23,32 @@ struct CommandResult {
   int code;
   std::string out;
 };
+// How often `needle` occurs in `s`.
+inline int count_of(const std::string& s, const std::string& needle) {
+  int c = 0;
+  for (size_t p = s.find(needle); p != std::string::npos; p = s.find(needle, p + 1)) ++c;
+  return c;
+}
+
+// n loopback ports that were free a moment ago: all bound at once (no duplicates), read back,
+// released.
+inline std::vector<int> free_loopback_ports(int n) {
+  std::vector<int> fds, ports;
+  for (int i = 0; i < n; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) continue;
+    socklen_t len = sizeof(a);
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    fds.push_back(fd);
+    ports.push_back(ntohs(a.sin_port));
+  }
+  for (int fd : fds) ::close(fd);
+  return ports;
+}
+
 inline CommandResult run_command(const std::string& cmd) {
   FILE* p = popen(cmd.c_str(), "r");
   CommandResult r{-1, ""};
