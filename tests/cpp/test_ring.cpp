@@ -3,13 +3,18 @@
 // here from every rank's known input, and across ranks bitwise.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -19,6 +24,7 @@
 #include "distributed/reduce_kernels.h"
 #include "distributed/ring/handshake.h"
 #include "distributed/ring/ring_group.h"
+#include "distributed/shm/shm_transport.h"
 #include "tessera/config.h"
 #include "test_util.h"
 
@@ -604,3 +610,44 @@ TEST(RingSecurity, ServerThatDoesNotKnowTheTokenIsRefused) {
 }
 
 }  // namespace
+
+namespace {
+
+bool shm_exists(const std::string& name) {
+  const int fd = shm_open(name.c_str(), O_RDONLY, 0);
+  if (fd >= 0) close(fd);
+  return fd >= 0;
+}
+
+void make_segment(const std::string& name, int age_seconds) {
+  const int fd = shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
+  ASSERT_GE(fd, 0) << name;
+  ASSERT_EQ(ftruncate(fd, 4096), 0);
+  timespec times[2] = {{time(nullptr) - age_seconds, 0}, {time(nullptr) - age_seconds, 0}};
+  ASSERT_EQ(futimens(fd, times), 0);
+  close(fd);
+}
+
+}  // namespace
+
+// Ranks started by hand have no launcher to clean up after them: each rank's set-up removes
+// segments whose creator is gone, but never a young one (its creator may live in another pid
+// namespace sharing /dev/shm) nor one of a live process.
+TEST(ShmSegments, SetupRemovesOnlyOldSegmentsOfDeadCreators) {
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT_GT(child, 0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);
+  const std::string dead = "/tessera-" + std::to_string(child) + "-0-";
+  const std::string live = "/tessera-" + std::to_string(getppid()) + "-0-";
+  make_segment(dead + "old", 120);
+  make_segment(dead + "young", 5);
+  make_segment(live + "old", 120);
+  EXPECT_GE(tessera::distributed::detail::remove_orphaned_shm_segments(), 1);
+  EXPECT_FALSE(shm_exists(dead + "old"));
+  EXPECT_TRUE(shm_exists(dead + "young"));
+  EXPECT_TRUE(shm_exists(live + "old"));
+  EXPECT_EQ(tessera::distributed::detail::remove_shm_segments_of(child), 1);
+  EXPECT_FALSE(shm_exists(dead + "young"));
+  shm_unlink((live + "old").c_str());
+}

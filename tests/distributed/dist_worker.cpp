@@ -2,6 +2,8 @@
 // `tessera launch`). `dist_worker MODE` checks one behaviour against references computed from
 // every rank's known input and exits 0 on success; it prints what differed otherwise.
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -492,6 +494,19 @@ int mode_selfkill() {
   return 1;
 }
 
+// A rank killed while it sets up shared memory: its segment exists, nobody has mapped it yet
+// (made here by hand, named as the transport names them). The launcher must remove it.
+int mode_setupkill() {
+  const std::string name = "/tessera-" + std::to_string(getpid()) + "-" + std::to_string(g_rank) +
+                           "-00000000deadbeef";
+  const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0 || ftruncate(fd, 4096) != 0) return 1;
+  std::printf("rank %d pid %d\n", g_rank, static_cast<int>(getpid()));
+  std::fflush(stdout);
+  raise(SIGKILL);
+  return 1;
+}
+
 // Ranks on simulated hosts (tests/cpp/test_cluster.cpp): after a barrier, all_sum of 256 KiB
 // until one fails (a partition, a killed rank), then report it.
 int mode_loop() {
@@ -552,6 +567,7 @@ int main(int argc, char** argv) {
     if (mode == "join") return mode_join();
     if (mode == "loop") return mode_loop();
     if (mode == "selfkill") return mode_selfkill();
+    if (mode == "setupkill") return mode_setupkill();
     if (mode == "cycles") return mode_cycles(argc > 2 ? std::atol(argv[2]) : 100);
   } catch (const std::exception& e) {
     std::printf("rank %d: unexpected error: %s\n", g_rank, e.what());

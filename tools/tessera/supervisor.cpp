@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "distributed/shm/shm_transport.h"
+
 namespace tessera::cli {
 
 namespace {
@@ -274,6 +276,8 @@ int supervise(const std::vector<RankSpec>& specs, const SuperviseOptions& opt) {
         r.running = false;
         --running;
         r.status_code = status_to_code(status);
+        // A rank killed while setting up shared memory leaves its segment: nobody else can.
+        distributed::detail::remove_shm_segments_of(r.pid);
         if (r.status_code != 0 && first_failure < 0) {
           first_failure = i;
           if (running > 0) {
