@@ -5,12 +5,14 @@
 #include "tessera/transforms.h"
 
 #include <set>
+#include <typeinfo>
 #include <sstream>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "core/transforms_impl.h"
+#include "ops/creation.h"
 #include "ops/custom.h"
 #include "ops/primitive.h"
 #include "ops/utils.h"
@@ -36,9 +38,13 @@ size_t traced_inputs(const array& a) {
   return a.inputs().size();
 }
 
-// A fresh array equal to `p` whose id belongs to this transform alone.
+// A fresh array equal to `p` whose id belongs to this transform alone. A primal that is a
+// tracer left by an earlier call (a closure kept `inputs[0]` and passes it back in) is peeled
+// first, so a loop that feeds a transform's inputs back does not grow a chain of copies.
 array make_tracer(const array& p) {
-  array t = copy(p);
+  const bool stale = !p.is_tracer() && p.has_primitive() && p.inputs().size() == 1 &&
+                     typeid(p.primitive()) == typeid(Copy);
+  array t = copy(stale ? p.inputs()[0] : p);
   t.set_tracer(true);
   return t;
 }
@@ -91,6 +97,7 @@ Tape build_tape(const std::vector<array>& outputs, IdSet& active, IdSet seen, bo
 // so eval frees their graphs as usual.
 void clear_tracers(const std::vector<array>& roots) {
   if (detail::in_tracing()) return;
+  detail::InTracing reading;  // is_tracer() reports an array's mark only while tracing
   IdSet seen;
   std::vector<array> stack;
   for (const auto& r : roots) {
@@ -121,6 +128,7 @@ std::pair<std::vector<array>, std::vector<array>> vjp_impl(const VecFn& fun,
                                                            const CotangentPicker& pick) {
   std::vector<array> outputs;
   std::vector<array> grads;
+  std::vector<array> roots;  // where clear_tracers starts: the tracers made here, the results
   {
     detail::InTracing tracing;
     std::vector<array> args = primals;
@@ -128,6 +136,7 @@ std::pair<std::vector<array>, std::vector<array>> vjp_impl(const VecFn& fun,
     for (int i : argnums) {
       args[i] = make_tracer(primals[i]);
       active.insert(args[i].id());
+      roots.push_back(args[i]);
     }
     IdSet seeds = active;
     outputs = fun(args);
@@ -196,7 +205,7 @@ std::pair<std::vector<array>, std::vector<array>> vjp_impl(const VecFn& fun,
       grads.push_back(f != cmap.end() ? f->second : zeros_like(primals[i]));
     }
   }
-  std::vector<array> roots = outputs;
+  roots.insert(roots.end(), outputs.begin(), outputs.end());
   roots.insert(roots.end(), grads.begin(), grads.end());
   clear_tracers(roots);
   return {std::move(outputs), std::move(grads)};
@@ -408,6 +417,7 @@ std::pair<std::vector<array>, std::vector<array>> jvp(const VecFn& fun,
   }
   std::vector<array> outputs;
   std::vector<array> result;
+  std::vector<array> roots;  // where clear_tracers starts: the tracers made here, the results
   {
     detail::InTracing tracing;
     std::vector<array> args;
@@ -415,6 +425,7 @@ std::pair<std::vector<array>, std::vector<array>> jvp(const VecFn& fun,
     std::unordered_map<std::uintptr_t, array> tmap;
     for (size_t i = 0; i < primals.size(); ++i) {
       args.push_back(make_tracer(primals[i]));
+      roots.push_back(args.back());
       active.insert(args.back().id());
       const array& t = tangents[i];
       tmap.emplace(args.back().id(),
@@ -449,7 +460,7 @@ std::pair<std::vector<array>, std::vector<array>> jvp(const VecFn& fun,
       result.push_back(f != tmap.end() ? f->second : zeros_like(o));
     }
   }
-  std::vector<array> roots = outputs;
+  roots.insert(roots.end(), outputs.begin(), outputs.end());
   roots.insert(roots.end(), result.begin(), result.end());
   clear_tracers(roots);
   return {std::move(outputs), std::move(result)};

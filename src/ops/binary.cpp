@@ -286,8 +286,9 @@ std::pair<std::vector<array>, int> align_batch_axes(const std::vector<array>& in
 
 // ---- derivatives ----
 // PARTIAL(arg, t) is the derivative along input `arg` applied to t; the ops are linear in t, so
-// it serves both vjp (t = cotangent) and jvp (summed over the tangents given). a, b: the
-// (already broadcast) primals; s: the stream.
+// it serves both vjp (t = cotangent, conjugated around it for complex input: see
+// detail::conj_if_complex) and jvp (summed over the tangents given). a, b: the (already
+// broadcast) primals; s: the stream.
 
 #define TESSERA_BINARY_RULES(PRIM, FORWARD, PARTIAL)                                              \
   namespace {                                                                                     \
@@ -302,7 +303,10 @@ std::pair<std::vector<array>, int> align_batch_axes(const std::vector<array>& in
                                const std::vector<array>& cotangents,                             \
                                const std::vector<int>& argnums, const std::vector<array>&) {     \
     std::vector<array> out;                                                                       \
-    for (int arg : argnums) out.push_back(PRIM##_partial(stream(), primals, arg, cotangents[0])); \
+    const array ct = detail::conj_if_complex(cotangents[0], stream());                            \
+    for (int arg : argnums) {                                                                     \
+      out.push_back(detail::conj_if_complex(PRIM##_partial(stream(), primals, arg, ct), stream())); \
+    }                                                                                             \
     return out;                                                                                   \
   }                                                                                               \
   std::vector<array> PRIM::jvp(const std::vector<array>& primals,                                \

@@ -184,6 +184,23 @@ std::pair<std::vector<array>, std::vector<int>> View::vmap(const std::vector<arr
   return {{view(x, dtype_, stream())}, {0}};
 }
 
+// Each output element reads input element offset + sum_k i_k * strides_k; elements read more
+// than once (overlapping windows) collect every cotangent that reached them.
+std::vector<array> AsStrided::vjp(const std::vector<array>& primals,
+                                  const std::vector<array>& cotangents, const std::vector<int>&,
+                                  const std::vector<array>&) {
+  const Stream s = stream();
+  array index = array(static_cast<int64_t>(offset_), int64);
+  for (size_t k = 0; k < shape_.size(); ++k) {
+    Shape along(shape_.size(), 1);
+    along[k] = shape_[k];
+    auto i = reshape(arange(0.0, static_cast<double>(shape_[k]), 1.0, int64, s), along, s);
+    index = add(index, multiply(i, array(static_cast<int64_t>(strides_[k]), int64), s), s);
+  }
+  index = flatten(broadcast_to(index, shape_, s), s);
+  return {scatter_add_axis(zeros_like(primals[0], s), index, flatten(cotangents[0], s), 0, s)};
+}
+
 std::vector<array> AsStrided::jvp(const std::vector<array>&, const std::vector<array>& tangents,
                                   const std::vector<int>&) {
   return {as_strided(tangents[0], shape_, strides_, offset_, stream())};

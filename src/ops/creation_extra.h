@@ -70,6 +70,7 @@ class AsStrided : public UnaryPrimitive {
   AsStrided(Stream s, Shape shape, Strides strides, size_t offset)
       : UnaryPrimitive(s), shape_(std::move(shape)), strides_(std::move(strides)), offset_(offset) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  TESSERA_DECLARE_VJP
   TESSERA_DECLARE_JVP
   const char* name() const override { return "AsStrided"; }
   bool is_equivalent(const Primitive& other) const override;

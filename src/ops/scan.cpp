@@ -100,6 +100,16 @@ array running_owner(const array& in, const array& out, int axis, bool reverse, c
   auto owner = reverse ? cummin(masked, axis, true, true, s) : cummax(masked, axis, false, true, s);
   return stop_gradient(astype(owner, uint32, s), s);
 }
+
+// `a` moved one place along `axis` in scan order (forward: toward the start), the vacated end
+// zero: position i of an exclusive scan reads what position i - 1 of the inclusive one holds.
+array shift_along(const array& a, int axis, bool toward_start, const Stream& s) {
+  const int n = a.shape(axis);
+  Shape start(a.ndim(), 0), stop = a.shape();
+  if (toward_start) start[axis] = 1; else stop[axis] = n - 1;
+  return pad(slice(a, start, stop, s), {axis}, {toward_start ? 0 : 1}, {toward_start ? 1 : 0},
+             array(0, a.dtype()), "constant", s);
+}
 }  // namespace
 
 std::vector<array> Scan::vjp(const std::vector<array>& primals,
@@ -129,12 +139,15 @@ std::vector<array> Scan::vjp(const std::vector<array>& primals,
     }
     case Max:
     case Min: {
-      if (!inclusive_) {
-        throw std::invalid_argument(
-            "[vjp] not implemented for exclusive cummax/cummin (use inclusive=true)");
-      }
-      auto owner = running_owner(in, outputs[0], axis_, reverse_, s);
-      return {scatter_add_axis(zeros_like(in, s), owner, cot, axis_, s)};
+      if (in.shape(axis_) == 0) return {zeros_like(in, s)};
+      // Exclusive: position i holds the inclusive extreme of i - 1 (the first position holds
+      // the identity and takes no gradient).
+      auto incl = inclusive_ ? outputs[0]
+                  : type_ == Max ? cummax(in, axis_, reverse_, true, s)
+                                 : cummin(in, axis_, reverse_, true, s);
+      auto owner = running_owner(in, incl, axis_, reverse_, s);
+      auto c = inclusive_ ? cot : shift_along(cot, axis_, !reverse_, s);
+      return {scatter_add_axis(zeros_like(in, s), owner, c, axis_, s)};
     }
     case LogAddExp: {
       // Split the cotangent by sign so that its log exists, then scan in log space.
@@ -160,14 +173,14 @@ std::vector<array> Scan::jvp(const std::vector<array>& primals,
   switch (type_) {
     case Sum: return {cumsum(tangents[0], axis_, reverse_, inclusive_, s)};
     case Max:
-    case Min:
-      if (inclusive_) {
-        auto out = type_ == Max ? cummax(primals[0], axis_, reverse_, true, s)
-                                : cummin(primals[0], axis_, reverse_, true, s);
-        auto owner = running_owner(primals[0], out, axis_, reverse_, s);
-        return {take_along_axis(tangents[0], owner, axis_, s)};
-      }
-      break;
+    case Min: {
+      if (primals[0].shape(axis_) == 0) return {zeros_like(tangents[0], s)};
+      auto out = type_ == Max ? cummax(primals[0], axis_, reverse_, true, s)
+                              : cummin(primals[0], axis_, reverse_, true, s);
+      auto owner = running_owner(primals[0], out, axis_, reverse_, s);
+      auto d = take_along_axis(tangents[0], owner, axis_, s);
+      return {inclusive_ ? d : shift_along(d, axis_, reverse_, s)};
+    }
     case Prod: {
       // d out_i = out_i * sum_window(t / x) while the window holds no zero; past the first zero
       // only its own term survives: t_zero * product of the others.

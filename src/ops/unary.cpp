@@ -227,8 +227,22 @@ array imag(const array& a, StreamOrDevice s) {
 }
 
 // ---- derivatives and batching ----
-// x: the primal input, t: its tangent (or the output's cotangent in vjp: these functions are
-// real-linear in t, so the vjp is the jvp applied to the cotangent), s: the stream.
+// x: the primal input, t: its tangent, s: the stream. These functions are linear in t, so the
+// vjp is the jvp applied to the cotangent (conjugated around it for complex input, see
+// detail::conj_if_complex).
+
+namespace {
+
+template <class P>
+std::vector<array> holomorphic_vjp(P& p, const std::vector<array>& primals,
+                                   const std::vector<array>& cotangents,
+                                   const std::vector<int>& argnums) {
+  const Stream s = p.stream();
+  auto t = p.jvp(primals, {detail::conj_if_complex(cotangents[0], s)}, argnums);
+  return {detail::conj_if_complex(t[0], s)};
+}
+
+}  // namespace
 
 #define TESSERA_UNARY_RULES(PRIM, FORWARD, DERIV)                                                 \
   std::vector<array> PRIM::jvp(const std::vector<array>& primals,                                \
@@ -241,7 +255,7 @@ array imag(const array& a, StreamOrDevice s) {
   std::vector<array> PRIM::vjp(const std::vector<array>& primals,                                \
                                const std::vector<array>& cotangents,                             \
                                const std::vector<int>& argnums, const std::vector<array>&) {     \
-    return jvp(primals, cotangents, argnums);                                                     \
+    return holomorphic_vjp(*this, primals, cotangents, argnums);                                  \
   }                                                                                               \
   std::pair<std::vector<array>, std::vector<int>> PRIM::vmap(const std::vector<array>& inputs,   \
                                                              const std::vector<int>& axes) {     \
@@ -250,7 +264,6 @@ array imag(const array& a, StreamOrDevice s) {
     return {{FORWARD}, axes};                                                                     \
   }
 
-TESSERA_UNARY_RULES(Abs, abs(x, s), multiply(t, sign(x, s), s))
 TESSERA_UNARY_RULES(Negative, negative(x, s), negative(t, s))
 TESSERA_UNARY_RULES(Sign, sign(x, s), zeros_like(x, s))
 TESSERA_UNARY_RULES(Square, square(x, s), multiply(t, multiply(scalar_like(2.0, x), x, s), s))
@@ -303,6 +316,23 @@ TESSERA_UNARY_RULES(Conjugate, conjugate(x, s), conjugate(t, s))
 
 #undef TESSERA_UNARY_RULES
 
+// |z| is real: d|z| = Re(conj(sign(z)) t), and the cotangent goes back as cotangent * sign(z).
+std::vector<array> Abs::jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
+                            const std::vector<int>&) {
+  const Stream s = stream();
+  auto d = sign(primals[0], s);
+  if (primals[0].dtype() == complex64) return {real(multiply(tangents[0], conjugate(d, s), s), s)};
+  return {multiply(tangents[0], d, s)};
+}
+std::vector<array> Abs::vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
+                            const std::vector<int>&, const std::vector<array>&) {
+  return {multiply(cotangents[0], sign(primals[0], stream()), stream())};
+}
+std::pair<std::vector<array>, std::vector<int>> Abs::vmap(const std::vector<array>& inputs,
+                                                          const std::vector<int>& axes) {
+  return {{abs(inputs[0], stream())}, axes};
+}
+
 // sqrt: t / (2 sqrt(x)); rsqrt: -t / (2 x sqrt(x)).
 std::vector<array> Sqrt::jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
                              const std::vector<int>&) {
@@ -318,7 +348,7 @@ std::vector<array> Sqrt::jvp(const std::vector<array>& primals, const std::vecto
 std::vector<array> Sqrt::vjp(const std::vector<array>& primals,
                              const std::vector<array>& cotangents, const std::vector<int>& argnums,
                              const std::vector<array>&) {
-  return jvp(primals, cotangents, argnums);
+  return holomorphic_vjp(*this, primals, cotangents, argnums);
 }
 std::pair<std::vector<array>, std::vector<int>> Sqrt::vmap(const std::vector<array>& inputs,
                                                            const std::vector<int>& axes) {
@@ -342,7 +372,7 @@ std::vector<array> Log::jvp(const std::vector<array>& primals, const std::vector
 std::vector<array> Log::vjp(const std::vector<array>& primals,
                             const std::vector<array>& cotangents, const std::vector<int>& argnums,
                             const std::vector<array>&) {
-  return jvp(primals, cotangents, argnums);
+  return holomorphic_vjp(*this, primals, cotangents, argnums);
 }
 std::pair<std::vector<array>, std::vector<int>> Log::vmap(const std::vector<array>& inputs,
                                                           const std::vector<int>& axes) {

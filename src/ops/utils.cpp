@@ -8,6 +8,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "tessera/ops.h"
+
 namespace tessera::detail {
 
 int32_t checked_dim(const char* op, int64_t n, const std::string& what) {
@@ -86,6 +88,10 @@ void check_same_shape(const char* op, const array& a, const array& b) {
     throw std::invalid_argument(std::string("[") + op + "] shapes " + shape_str(a.shape()) +
                                 " and " + shape_str(b.shape()) + " must be equal");
   }
+}
+
+array conj_if_complex(const array& a, const Stream& s) {
+  return a.dtype() == complex64 ? conjugate(a, s) : a;
 }
 
 }  // namespace tessera::detail

@@ -25,6 +25,9 @@ Shape broadcast_shapes(const char* op, const std::vector<array>& arrays);
 // `n` as a dimension; throws std::overflow_error (as MLX) naming the op and `what` ("the padded
 // axis 0") when it does not fit a 32-bit dimension.
 int32_t checked_dim(const char* op, int64_t n, const std::string& what);
+// conjugate(a) for a complex array, `a` itself otherwise. Complex vjps follow MLX: the cotangent
+// times the conjugate of the derivative, conj(jvp(conj(cotangent))) for a holomorphic op.
+array conj_if_complex(const array& a, const Stream& s);
 // Throws std::invalid_argument unless `a` and `b` have equal shapes.
 void check_same_shape(const char* op, const array& a, const array& b);
 

@@ -230,8 +230,18 @@ std::vector<Case> cases() {
   c.push_back(one("cumprod", {2, 3}, 0.5, 1.5, [](auto& a) { return cumprod(a, 1); }));
   c.push_back(one("cummax", {2, 3}, -1, 1, [](auto& a) { return cummax(a, 1); }));
   c.push_back(one("cummin", {2, 3}, -1, 1, [](auto& a) { return cummin(a, 1); }));
+  // Exclusive scans start with the identity (-inf / inf): sliced off, it has no derivative.
+  c.push_back(one("cummax_exclusive", {2, 4}, -1, 1, [](auto& a) {
+    return slice(cummax(a, 1, false, false), {0, 1}, {2, 4});
+  }));
+  c.push_back(one("cummin_exclusive_reverse", {2, 4}, -1, 1, [](auto& a) {
+    return slice(cummin(a, 1, true, false), {0, 0}, {2, 3});
+  }));
   c.push_back(one("logcumsumexp", {2, 3}, -1, 1, [](auto& a) { return logcumsumexp(a, 1); }));
   // ---- shape ----
+  // Overlapping windows: an element read by several outputs collects each one's cotangent.
+  c.push_back(one("as_strided_overlapping", {9}, -1, 1,
+                  [](auto& a) { return as_strided(a, {3, 4}, {2, 1}, 1); }));
   c.push_back(one("reshape", {2, 3}, -1, 1, [](auto& a) { return reshape(a, {3, 2}); }));
   c.push_back(one("flatten", {2, 3}, -1, 1, [](auto& a) { return flatten(a); }));
   c.push_back(one("transpose", {2, 3, 2}, -1, 1, [](auto& a) { return transpose(a, {2, 0, 1}); }));
