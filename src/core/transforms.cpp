@@ -4,6 +4,7 @@
 // primitive's vjp / jvp / vmap rule along that order.
 #include "tessera/transforms.h"
 
+#include <algorithm>
 #include <set>
 #include <typeinfo>
 #include <sstream>
@@ -550,8 +551,30 @@ std::function<array(const array&)> grad(const std::function<array(const array&)>
 
 // ---- vectorising ----
 
+namespace {
+
+// As MLX, checked when the vmapped function is made: every output gets a batch axis, so out
+// axes that are all -1 (not batched) pair only with in axes that are all -1, which no call can
+// accept; a mix of the two is a mistake in the axes, reported before any call.
+void check_axes_agree(const std::vector<int>& in_axes, const std::vector<int>& out_axes) {
+  auto none = [](const std::vector<int>& axes) {
+    return !axes.empty() && std::all_of(axes.begin(), axes.end(), [](int ax) { return ax < 0; });
+  };
+  if (none(in_axes) != none(out_axes)) {
+    std::ostringstream msg;
+    msg << "[vmap] " << (none(in_axes) ? "no input" : "no output") << " is batched (every "
+        << (none(in_axes) ? "in_axis" : "out_axis") << " is -1) but "
+        << (none(in_axes) ? "out_axes" : "in_axes")
+        << " name batch axes: give in_axes and out_axes that both batch something";
+    throw std::invalid_argument(msg.str());
+  }
+}
+
+}  // namespace
+
 std::function<array(const array&)> vmap(const std::function<array(const array&)>& fun,
                                         int in_axis, int out_axis) {
+  check_axes_agree({in_axis}, {out_axis});
   auto vec_fun = [fun](const std::vector<array>& in) { return std::vector<array>{fun(in[0])}; };
   return [vec_fun, in_axis, out_axis](const array& x) {
     return vmap_impl(vec_fun, {x}, {in_axis}, {out_axis})[0];
@@ -561,6 +584,7 @@ std::function<array(const array&)> vmap(const std::function<array(const array&)>
 std::function<array(const array&, const array&)> vmap(
     const std::function<array(const array&, const array&)>& fun, int in_axis_a, int in_axis_b,
     int out_axis) {
+  check_axes_agree({in_axis_a, in_axis_b}, {out_axis});
   auto vec_fun = [fun](const std::vector<array>& in) {
     return std::vector<array>{fun(in[0], in[1])};
   };
@@ -570,6 +594,7 @@ std::function<array(const array&, const array&)> vmap(
 }
 
 VecFn vmap(const VecFn& fun, const std::vector<int>& in_axes, const std::vector<int>& out_axes) {
+  check_axes_agree(in_axes, out_axes);
   return [fun, in_axes, out_axes](const std::vector<array>& inputs) {
     return vmap_impl(fun, inputs, in_axes, out_axes);
   };

@@ -124,7 +124,6 @@ array arctan2(const array& a, const array& b, StreamOrDevice s) {
   return make_binary<ArcTan2>("arctan2", a, b, dtype, dtype, s);
 }
 array logaddexp(const array& a, const array& b, StreamOrDevice s) {
-  reject_complex("logaddexp", a, b);
   auto dtype = at_least_float(promote_types(a.dtype(), b.dtype()));
   return make_binary<LogAddExp>("logaddexp", a, b, dtype, dtype, s);
 }

@@ -75,7 +75,9 @@ array full(Shape shape, array vals, Dtype dtype, StreamOrDevice s) {
     return copy(std::move(b), s);
   }
   auto v = astype(reshape(std::move(vals), Shape{}, s), dtype, s);
-  return array(std::move(shape), dtype, std::make_shared<Full>(to_stream(s)), {std::move(v)});
+  auto out_shape = shape;
+  return array(std::move(out_shape), dtype, std::make_shared<Full>(to_stream(s), std::move(shape)),
+               {std::move(v)});
 }
 array full(Shape shape, array vals, StreamOrDevice s) {
   auto dtype = vals.dtype();
@@ -128,6 +130,29 @@ std::vector<array> AsType::jvp(const std::vector<array>&, const std::vector<arra
 std::pair<std::vector<array>, std::vector<int>> AsType::vmap(const std::vector<array>& inputs,
                                                              const std::vector<int>& axes) {
   return {{astype(inputs[0], dtype_, stream())}, axes};
+}
+
+// Full's input is the 0-d fill value: its cotangent is the sum of the output's, its tangent
+// fills the output, and a batch of fill values (B) fills a batch of outputs (B, shape...).
+std::vector<array> Full::vjp(const std::vector<array>&, const std::vector<array>& cotangents,
+                             const std::vector<int>&, const std::vector<array>&) {
+  return {sum(cotangents[0], false, stream())};
+}
+std::vector<array> Full::jvp(const std::vector<array>&, const std::vector<array>& tangents,
+                             const std::vector<int>&) {
+  return {full(shape_, tangents[0], stream())};
+}
+std::pair<std::vector<array>, std::vector<int>> Full::vmap(const std::vector<array>& inputs,
+                                                           const std::vector<int>&) {
+  const array& v = inputs[0];  // (B): one fill value per batch element
+  Shape ones(shape_.size() + 1, 1), out = shape_;
+  ones[0] = v.shape(0);
+  out.insert(out.begin(), v.shape(0));
+  return {{copy(broadcast_to(reshape(v, ones, stream()), out, stream()), stream())}, {0}};
+}
+bool Full::is_equivalent(const Primitive& other) const {
+  auto* o = dynamic_cast<const Full*>(&other);
+  return o && o->shape_ == shape_;
 }
 
 std::vector<array> Copy::vjp(const std::vector<array>&, const std::vector<array>& cotangents,

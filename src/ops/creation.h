@@ -7,11 +7,17 @@
 namespace tessera {
 
 // Broadcast a 0-d input (already of the output dtype) to the output shape.
+// Input: the 0-d fill value; output: `shape` filled with it.
 class Full : public UnaryPrimitive {
  public:
-  using UnaryPrimitive::UnaryPrimitive;
+  Full(Stream s, Shape shape) : UnaryPrimitive(s), shape_(std::move(shape)) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  TESSERA_PRIMITIVE_NAME(Full)
+  TESSERA_DECLARE_TRANSFORMS
+  const char* name() const override { return "Full"; }
+  bool is_equivalent(const Primitive& other) const override;
+
+ private:
+  Shape shape_;
 };
 
 class Arange : public UnaryPrimitive {

@@ -71,18 +71,14 @@ std::pair<std::vector<array>, std::vector<int>> CustomTransforms::vmap(
   return res;
 }
 
-void VmapPlaceholder::eval_cpu(const std::vector<array>& inputs, array& out) {
-  const array& in = inputs[0];
-  if (in.shape(axis_) == 0) {
-    throw std::invalid_argument("[vmap] cannot evaluate inside a vmap over a batch of size 0");
-  }
-  Strides strides = in.strides();
-  strides.erase(strides.begin() + axis_);
-  // A strided view of element 0 along the batch axis, then a dense copy of it.
-  array view(out.shape(), out.dtype(), nullptr, {});
-  view.copy_shared_buffer(in, strides, array::Flags{false, false, false}, in.data_size(),
-                          in.offset());
-  cpu::copy_contiguous(view, out);
+// The stand-in has no single value: evaluating it (or anything computed from it) inside the
+// traced function would give element 0's value to every element of the batch. As MLX, it is an
+// error; arrays that do not depend on a batched input evaluate as usual.
+void VmapPlaceholder::eval_cpu(const std::vector<array>&, array&) {
+  throw std::invalid_argument(
+      "[vmap] cannot evaluate an array computed from a batched input inside the vmapped "
+      "function (eval, item or data while tracing): its value differs across the batch. Return "
+      "it from the function instead, or evaluate it outside vmap.");
 }
 
 }  // namespace tessera

@@ -35,8 +35,8 @@ class CustomTransforms : public Primitive {
   CustomVmapFn vmap_fun_;
 };
 
-// Element 0 along `axis` of its (batched) input: what the traced function sees in vmap. Only
-// evaluated when the user's function evaluates something while being traced.
+// What the traced function sees in vmap for a batched input: its shape without the batch axis
+// `axis`. It has no value; evaluating it is an error (see eval_cpu).
 class VmapPlaceholder : public UnaryPrimitive {
  public:
   VmapPlaceholder(Stream s, int axis) : UnaryPrimitive(s), axis_(axis) {}

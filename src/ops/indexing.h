@@ -50,8 +50,7 @@ class DynamicSlice : public UnaryPrimitive {
   DynamicSlice(Stream s, std::vector<int> axes, Shape slice_size)
       : UnaryPrimitive(s), axes_(std::move(axes)), slice_size_(std::move(slice_size)) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  TESSERA_DECLARE_VJP
-  TESSERA_DECLARE_JVP
+  TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "DynamicSlice"; }
   bool is_equivalent(const Primitive& other) const override;
 
@@ -67,8 +66,7 @@ class DynamicSliceUpdate : public UnaryPrimitive {
   DynamicSliceUpdate(Stream s, std::vector<int> axes)
       : UnaryPrimitive(s), axes_(std::move(axes)) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  TESSERA_DECLARE_VJP
-  TESSERA_DECLARE_JVP
+  TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "DynamicSliceUpdate"; }
   bool is_equivalent(const Primitive& other) const override;
 

@@ -93,6 +93,59 @@ std::pair<std::vector<array>, std::vector<int>> SliceUpdate::vmap(
           {b}};
 }
 
+namespace {
+
+// A start array batched under vmap would give each batch element its own slice position: not
+// supported (as in MLX); the message names the way that is.
+void reject_batched_start(const char* op, int start_axis) {
+  if (start_axis >= 0) {
+    throw std::invalid_argument(std::string("[vmap] ") + op +
+                                " with a start array that is batched (a different start per "
+                                "batch element) is not supported; index with take / "
+                                "take_along_axis or gather instead");
+  }
+}
+
+std::vector<int> shift_axes(std::vector<int> axes, int batch_axis) {
+  for (auto& ax : axes) ax += ax >= batch_axis ? 1 : 0;
+  return axes;
+}
+
+}  // namespace
+
+std::pair<std::vector<array>, std::vector<int>> DynamicSlice::vmap(const std::vector<array>& inputs,
+                                                                   const std::vector<int>& axes) {
+  reject_batched_start("slice", axes[1]);
+  const int b = axes[0];
+  if (b < 0) return {{slice(inputs[0], inputs[1], axes_, slice_size_, stream())}, {-1}};
+  Shape size = slice_size_;
+  size.insert(size.begin() + b, inputs[0].shape(b));
+  return {{slice(inputs[0], inputs[1], shift_axes(axes_, b), std::move(size), stream())}, {b}};
+}
+
+std::pair<std::vector<array>, std::vector<int>> DynamicSliceUpdate::vmap(
+    const std::vector<array>& inputs, const std::vector<int>& axes) {
+  reject_batched_start("slice_update", axes[2]);
+  array src = inputs[0], upd = inputs[1];
+  int sb = axes[0], ub = axes[1];
+  const Stream s = stream();
+  if (sb < 0 && ub < 0) return {{slice_update(src, upd, inputs[2], axes_, s)}, {-1}};
+  if (sb < 0) {  // every batch element updates its own copy of the source
+    Shape shape = src.shape();
+    shape.insert(shape.begin() + ub, upd.shape(ub));
+    src = broadcast_to(expand_dims(src, ub, s), shape, s);
+    sb = ub;
+  }
+  if (ub < 0) {  // the same update for every batch element
+    Shape shape = upd.shape();
+    shape.insert(shape.begin() + sb, src.shape(sb));
+    upd = broadcast_to(expand_dims(upd, sb, s), shape, s);
+  } else if (ub != sb) {
+    upd = moveaxis(upd, ub, sb, s);
+  }
+  return {{slice_update(src, upd, inputs[2], shift_axes(axes_, sb), s)}, {sb}};
+}
+
 std::vector<array> DynamicSlice::vjp(const std::vector<array>& primals,
                                      const std::vector<array>& cotangents,
                                      const std::vector<int>& argnums,
@@ -289,7 +342,10 @@ std::pair<std::vector<array>, std::vector<int>> Scatter::vmap(const std::vector<
     if (b >= 0) return moveaxis(x, b, 0, stream());
     return broadcast_to(expand_dims(x, 0, stream()), insert_dim(x.shape(), 0, n), stream());
   };
-  const int idx_ndim = static_cast<int>(inputs[last].ndim() - inputs[0].ndim());
+  // Index dims of one batch element: its updates' dims less its source's (either may be the
+  // batched one).
+  const int idx_ndim = (static_cast<int>(inputs[last].ndim()) - (axes[last] >= 0 ? 1 : 0)) -
+                       (static_cast<int>(inputs[0].ndim()) - (axes[0] >= 0 ? 1 : 0));
   for (size_t k = 0; k < indices.size(); ++k) indices[k] = front(indices[k], axes[k + 1]);
   Shape lead(idx_ndim + 1, 1);
   lead[0] = n;

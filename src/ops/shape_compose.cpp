@@ -1,6 +1,8 @@
 // Shape ops composed from the shape primitives: pad (the Pad primitive for "constant", split +
-// broadcast_to + concatenate for "edge"), repeat, tile, roll, meshgrid, atleast_*d. Their
+// broadcast_to + concatenate for "edge", take for "reflect" / "symmetric"), repeat, tile, roll, meshgrid, atleast_*d. Their
 // derivatives come from the primitives they are built of.
+#include <algorithm>
+#include <cstdint>
 #include <numeric>
 #include <stdexcept>
 
@@ -38,6 +40,33 @@ array edge_pad(array x, const std::vector<int>& axes, const Shape& low, const Sh
       parts.push_back(broadcast_to(split(x, Shape{n - 1}, ax, s)[1], sh, s));
     }
     x = concatenate(std::move(parts), ax, s);
+  }
+  return x;
+}
+
+// "reflect" mirrors about the edge element (period 2(n - 1)), "symmetric" repeats it (period
+// 2n); pads longer than the axis keep mirroring, as NumPy does. Built as take() of an index
+// vector per axis, so the derivative comes from take.
+array mirror_pad(array x, const std::vector<int>& axes, const Shape& low, const Shape& high,
+                 bool symmetric, StreamOrDevice s) {
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const int ax = axes[i];
+    const int64_t n = x.shape()[ax];
+    if (low[i] == 0 && high[i] == 0) continue;
+    if (n == 0) {
+      throw std::invalid_argument("[pad] cannot pad the empty axis " + std::to_string(ax) +
+                                  " of shape " + detail::shape_str(x.shape()) + " in \"" +
+                                  (symmetric ? "symmetric" : "reflect") + "\" mode");
+    }
+    const int64_t period = symmetric ? 2 * n : std::max<int64_t>(2 * (n - 1), 1);
+    const int64_t total = n + low[i] + high[i];
+    std::vector<int32_t> idx(static_cast<size_t>(total));
+    for (int64_t p = 0; p < total; ++p) {
+      const int64_t m = ((p - low[i]) % period + period) % period;
+      idx[static_cast<size_t>(p)] =
+          static_cast<int32_t>(m < n ? m : (symmetric ? period - 1 - m : period - m));
+    }
+    x = take(x, array(idx.begin(), Shape{static_cast<int32_t>(total)}, int32), ax, s);
   }
   return x;
 }
@@ -83,8 +112,11 @@ array pad(const array& a, const std::vector<int>& axes, const Shape& low_pad_siz
                  {a, std::move(v)});
   }
   if (mode == "edge") return edge_pad(a, norm, low_pad_size, high_pad_size, s);
+  if (mode == "reflect" || mode == "symmetric") {
+    return mirror_pad(a, norm, low_pad_size, high_pad_size, mode == "symmetric", s);
+  }
   throw std::invalid_argument("[pad] invalid mode \"" + mode +
-                              "\"; expected \"constant\" or \"edge\"");
+                              "\"; expected \"constant\", \"edge\", \"reflect\" or \"symmetric\"");
 }
 
 array pad(const array& a, const std::vector<std::pair<int, int>>& pad_width,

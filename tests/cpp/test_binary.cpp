@@ -233,6 +233,18 @@ TEST(BinaryArith, Arctan2AndLogaddexp) {
   EXPECT_EQ(l[0], -kInf);
   EXPECT_NEAR(l[1], 1000.0 + std::log(2.0), 1e-3);
   EXPECT_TRUE(std::isnan(l[2]));
+  // An infinite larger argument is the answer (not inf - inf = nan).
+  auto li = values(logaddexp(make({kInf, -kInf, kInf}, float32), make({kInf, kInf, 2.0}, float32)));
+  EXPECT_EQ(li, (std::vector<double>{kInf, kInf, kInf}));
+  // Complex: log(e^x + e^y) of complex numbers, against std::complex.
+  const complex64_t zx{0.3f, 1.2f}, zy{-0.4f, 0.5f};
+  const complex64_t want = std::log(std::exp(zx) + std::exp(zy));
+  auto lc = logaddexp(array(zx), array(zy)).item<complex64_t>();
+  EXPECT_NEAR(lc.real(), want.real(), 1e-5);
+  EXPECT_NEAR(lc.imag(), want.imag(), 1e-5);
+  const float ninf = -std::numeric_limits<float>::infinity();
+  auto lm = logaddexp(array(complex64_t{1, 1}), array(complex64_t{ninf, ninf})).item<complex64_t>();
+  EXPECT_EQ(lm, (complex64_t{1, 1}));
   EXPECT_EQ(arctan2(make({1}, int32), make({1}, int32)).dtype(), float32);
 }
 

@@ -438,6 +438,11 @@ TEST(BroadcastTo, IsAZeroStrideView) {
   eval(sc);
   EXPECT_EQ(sc.data_size(), 1u);
   EXPECT_EQ(values<int>(sc), (std::vector<int>{5, 5, 5, 5}));
+  // As MLX: a size-1 input dim reads stride 0 even where the output keeps size 1.
+  auto k = broadcast_to(zeros({2, 1, 2}), {4, 2, 1, 2});
+  eval(k);
+  EXPECT_EQ(k.strides(), (Strides{0, 2, 0, 1}));
+  EXPECT_TRUE(k.flags().contiguous);
   auto m = error_of([&] { broadcast_to(a, {3, 2, 2}); });
   EXPECT_NE(m.find("[broadcast_to]"), std::string::npos) << m;
   EXPECT_NE(m.find("(3,1)"), std::string::npos) << m;
@@ -592,6 +597,40 @@ TEST(Pad, EdgeMode) {
   EXPECT_NE(m.find("empty axis"), std::string::npos) << m;
 }
 
+// Reference: fold the index back into range one mirror at a time (NumPy pads this way, a
+// reflection per pass), not the closed form with a period that pad() uses.
+int folded_index(int j, int n, bool symmetric) {
+  if (n == 1) return 0;
+  while (j < 0 || j >= n) {
+    if (j < 0) j = symmetric ? -j - 1 : -j;
+    if (j >= n) j = symmetric ? 2 * n - 1 - j : 2 * (n - 1) - j;
+  }
+  return j;
+}
+
+TEST(Pad, ReflectAndSymmetricModesMatchRepeatedFolding) {
+  for (const bool symmetric : {false, true}) {
+    for (int n : {1, 2, 3, 5}) {
+      for (auto [lo, hi] : std::vector<std::pair<int, int>>{{0, 0}, {2, 2}, {0, 3}, {7, 5}}) {
+        auto x = array(iota_vec(n, 1), {n});
+        auto p = pad(x, {{lo, hi}}, array(0.0f), symmetric ? "symmetric" : "reflect");
+        std::vector<float> want;
+        for (int q = 0; q < n + lo + hi; ++q) want.push_back(1.0f + folded_index(q - lo, n, symmetric));
+        EXPECT_EQ(values<float>(p), want) << (symmetric ? "symmetric" : "reflect") << " n=" << n
+                                          << " pad=(" << lo << "," << hi << ")";
+      }
+    }
+  }
+  // Two axes at once, one of them unpadded.
+  auto a = array(iota_vec(6), {2, 3});
+  auto p = pad(a, std::vector<std::pair<int, int>>{{1, 0}, {0, 2}}, array(0), "reflect");
+  EXPECT_EQ(values<float>(p), (std::vector<float>{3, 4, 5, 4, 3, 0, 1, 2, 1, 0, 3, 4, 5, 4, 3}));
+  auto m = error_of([&] { pad(zeros({0}), 1, array(0), "symmetric"); });
+  EXPECT_NE(m.find("empty axis"), std::string::npos) << m;
+  m = error_of([&] { pad(zeros({2}), 1, array(0), "wrap"); });
+  EXPECT_NE(m.find("\"reflect\""), std::string::npos) << m;
+}
+
 TEST(Pad, ZeroDimEmptyAndErrors) {
   EXPECT_EQ(pad(array(3.0f), 2).item<float>(), 3.0f);
   auto e = pad(zeros({0, 2}), 1, array(5.0f));
@@ -600,8 +639,8 @@ TEST(Pad, ZeroDimEmptyAndErrors) {
   auto m = error_of([&] { pad(a, -1); });
   EXPECT_NE(m.find("[pad] padding sizes must be non-negative, got (-1, -1)"), std::string::npos)
       << m;
-  m = error_of([&] { pad(a, 1, array(0), "reflect"); });
-  EXPECT_NE(m.find("\"reflect\""), std::string::npos) << m;
+  m = error_of([&] { pad(a, 1, array(0), "mirror"); });
+  EXPECT_NE(m.find("invalid mode \"mirror\""), std::string::npos) << m;
   m = error_of([&] { pad(a, std::vector<int>{0, 1}, Shape{1}, Shape{1}); });
   EXPECT_NE(m.find("[pad] got 2 axes"), std::string::npos) << m;
   m = error_of([&] { pad(a, std::vector<std::pair<int, int>>{{1, 1}, {1, 1}, {1, 1}}); });
@@ -732,6 +771,9 @@ TEST(ShapeGrad, VjpIsTheAdjointOfJvpForEveryOp) {
   check_adjoint([](const array& x) { return flip(x, 0); }, {3, 2});
   check_adjoint([](const array& x) { return pad(x, {{1, 2}, {0, 1}}, array(0.0f)); }, {2, 3});
   check_adjoint([](const array& x) { return pad(x, 1, array(0.0f), "edge"); }, {2, 3});
+  check_adjoint([](const array& x) { return pad(x, {{4, 1}, {0, 2}}, array(0.0f), "reflect"); },
+                {2, 3});
+  check_adjoint([](const array& x) { return pad(x, 3, array(0.0f), "symmetric"); }, {2, 3});
   check_adjoint([](const array& x) { return repeat(x, 3, 1); }, {2, 3});
   check_adjoint([](const array& x) { return tile(x, {2, 1, 2}); }, {2, 3});
   check_adjoint([](const array& x) { return roll(x, 2, 1); }, {2, 3});

@@ -131,14 +131,21 @@ TEST(Vmap, GradOfVmappedFunction) {
   expect_same(g, exp(seq({2, 3}, -1, 1)));
 }
 
-TEST(Vmap, FunctionMayEvaluateWhileTraced) {
-  auto f = [](const array& a) {
-    array s = sum(a);
-    s.eval();  // evaluates the stand-in (element 0 of the batch)
-    return multiply(a, array(3.0));
+// A value computed from a batched input differs across the batch: reading it while traced
+// would hand element 0's value to every element, so it is an error. Values of unbatched inputs
+// evaluate as usual.
+TEST(Vmap, EvaluatingABatchedValueWhileTracedIsAnError) {
+  auto scale_by_sum = [](const std::vector<array>& in) {
+    const double k = sum(in[0]).item<double>();
+    return std::vector<array>{multiply(in[1], array(k))};
   };
   array x = seq({3, 2}, -1, 1);
-  expect_same(vmap(f)(x), multiply(x, array(3.0)));
+  auto msg = error_of([&] { vmap(scale_by_sum)({x, x}); });
+  EXPECT_NE(msg.find("cannot evaluate an array computed from a batched input"),
+            std::string::npos) << msg;
+  array w = seq({2}, 0.5, 1);  // unbatched: its sum is one number
+  expect_same(vmap(scale_by_sum, {-1, 0})({w, x})[0],
+              multiply(x, array(sum(w).item<double>())));
 }
 
 TEST(Vmap, EmptyBatch) {
@@ -155,6 +162,10 @@ TEST(Vmap, BatchSizesMustAgree) {
   EXPECT_NE(msg.find("different sizes"), std::string::npos) << msg;
 }
 
+VecFn h_of() {
+  return [](const std::vector<array>& in) { return std::vector<array>{in[0]}; };
+}
+
 TEST(Vmap, AxisErrorsAreNamed) {
   auto f = [](const array& a) { return a; };
   auto msg = error_of([&] { vmap(f, 2)(seq({3, 2}, 0, 1)); });
@@ -165,11 +176,28 @@ TEST(Vmap, AxisErrorsAreNamed) {
   msg = error_of([&] { vmap(f, 0, 2)(seq({3, 2}, 0, 1)); });
   EXPECT_NE(msg.find("out_axes[0] = 2"), std::string::npos) << msg;
   auto g = [](const array& a, const array& b) { return add(a, b); };
-  msg = error_of([&] { vmap(g, -1, -1)(array({1.0}), array({1.0})); });
+  // Axes that batch nothing on one side are refused when the function is made, as MLX does.
+  msg = error_of([&] { vmap(g, -1, -1); });
+  EXPECT_NE(msg.find("no input is batched (every in_axis is -1)"), std::string::npos) << msg;
+  msg = error_of([&] { vmap(f, 0, -1); });
+  EXPECT_NE(msg.find("no output is batched (every out_axis is -1)"), std::string::npos) << msg;
+  msg = error_of([&] { vmap(h_of(), {-1, -1}, {-1}); });
+  EXPECT_EQ(msg, "(no std::invalid_argument thrown)");  // consistent, refused at the call
+  msg = error_of([&] { vmap(h_of(), {-1, -1}, {-1})({array({1.0}), array({1.0})}); });
   EXPECT_NE(msg.find("at least one input"), std::string::npos) << msg;
   VecFn h = [](const std::vector<array>& in) { return in; };
   msg = error_of([&] { vmap(h, {0})({array({1.0}), array({1.0})}); });
   EXPECT_NE(msg.find("1 in_axes"), std::string::npos) << msg;
+}
+
+// A start array that differs per batch element is refused with a way out, not mis-sliced.
+TEST(Vmap, BatchedSliceStartIsRefusedWithTheAlternative) {
+  VecFn f = [](const std::vector<array>& in) {
+    return std::vector<array>{slice(in[0], in[1], {0}, {2})};
+  };
+  auto msg = error_of([&] { vmap(f, {-1, 0})({seq({5}, 0, 1), array({0, 1, 2}, {3, 1})}); });
+  EXPECT_NE(msg.find("start array that is batched"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("take_along_axis"), std::string::npos) << msg;
 }
 
 // ---- every op's batching rule: vmap over axis 0 and over the last axis vs a loop ----
@@ -285,6 +313,27 @@ std::vector<OpCase> op_cases() {
   c.push_back(un("pad", -1, 1, [](auto& a) { return pad(a, {{1, 1}, {0, 1}}); }));
   c.push_back(un("flip", -1, 1, [](auto& a) { return flip(a, 1); }));
   c.push_back(un("take", -1, 1, [](auto& a) { return take(a, array({2, 0}, int32), 1); }));
+  // A 0-d fill value computed from the input: one fill per batch element.
+  c.push_back(un("full_of_a_sum", -1, 1, [](auto& a) { return full({2, 4}, sum(a)); }));
+  // Slices at a start held in an array (not batched: the same start for every element).
+  c.push_back(un("slice_dynamic", -1, 1,
+                 [](auto& a) { return slice(a, array({1}, int32), {1}, {2, 2}); }));
+  c.push_back(bin("slice_update_dynamic", -1, 1,
+                  [](auto& a, auto& b) { return slice_update(a, b, array({1}, int32), {1}); },
+                  {2, 3}, {2, 1}));
+  // Updates of shape (index dims..., slice dims...): batched source, unbatched updates
+  // ("only input 0 batched") and both batched.
+  c.push_back(bin("scatter", -1, 1,
+                  [](auto& a, auto& b) {
+                    return scatter(a, {array({2, 0}, int32)}, reshape(b, {2, 1, 3}), {0});
+                  },
+                  {3, 3}, {6}));
+  c.push_back(bin("scatter_add_two_axes", -1, 1,
+                  [](auto& a, auto& b) {
+                    return scatter_add(a, {array({1}, int32), array({2}, int32)},
+                                       reshape(b, {1, 1, 1}), {0, 1});
+                  },
+                  {2, 3}, {1}));
   c.push_back(un("take_along_axis", -1, 1, [](auto& a) {
     return take_along_axis(a, array({2, 0, 1, 1}, Shape{2, 2}, int32), 1);
   }));

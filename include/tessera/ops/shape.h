@@ -65,7 +65,9 @@ array repeat(const array& arr, int repeats, int axis, StreamOrDevice s = {});
 array repeat(const array& arr, int repeats, StreamOrDevice s = {});
 array tile(const array& arr, std::vector<int> reps, StreamOrDevice s = {});
 
-// mode is "constant" (fill with pad_value) or "edge" (repeat the border element).
+// mode is "constant" (fill with pad_value), "edge" (repeat the border element), "reflect" (mirror
+// about the border element) or "symmetric" (mirror, repeating it); as NumPy, a pad longer than
+// the axis keeps mirroring.
 array pad(const array& a, const std::vector<int>& axes, const Shape& low_pad_size,
           const Shape& high_pad_size, const array& pad_value = array(0),
           const std::string& mode = "constant", StreamOrDevice s = {});

@@ -200,15 +200,25 @@ struct ArcTan2Op {
   }
 };
 
+// log(e^x + e^y) = hi + log1p(e^(lo - hi)); an infinite hi (or lo = -inf) is the answer itself
+// (inf - inf would make it nan). Complex numbers are ordered by real part, then imaginary.
 struct LogAddExpOp {
   template <typename T>
   T operator()(T x, T y) const {
-    using C = compute_t<T>;
-    const C a = static_cast<C>(x), b = static_cast<C>(y);
-    if (std::isnan(a) || std::isnan(b)) return static_cast<T>(a + b);
-    const C hi = a > b ? a : b, lo = a > b ? b : a;
-    if (hi == -std::numeric_limits<C>::infinity()) return static_cast<T>(hi);
-    return static_cast<T>(hi + std::log1p(std::exp(lo - hi)));
+    constexpr float kInf = std::numeric_limits<float>::infinity();
+    if constexpr (std::is_same_v<T, complex64_t>) {
+      const bool x_hi = x.real() > y.real() || (x.real() == y.real() && x.imag() > y.imag());
+      const T hi = x_hi ? x : y, lo = x_hi ? y : x;
+      if (lo.real() == -kInf || hi.real() == kInf) return hi;
+      return hi + std::log(T(1) + std::exp(lo - hi));
+    } else {
+      using C = compute_t<T>;
+      const C a = static_cast<C>(x), b = static_cast<C>(y);
+      if (std::isnan(a) || std::isnan(b)) return static_cast<T>(a + b);
+      const C hi = a > b ? a : b, lo = a > b ? b : a;
+      if (lo == -kInf || hi == kInf) return static_cast<T>(hi);
+      return static_cast<T>(hi + std::log1p(std::exp(lo - hi)));
+    }
   }
 };
 
@@ -332,7 +342,7 @@ void ArcTan2::eval_cpu(const std::vector<array>& inputs, array& out) {
 }
 
 void LogAddExp::eval_cpu(const std::vector<array>& inputs, array& out) {
-  cpu::dispatch_inexact<false>(out.dtype(), "LogAddExp", [&](auto tag) {
+  cpu::dispatch_inexact(out.dtype(), "LogAddExp", [&](auto tag) {
     using T = decltype(tag);
     cpu::binary_kernel<T, T>(inputs[0], inputs[1], out, LogAddExpOp{});
   });

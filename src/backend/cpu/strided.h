@@ -85,7 +85,7 @@ inline Strides broadcast_strides(const array& a, const Shape& shape) {
   Strides s(shape.size(), 0);
   size_t off = shape.size() - a.ndim();
   for (size_t i = 0; i < a.ndim(); ++i) {
-    s[off + i] = a.shape()[i] == 1 && shape[off + i] != 1 ? 0 : a.strides()[i];
+    s[off + i] = a.shape()[i] == 1 ? 0 : a.strides()[i];  // as MLX: every size-1 dim reads 0
   }
   return s;
 }
