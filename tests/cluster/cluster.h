@@ -138,10 +138,18 @@ class Cluster {
 
   // An MLX-style hostfile listing host i's address and `port` for rank i, written to a file.
   std::string hostfile(int ranks, int port) const {
+    std::vector<std::pair<int, int>> at;
+    for (int r = 0; r < ranks; ++r) at.emplace_back(r, port);
+    return hostfile(at);
+  }
+  // Rank r on host at[r].first, port at[r].second (several ranks may share a host).
+  std::string hostfile(const std::vector<std::pair<int, int>>& at) const {
     std::string path = "/tmp/" + prefix_ + "-hostfile.json";
     std::ofstream f(path);
     f << "[";
-    for (int r = 0; r < ranks; ++r) f << (r ? ", " : "") << "[\"" << ip(r) << ":" << port << "\"]";
+    for (size_t r = 0; r < at.size(); ++r) {
+      f << (r ? ", " : "") << "[\"" << ip(at[r].first) << ":" << at[r].second << "\"]";
+    }
     f << "]\n";
     return path;
   }

@@ -127,3 +127,24 @@ TEST(Cluster, StrangersCannotCrowdOutTheRanks) {
   EXPECT_LT(s, 5.0) << r1.output();  // not after the strangers' 10 s handshake deadline
   EXPECT_NE(r1.output().find("the listener is full"), std::string::npos) << r1.output();
 }
+
+// Without a token, a process on another host that claims a rank the hostfile places on the
+// target's own host is refused (a local rank always connects from a local address), and the
+// real rank still joins.
+TEST(Cluster, AStrangerClaimingALocalRankIsRefused) {
+  REQUIRE_CLUSTER();
+  Cluster c(2);  // host 0 runs both ranks, host 1 the impostor
+  auto hf = c.hostfile({{0, kPort}, {0, kPort + 1}});
+  Process& r1 = c.start(0, rank_cmd(hf, 1, "join"));
+  Process& impostor = c.start(1, "env MLX_HOSTFILE=" + hf + " timeout -s KILL 60 " + kWorker +
+                                     " impersonate 0 1");
+  EXPECT_EQ(impostor.wait(40), 0) << impostor.output() << r1.output();
+  EXPECT_NE(impostor.output().find("the hostfile places rank 0 on rank 1's host"),
+            std::string::npos) << impostor.output();
+  EXPECT_NE(r1.output().find("connection comes from " + Cluster::ip(1) + ", another host"),
+            std::string::npos) << r1.output();
+  Process& r0 = c.start(0, rank_cmd(hf, 0, "join"));
+  EXPECT_EQ(r0.wait(30), 0) << r0.output();
+  EXPECT_EQ(r1.wait(30), 0) << r1.output();
+  EXPECT_EQ(count_of(r0.output() + r1.output(), "all_sum 3"), 2) << r0.output() << r1.output();
+}

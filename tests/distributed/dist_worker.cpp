@@ -21,6 +21,7 @@
 
 #include "distributed/hostfile.h"
 #include "distributed/ring/handshake.h"
+#include "distributed/sha256.h"
 #include "tessera/tessera.h"
 
 namespace mx = tessera;
@@ -507,6 +508,36 @@ int mode_setupkill() {
   return 1;
 }
 
+// Not a rank (no init): claims rank `claimed` to rank `target` of the job in MLX_HOSTFILE with
+// the job's real settings and no token, and reports whether it was taken
+// (tests/cpp/test_cluster.cpp runs it from another host).
+int mode_impersonate(int claimed, int target) {
+  const std::string path = mx::config::get_string("TESSERA_HOSTFILE").value();
+  auto hf = dist::detail::load_hostfile(path);
+  dist::detail::JobTerms terms{"", dist::detail::sha256(hf.to_json()),
+                               mx::config::get_bool("TESSERA_RING_SHM"), hf.size()};
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    try {
+      auto deadline = dist::detail::Deadline::after(5.0);
+      auto s = dist::detail::connect_with_backoff(hf.ranks[static_cast<size_t>(target)][0],
+                                                  deadline, claimed, target, false);
+      dist::detail::ConnIdentity me{claimed, target, 0, dist::detail::ConnKind::ring};
+      dist::detail::client_handshake(s, terms, me, deadline, {});
+      std::printf("impostor was taken as rank %d\n", claimed);
+      return 1;
+    } catch (const std::exception& e) {
+      const std::string m = e.what();
+      if (m.find("refused") != std::string::npos || m.find("reject") != std::string::npos) {
+        std::printf("impostor refused: %s\n", m.c_str());
+        return 0;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // not listening yet
+    }
+  }
+  std::printf("impostor never reached rank %d\n", target);
+  return 2;
+}
+
 // Ranks on simulated hosts (tests/cpp/test_cluster.cpp): after a barrier, all_sum of 256 KiB
 // until one fails (a partition, a killed rank), then report it.
 int mode_loop() {
@@ -541,6 +572,7 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines reach a log file or the launcher at once
   try {
     if (mode == "lenient") return mode_lenient();
+    if (mode == "impersonate" && argc > 3) return mode_impersonate(std::atoi(argv[2]), std::atoi(argv[3]));
     if (mode == "memlimit") {  // the allocator's default limit in this rank, in MiB
       std::printf("memory limit %zu MiB\n", mx::get_memory_limit() >> 20);
       return 0;

@@ -30,6 +30,7 @@ enum Status : uint32_t {
   kShmDiffers = 7,        // TESSERA_RING_SHM differs
   kOlderGroup = 8,        // this listener belongs to an older group of the job: retry
   kNewerGroup = 9,        // the client belongs to an older group (it is going away)
+  kWrongHost = 10,        // it claims a rank of this host but connects from another host
 };
 constexpr uint32_t kFlagShm = 1;
 
@@ -99,6 +100,10 @@ std::string refusal_message(uint32_t status, const ConnIdentity& me, const IoCon
     case kNewerGroup:
       return who + "is at a later init() of this job than this rank: the ranks called init() "
              "(after clear_backends) different numbers of times.";
+    case kWrongHost:
+      return who + "refused us: the hostfile places rank " + std::to_string(me.client_rank) +
+             " on rank " + std::to_string(me.server_rank) + "'s host, but this process runs on "
+             "another host; start each rank on the host its hostfile entry names.";
     case kShmDiffers:
       return who + "refused us: its TESSERA_RING_SHM differs from this rank's; set the same "
              "value on every rank.";
@@ -195,7 +200,7 @@ void refuse_busy(const Socket& s) {
 
 ConnIdentity server_handshake(const Socket& s, const JobTerms& terms, int my_rank,
                               int world_size, int max_index, const Deadline& deadline,
-                              const std::string& peer_text) {
+                              const std::string& peer_text, const SourceCheck& source_check) {
   const std::string& token = terms.token;
   IoContext ctx;
   ctx.op = "handshake";
@@ -265,6 +270,11 @@ ConnIdentity server_handshake(const Socket& s, const JobTerms& terms, int my_ran
     return reject(kRejected, "rank " + std::to_string(h.client_rank) +
                                  " cannot connect to rank " + std::to_string(my_rank) +
                                  " in a group of " + std::to_string(world_size));
+  }
+  if (source_check) {
+    if (std::string why = source_check(id.client_rank); !why.empty()) {
+      return reject(kWrongHost, why);
+    }
   }
   if (h.kind > 2 || (id.kind == ConnKind::ring && h.index >= static_cast<uint32_t>(max_index)) ||
       (id.kind != ConnKind::ring && h.index != 0)) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 
@@ -61,9 +62,13 @@ struct HandshakeRejected : std::runtime_error {
   int claimed_rank;  // the rank the client said it was (-1 if its hello was malformed)
   bool routine;      // an expected turn-away (a newer group's rank told to retry): not logged
 };
+// `source_check(claimed_rank)`, when given, says why the connection's source address cannot be
+// that rank ("" when it can); the client is then refused before any data or token exchange.
+using SourceCheck = std::function<std::string(int claimed_rank)>;
 ConnIdentity server_handshake(const Socket& s, const JobTerms& terms, int my_rank,
                               int world_size, int max_index, const Deadline& deadline,
-                              const std::string& peer_text);
+                              const std::string& peer_text,
+                              const SourceCheck& source_check = nullptr);
 
 // Tells a client that arrived while the listener was full to retry (HandshakeRetry there).
 void refuse_busy(const Socket& s);

@@ -86,8 +86,9 @@ RingGroup::RingGroup(int rank, Hostfile hostfile, RingOptions options,
     for (const auto& a : addrs) hostfile_ips_.insert(a.host);
   }
   warn_without_token();
-  int local_ranks = 0;
-  for (int r = 0; r < size_; ++r) local_ranks += is_local_address(hostfile_.ranks[r][0]) ? 1 : 0;
+  for (int r = 0; r < size_; ++r) rank_is_local_.push_back(is_local_address(hostfile_.ranks[r][0]));
+  const int local_ranks =
+      static_cast<int>(std::count(rank_is_local_.begin(), rank_is_local_.end(), true));
   spin_.spin_s = opt_.spin_s;
   spin_.yield = host_oversubscribed(local_ranks);
   sent_.assign(static_cast<size_t>(size_), 0);
@@ -238,6 +239,21 @@ std::string RingGroup::source_ip(const std::string& peer_text) {
   return ip;
 }
 
+// The one source-address check that never refuses a real rank: a rank the hostfile places on
+// this host connects from one of this host's addresses (a local connection always has a local
+// source), so a connection from another host claiming it is an impostor or a misplaced rank.
+// Ranks of other hosts are not checked: a host with several addresses may connect from any.
+std::string RingGroup::wrong_host(int claimed, const std::string& ip) const {
+  if (!rank_is_local_[static_cast<size_t>(claimed)]) return "";
+  HostAddress from;
+  from.host = ip;
+  from.ipv6 = ip.find(':') != std::string::npos;
+  if (is_local_address(from)) return "";
+  return "the hostfile places rank " + std::to_string(claimed) + " on this host (" +
+         hostfile_.ranks[static_cast<size_t>(claimed)][0].text() +
+         ") but the connection comes from " + ip + ", another host";
+}
+
 // Without a token anyone who can reach a rank's port can take a rank's place (a source-address
 // check is only a heuristic: hosts with several addresses connect from any of them).
 void RingGroup::warn_without_token() const {
@@ -311,7 +327,8 @@ void RingGroup::authenticate(Socket s, const std::string& peer_text, const std::
   ConnIdentity id;
   try {
     id = server_handshake(s, terms_, rank_, size_, conns_,
-                          Deadline::after(std::min(opt_.connect_timeout_s, 10.0)), peer_text);
+                          Deadline::after(std::min(opt_.connect_timeout_s, 10.0)), peer_text,
+                          [this, &ip](int claimed) { return wrong_host(claimed, ip); });
   } catch (const std::exception& e) {
     std::lock_guard<std::mutex> lk(accept_mu_);
     auto* r = dynamic_cast<const HandshakeRejected*>(&e);

@@ -100,6 +100,8 @@ class RingGroup : public GroupImpl {
   // source, `stranger` whether the hostfile lists it.
   void authenticate(Socket s, const std::string& peer_text, const std::string& ip, bool stranger);
   static std::string source_ip(const std::string& peer_text);
+  // Why a connection from `ip` cannot be rank `claimed` ("" if it can): see authenticate().
+  std::string wrong_host(int claimed, const std::string& ip) const;
   void warn_without_token() const;
   static constexpr int kMaxHandshakes = 16;           // from hostfile addresses, at once
   static constexpr int kMaxStrangerHandshakes = 8;    // from other addresses, at once
@@ -157,6 +159,7 @@ class RingGroup : public GroupImpl {
   int strangers_active_ = 0;              // from other addresses (accept_mu_)
   std::map<std::string, int> handshakes_by_ip_;  // in progress per source address (accept_mu_)
   std::set<std::string> hostfile_ips_;   // every host the hostfile lists; fixed after construction
+  std::vector<bool> rank_is_local_;       // rank r's first address is one of this host's
   std::string left_rejection_;  // why the last connection claiming to be left_ was refused (accept_mu_)
   // Declared after the threads and what they use, so it runs first when the group goes away,
   // also when the constructor throws after starting them (a joinable std::thread member would
