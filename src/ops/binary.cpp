@@ -246,7 +246,7 @@ array operator>>(const array& a, const array& b) { return right_shift(a, b); }
 namespace {
 
 // Give every input the same rank and move each batch axis to one position, `to_ax`; inputs
-// without a batch axis (-1) just gain leading size-1 dims and broadcast.
+// without a batch axis (-1) gain a size-1 dim there (and leading ones) and broadcast.
 std::pair<std::vector<array>, int> align_batch_axes(const std::vector<array>& inputs,
                                                     const std::vector<int>& axes,
                                                     const Stream& s) {
@@ -265,6 +265,14 @@ std::pair<std::vector<array>, int> align_batch_axes(const std::vector<array>& in
   std::vector<array> out;
   for (size_t i = 0; i < inputs.size(); ++i) {
     auto shape = inputs[i].shape();
+    if (axes[i] < 0) {
+      // Its dims line up with the others' element dims (right-aligned); the batch axis is
+      // a size-1 dim at to_ax, wherever that is.
+      shape.insert(shape.begin(), ndim - 1 - shape.size(), 1);
+      shape.insert(shape.begin() + to_ax, 1);
+      out.push_back(reshape(inputs[i], shape, s));
+      continue;
+    }
     const int lead = static_cast<int>(ndim - shape.size());
     shape.insert(shape.begin(), static_cast<size_t>(lead), 1);
     array x = reshape(inputs[i], shape, s);

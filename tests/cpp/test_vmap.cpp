@@ -251,7 +251,13 @@ TEST_P(VmapOps, MatchesLoopOverBatch) {
   if (c.shapes.size() > 1) {
     std::vector<int> partial(c.shapes.size(), -1);
     partial[0] = 0;
-    SCOPED_TRACE("only input 0 batched");
+    {
+      SCOPED_TRACE("only input 0 batched");
+      check_op_vmap(c, partial);
+    }
+    // The unbatched inputs must line up with the element dims, not with the batch axis.
+    partial[0] = static_cast<int>(c.shapes[0].size());
+    SCOPED_TRACE("only input 0 batched, along its last axis");
     check_op_vmap(c, partial);
   }
 }
