@@ -3,8 +3,13 @@ JOBS ?= $(shell nproc)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 CMAKE_FLAGS ?=
+# The Python package: a virtual environment under the build folder, and `pip install .` into it
+# (scikit-build-core keeps its CMake build in $(PY_BUILD), so reinstalls are incremental).
+VENV ?= $(BUILD)/venv
+PY_BUILD ?= $(BUILD)/py
+PYTHON ?= python3
 
-.PHONY: all deps build demo test test-long test-asan bench bench-dist docs clean
+.PHONY: all deps build python demo test test-long test-asan bench bench-dist docs clean
 
 all: build
 
@@ -17,18 +22,31 @@ $(BUILD)/CMakeCache.txt: | deps
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
+$(VENV)/.ready: scripts/venv_requirements.txt | deps
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -r scripts/venv_requirements.txt
+	touch $@
+
+python: $(VENV)/.ready
+	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(VENV)/bin/pip install -q --no-build-isolation \
+	  --config-settings=build-dir=$(PY_BUILD) .
+
 # The main job: the MLP trained in one process (value_and_grad + SGD), then data-parallel over
 # 4 ranks started by `tessera launch` (gradients averaged with all_sum in 32 MiB buckets).
 demo: build
 	./$(BUILD)/train_mlp
 	./$(BUILD)/tessera launch -n 4 ./$(BUILD)/data_parallel
 
-# Every default test (long stress runs are labelled `long` and excluded here).
-test: build
+# Every default test (long stress runs are labelled `long` and excluded here): ctest, then
+# pytest against the package installed in $(VENV).
+test: build python
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE long --timeout 900
+	$(VENV)/bin/python -m pytest -q -m "not long" tests/python
 
-test-long: build
+test-long: build python
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 3600
+	$(VENV)/bin/python -m pytest -q tests/python
 
 test-asan: deps
 	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \

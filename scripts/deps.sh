@@ -8,6 +8,12 @@ for p in cmake ninja-build g++ pkg-config libopenblas-dev liblapacke-dev nlohman
          libgtest-dev libgmock-dev libbenchmark-dev iproute2; do
   have_pkg "$p" || need+=("$p")
 done
+# The Python package: venv + ensurepip (make test's virtual environment) and Python.h (the
+# extension's build); a Debian python3 needs python3-venv and python3-dev for them.
+if ! python3 -c "import venv, ensurepip" 2>/dev/null; then need+=(python3-venv); fi
+if ! python3 -c "import os, sysconfig; assert os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h'))" 2>/dev/null; then
+  need+=(python3-dev)
+fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "[deps] installing: ${need[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"

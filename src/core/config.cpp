@@ -109,6 +109,9 @@ std::vector<VarInfo> build_registry() {
       hidden(string_var("TESSERA_JOB_TOKEN", "", "", "distributed", kUsed,
                         "Shared secret that authenticates connections between the ranks of a "
                         "job; the launcher sets one per job.")),
+      path_var("TESSERA_PYTHON", "", "python3", "launch", kUsed,
+               "Interpreter that tessera launch runs a .py program with; the command installed "
+               "by the Python package sets it to its own environment's interpreter."),
       // distributed: ring
       path_var("TESSERA_HOSTFILE", "MLX_HOSTFILE", "", "distributed/ring", kUsed,
                "Path of the JSON hostfile that lists every rank's ip:port (ring backend)."),

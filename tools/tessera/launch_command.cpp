@@ -20,6 +20,7 @@
 
 #include "commands.h"
 #include "supervisor.h"
+#include "tessera/config.h"
 
 extern char** environ;
 
@@ -30,8 +31,10 @@ namespace {
 const char* kLaunchUsage =
     "usage: tessera launch -n N [--backend ring] [--env K=V]... [--starting-port P]\n"
     "                      [--connections-per-ip C] [--cpu-bind auto|none] [--verbose]\n"
-    "                      [--no-prefix] [--grace S] [--] program [args...]\n"
-    "Runs N ranks of `program` on this host (a program ending in .py runs with python3).\n"
+    "                      [--no-prefix] [--grace S] [--mlx] [--] program [args...]\n"
+    "Runs N ranks of `program` on this host. A program ending in .py runs with $TESSERA_PYTHON\n"
+    "(default python3; the command of the Python package sets its own interpreter); with --mlx\n"
+    "it runs through `python -m tessera.mlx`, so `import mlx.core` gives Tessera.\n"
     "Each rank gets TESSERA_RANK / MLX_RANK, TESSERA_HOSTFILE / MLX_HOSTFILE,\n"
     "TESSERA_WORLD_SIZE and a fresh TESSERA_JOB_TOKEN. Output lines are prefixed with\n"
     "\"[rank] \"; stdin goes to every rank. When a rank fails the others get SIGTERM, then\n"
@@ -167,7 +170,7 @@ size_t physical_memory_bytes() {
 int launch_command(const std::vector<std::string>& args) {
   int n = 0, connections = 1, starting_port = 0;
   double grace = 5.0;
-  bool verbose = false, prefix = true, bind = true;
+  bool verbose = false, prefix = true, bind = true, mlx = false;
   std::string backend = "ring";
   std::vector<std::string> extra_env, program;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -210,6 +213,8 @@ int launch_command(const std::vector<std::string>& args) {
       verbose = true;
     } else if (a == "--no-prefix") {
       prefix = false;
+    } else if (a == "--mlx") {
+      mlx = true;
     } else if (a == "--") {
       program.assign(args.begin() + static_cast<long>(i) + 1, args.end());
       break;
@@ -227,7 +232,15 @@ int launch_command(const std::vector<std::string>& args) {
     if (!std::filesystem::is_regular_file(program[0], ec)) {
       throw std::invalid_argument("[launch] script '" + program[0] + "' does not exist");
     }
-    program.insert(program.begin(), "python3");
+    const std::string python = config::get_string("TESSERA_PYTHON").value_or("python3");
+    if (mlx) {
+      program.insert(program.begin(), {python, "-m", "tessera.mlx"});
+    } else {
+      program.insert(program.begin(), python);
+    }
+  } else if (mlx) {
+    throw std::invalid_argument("[launch] --mlx runs a Python script (a program ending in .py), "
+                                "not '" + program[0] + "'");
   }
 
   if (starting_port > 0 && starting_port + n * connections - 1 > 65535) {

@@ -1,0 +1,471 @@
+// The array class of tessera.core: construction, properties, conversion out (item, tolist,
+// NumPy / buffer protocol / DLPack, pickling), operators with reflected and in-place forms, and
+// MLX's method aliases. Indexing lives in indexing.cpp.
+#include <nanobind/ndarray.h>
+
+#include <sstream>
+
+#include "convert.h"
+#include "indexing.h"
+
+namespace tessera::python {
+
+namespace {
+
+// ---- buffer protocol: a zero-copy view that keeps its own handle to the buffer ----
+
+struct BufferView {
+  array keep;  // in-place ops may rebind the Python object's array; this one stays
+  std::vector<Py_ssize_t> shape, strides;
+  std::string format;
+};
+
+const char* buffer_format(Dtype d) {
+  switch (d.val()) {
+    case Dtype::Val::bool_: return "?";
+    case Dtype::Val::uint8: return "B";
+    case Dtype::Val::uint16: return "H";
+    case Dtype::Val::uint32: return "I";
+    case Dtype::Val::uint64: return "Q";
+    case Dtype::Val::int8: return "b";
+    case Dtype::Val::int16: return "h";
+    case Dtype::Val::int32: return "i";
+    case Dtype::Val::int64: return "q";
+    case Dtype::Val::float16: return "e";
+    case Dtype::Val::float32: return "f";
+    case Dtype::Val::float64: return "d";
+    case Dtype::Val::complex64: return "Zf";
+    case Dtype::Val::bfloat16: return nullptr;
+  }
+  return nullptr;
+}
+
+int array_getbuffer(PyObject* obj, Py_buffer* view, int) {
+  try {
+    array& a = *nb::inst_ptr<array>(obj);
+    const char* fmt = buffer_format(a.dtype());
+    if (fmt == nullptr) {
+      PyErr_SetString(PyExc_TypeError, "[array] bfloat16 has no buffer-protocol format: convert "
+                                       "with a.astype(tessera.core.float32) first");
+      return -1;
+    }
+    {
+      nb::gil_scoped_release nogil;
+      a.eval();
+    }
+    auto* bv = new BufferView{a, {}, {}, fmt};
+    for (size_t i = 0; i < a.ndim(); ++i) {
+      bv->shape.push_back(a.shape()[i]);
+      bv->strides.push_back(static_cast<Py_ssize_t>(a.strides()[i] * static_cast<int64_t>(a.itemsize())));
+    }
+    view->buf = a.raw_data();
+    view->obj = obj;
+    Py_INCREF(obj);
+    view->len = static_cast<Py_ssize_t>(a.nbytes());
+    view->readonly = 0;
+    view->itemsize = static_cast<Py_ssize_t>(a.itemsize());
+    view->format = bv->format.data();
+    view->ndim = static_cast<int>(a.ndim());
+    view->shape = bv->shape.data();
+    view->strides = bv->strides.data();
+    view->suboffsets = nullptr;
+    view->internal = bv;
+    return 0;
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return -1;
+  }
+}
+
+void array_releasebuffer(PyObject*, Py_buffer* view) { delete static_cast<BufferView*>(view->internal); }
+
+PyType_Slot array_slots[] = {{Py_bf_getbuffer, reinterpret_cast<void*>(array_getbuffer)},
+                             {Py_bf_releasebuffer, reinterpret_cast<void*>(array_releasebuffer)},
+                             {0, nullptr}};
+
+std::string repr_of(array a) {
+  std::ostringstream os;
+  {
+    nb::gil_scoped_release nogil;
+    os << a;
+  }
+  return os.str();
+}
+
+nb::tuple shape_tuple(const array& a) {
+  nb::list l;
+  for (auto d : a.shape()) l.append(d);
+  return nb::tuple(l);
+}
+
+// Pickling: (dtype name, shape, raw bytes of the row-contiguous data).
+nb::tuple get_state(array a) {
+  array c = contiguous(a);
+  {
+    nb::gil_scoped_release nogil;
+    c.eval();
+  }
+  return nb::make_tuple(dtype_name(a.dtype()), shape_tuple(a),
+                        nb::bytes(static_cast<const char*>(c.raw_data()), c.nbytes()));
+}
+
+void set_state(array* self, const nb::tuple& state) {
+  if (nb::len(state) != 3) throw std::invalid_argument("[array] bad pickle state");
+  Dtype d = dtype_from_name(nb::cast<std::string>(state[0]));
+  Shape shape = nb::cast<Shape>(state[1]);
+  nb::bytes data = nb::cast<nb::bytes>(state[2]);
+  size_t n = 1;
+  for (auto s : shape) n *= static_cast<size_t>(s);
+  if (data.size() != n * d.size()) {
+    throw std::invalid_argument("[array] pickle state holds " + std::to_string(data.size()) +
+                                " bytes for " + std::to_string(n) + " elements of " + dtype_name(d));
+  }
+  auto buf = allocator::malloc(data.size());
+  std::memcpy(buf.raw_ptr(), data.c_str(), data.size());
+  new (self) array(buf, shape, d, allocator::free);
+}
+
+using BinaryFn = array (*)(const array&, const array&, StreamOrDevice);
+
+// Forward, reflected and in-place forms of one operator. In-place keeps the Python object (its
+// array handle is rebound), as MLX.
+template <BinaryFn F>
+void def_operator(nb::class_<array>& cls, const char* fwd, const char* rev, const char* inplace) {
+  cls.def(fwd, [](const array& a, const ArrayLike& b) { return F(a, to_array_like(b.obj, a), {}); },
+          "other"_a.none());
+  if (rev) {
+    cls.def(rev, [](const array& a, const ArrayLike& b) { return F(to_array_like(b.obj, a), a, {}); },
+            "other"_a.none());
+  }
+  if (inplace) {
+    cls.def(
+        inplace,
+        [](array& a, const ArrayLike& b) -> array& {
+          a = F(a, to_array_like(b.obj, a), {});
+          return a;
+        },
+        "other"_a.none(), nb::rv_policy::none);
+  }
+}
+
+// MLX's comparisons with objects that are not array-like (a == None) say False / True.
+bool array_like(nb::handle h) {
+  return nb::isinstance<array>(h) || nb::isinstance<nb::int_>(h) || nb::isinstance<nb::float_>(h) ||
+         nb::isinstance<nb::bool_>(h) || PyComplex_Check(h.ptr()) || nb::isinstance<nb::list>(h) ||
+         nb::isinstance<nb::tuple>(h) || nb::hasattr(h, "__array__");
+}
+
+array matmul_op(const array& a, const array& b, StreamOrDevice s) { return matmul(a, b, s); }
+array power_op(const array& a, const array& b, StreamOrDevice s) { return power(a, b, s); }
+array add_op(const array& a, const array& b, StreamOrDevice s) { return add(a, b, s); }
+array sub_op(const array& a, const array& b, StreamOrDevice s) { return subtract(a, b, s); }
+array mul_op(const array& a, const array& b, StreamOrDevice s) { return multiply(a, b, s); }
+array div_op(const array& a, const array& b, StreamOrDevice s) { return divide(a, b, s); }
+array floordiv_op(const array& a, const array& b, StreamOrDevice s) { return floor_divide(a, b, s); }
+array mod_op(const array& a, const array& b, StreamOrDevice s) { return remainder(a, b, s); }
+array and_op(const array& a, const array& b, StreamOrDevice s) { return bitwise_and(a, b, s); }
+array or_op(const array& a, const array& b, StreamOrDevice s) { return bitwise_or(a, b, s); }
+array xor_op(const array& a, const array& b, StreamOrDevice s) { return bitwise_xor(a, b, s); }
+array lshift_op(const array& a, const array& b, StreamOrDevice s) { return left_shift(a, b, s); }
+array rshift_op(const array& a, const array& b, StreamOrDevice s) { return right_shift(a, b, s); }
+array lt_op(const array& a, const array& b, StreamOrDevice s) { return less(a, b, s); }
+array le_op(const array& a, const array& b, StreamOrDevice s) { return less_equal(a, b, s); }
+array gt_op(const array& a, const array& b, StreamOrDevice s) { return greater(a, b, s); }
+array ge_op(const array& a, const array& b, StreamOrDevice s) { return greater_equal(a, b, s); }
+
+// Reductions as methods: axis None | int | sequence.
+template <array (*F)(const array&, const std::vector<int>&, bool, StreamOrDevice)>
+void def_reduction(nb::class_<array>& cls, const char* name, const char* doc) {
+  cls.def(
+      name,
+      [](const array& a, const OptAxes& axis, bool keepdims, StreamOrDevice s) {
+        return F(a, axes_or_all(axis, a), keepdims, s);
+      },
+      "axis"_a = nb::none(), "keepdims"_a = false, nb::kw_only(), "stream"_a = nb::none(), doc);
+}
+
+array sum_v(const array& a, const std::vector<int>& ax, bool k, StreamOrDevice s) { return sum(a, ax, k, s); }
+array prod_v(const array& a, const std::vector<int>& ax, bool k, StreamOrDevice s) { return prod(a, ax, k, s); }
+array max_v(const array& a, const std::vector<int>& ax, bool k, StreamOrDevice s) { return max(a, ax, k, s); }
+array min_v(const array& a, const std::vector<int>& ax, bool k, StreamOrDevice s) { return min(a, ax, k, s); }
+array mean_v(const array& a, const std::vector<int>& ax, bool k, StreamOrDevice s) { return mean(a, ax, k, s); }
+array all_v(const array& a, const std::vector<int>& ax, bool k, StreamOrDevice s) { return all(a, ax, k, s); }
+array any_v(const array& a, const std::vector<int>& ax, bool k, StreamOrDevice s) { return any(a, ax, k, s); }
+array lse_v(const array& a, const std::vector<int>& ax, bool k, StreamOrDevice s) { return logsumexp(a, ax, k, s); }
+
+using UnaryFn = array (*)(const array&, StreamOrDevice);
+template <UnaryFn F>
+void def_unary(nb::class_<array>& cls, const char* name) {
+  cls.def(name, [](const array& a, StreamOrDevice s) { return F(a, s); }, nb::kw_only(),
+          "stream"_a = nb::none(), "The op of the same name, applied to this array.");
+}
+array abs_u(const array& a, StreamOrDevice s) { return abs(a, s); }
+array square_u(const array& a, StreamOrDevice s) { return square(a, s); }
+array sqrt_u(const array& a, StreamOrDevice s) { return sqrt(a, s); }
+array rsqrt_u(const array& a, StreamOrDevice s) { return rsqrt(a, s); }
+array reciprocal_u(const array& a, StreamOrDevice s) { return reciprocal(a, s); }
+array exp_u(const array& a, StreamOrDevice s) { return exp(a, s); }
+array log_u(const array& a, StreamOrDevice s) { return log(a, s); }
+array log2_u(const array& a, StreamOrDevice s) { return log2(a, s); }
+array log10_u(const array& a, StreamOrDevice s) { return log10(a, s); }
+array log1p_u(const array& a, StreamOrDevice s) { return log1p(a, s); }
+array sin_u(const array& a, StreamOrDevice s) { return sin(a, s); }
+array cos_u(const array& a, StreamOrDevice s) { return cos(a, s); }
+array conj_u(const array& a, StreamOrDevice s) { return conjugate(a, s); }
+
+// Scans as methods: axis None scans the flattened array.
+using ScanFn = array (*)(const array&, std::optional<int>, bool, bool, StreamOrDevice);
+template <ScanFn F>
+void def_scan(nb::class_<array>& cls, const char* name) {
+  cls.def(
+      name,
+      [](const array& a, std::optional<int> axis, bool reverse, bool inclusive, StreamOrDevice s) {
+        return F(a, axis, reverse, inclusive, s);
+      },
+      "axis"_a = nb::none(), nb::kw_only(), "reverse"_a = false, "inclusive"_a = true,
+      "stream"_a = nb::none(), "The scan of the same name along axis (None: the flattened array).");
+}
+array cumsum_s(const array& a, std::optional<int> ax, bool r, bool i, StreamOrDevice s) {
+  return ax ? cumsum(a, *ax, r, i, std::nullopt, s) : cumsum(a, r, i, std::nullopt, s);
+}
+array cumprod_s(const array& a, std::optional<int> ax, bool r, bool i, StreamOrDevice s) {
+  return ax ? cumprod(a, *ax, r, i, std::nullopt, s) : cumprod(a, r, i, std::nullopt, s);
+}
+array cummax_s(const array& a, std::optional<int> ax, bool r, bool i, StreamOrDevice s) {
+  return ax ? cummax(a, *ax, r, i, s) : cummax(a, r, i, s);
+}
+array cummin_s(const array& a, std::optional<int> ax, bool r, bool i, StreamOrDevice s) {
+  return ax ? cummin(a, *ax, r, i, s) : cummin(a, r, i, s);
+}
+array logcumsumexp_s(const array& a, std::optional<int> ax, bool r, bool i, StreamOrDevice s) {
+  return ax ? logcumsumexp(a, *ax, r, i, s) : logcumsumexp(a, r, i, s);
+}
+
+// `reshape(2, 3)` and `reshape((2, 3))` both work, as MLX's methods do.
+Shape shape_from_args(const nb::args& args) {
+  if (args.size() == 1 && !nb::isinstance<nb::int_>(args[0])) return nb::cast<Shape>(args[0]);
+  return nb::cast<Shape>(args);
+}
+
+}  // namespace
+
+void init_array(nb::module_& m) {
+  auto cls = nb::class_<array>(m, "array", "An N-dimensional array, evaluated lazily.",
+                               nb::type_slots(array_slots), nb::is_weak_referenceable());
+  cls.def(
+         "__init__",
+         [](array* self, nb::handle val, std::optional<Dtype> dtype) {
+           new (self) array(to_array(val, dtype));
+         },
+         "val"_a, "dtype"_a = nb::none(),
+         "An array from a scalar, a (nested) list or tuple, a NumPy array or a buffer.")
+      .def_prop_ro("size", &array::size, "Number of elements.")
+      .def_prop_ro("ndim", &array::ndim, "Number of dimensions.")
+      .def_prop_ro("itemsize", &array::itemsize, "Bytes per element.")
+      .def_prop_ro("nbytes", &array::nbytes, "Bytes of all the elements.")
+      .def_prop_ro("shape", &shape_tuple, "The dimensions, as a tuple.")
+      .def_prop_ro("dtype", &array::dtype, "The element type.")
+      .def_prop_ro("T", [](const array& a) { return transpose(a); }, "The transpose.")
+      .def_prop_ro("real", [](const array& a) { return real(a); }, "The real part.")
+      .def_prop_ro("imag", [](const array& a) { return imag(a); }, "The imaginary part.")
+      .def("item", &to_scalar, "The single element as a Python scalar.")
+      .def("tolist", &to_list, "The elements as nested Python lists (a scalar for a 0-d array).")
+      .def(
+          "astype",
+          [](const array& a, Dtype dtype, StreamOrDevice s) { return astype(a, dtype, s); },
+          "dtype"_a, "stream"_a = nb::none(), "A copy converted to dtype.")
+      .def(
+          "__array__",
+          [](const array& a, std::optional<nb::object> dtype, std::optional<bool>) {
+            nb::object out = to_numpy(a);
+            if (dtype && !dtype->is_none()) out = out.attr("astype")(*dtype);
+            return out;
+          },
+          "dtype"_a = nb::none(), "copy"_a = nb::none(),
+          "A NumPy view of the (evaluated) array that keeps its buffer alive.")
+      .def(
+          "__dlpack__",
+          [](const array& a, nb::kwargs) { return to_numpy(a).attr("__dlpack__")(); },
+          "The array as a DLPack capsule (a view of its buffer).")
+      .def("__dlpack_device__", [](const array&) { return nb::make_tuple(1, 0); },
+           "(kDLCPU, 0): arrays live in host memory.")
+      .def("__len__", [](const array& a) {
+        if (a.ndim() == 0) throw nb::type_error("len() of a 0-d array");
+        return a.shape(0);
+      })
+      .def("__iter__", [](const array& a) {
+        if (a.ndim() == 0) throw nb::type_error("iteration over a 0-d array");
+        nb::list items;
+        for (int i = 0; i < a.shape(0); ++i) items.append(take(a, i, 0));
+        return nb::iter(items);
+      })
+      .def("__bool__", [](const array& a) {
+        if (a.size() != 1) {
+          throw std::invalid_argument("[array] the truth value of an array with more than one "
+                                      "element is ambiguous; use .any() or .all()");
+        }
+        return nb::cast<bool>(nb::bool_(to_scalar(a)));
+      })
+      .def("__int__", [](const array& a) { return nb::int_(to_scalar(a)); })
+      .def("__float__", [](const array& a) { return nb::float_(to_scalar(a)); })
+      .def("__complex__", [](const array& a) { return nb::cast<std::complex<double>>(nb::module_::import_("builtins").attr("complex")(to_scalar(a))); })
+      .def("__index__", [](const array& a) {
+        if (!is_integral(a.dtype())) throw nb::type_error("only integer arrays can be used as an index");
+        return nb::int_(to_scalar(a));
+      })
+      .def("__repr__", &repr_of)
+      .def("__str__", &repr_of)
+      .def("__format__", [](const array& a, const std::string& spec) {
+        if (a.size() == 1 && !spec.empty()) return nb::cast<std::string>(nb::module_::import_("builtins").attr("format")(to_scalar(a), spec));
+        return repr_of(a);
+      })
+      .def("__hash__", [](const array& a) { return static_cast<int64_t>(a.id()); })
+      .def("__copy__", [](const array& a) { return copy(a); })
+      .def("__deepcopy__", [](const array& a, nb::handle) { return copy(a); }, "memo"_a)
+      .def("__getstate__", &get_state)
+      .def("__setstate__", &set_state);
+
+  def_operator<add_op>(cls, "__add__", "__radd__", "__iadd__");
+  def_operator<sub_op>(cls, "__sub__", "__rsub__", "__isub__");
+  def_operator<mul_op>(cls, "__mul__", "__rmul__", "__imul__");
+  def_operator<div_op>(cls, "__truediv__", "__rtruediv__", "__itruediv__");
+  def_operator<floordiv_op>(cls, "__floordiv__", "__rfloordiv__", "__ifloordiv__");
+  def_operator<mod_op>(cls, "__mod__", "__rmod__", "__imod__");
+  def_operator<power_op>(cls, "__pow__", "__rpow__", "__ipow__");
+  def_operator<matmul_op>(cls, "__matmul__", "__rmatmul__", "__imatmul__");
+  def_operator<and_op>(cls, "__and__", "__rand__", "__iand__");
+  def_operator<or_op>(cls, "__or__", "__ror__", "__ior__");
+  def_operator<xor_op>(cls, "__xor__", "__rxor__", "__ixor__");
+  def_operator<lshift_op>(cls, "__lshift__", "__rlshift__", "__ilshift__");
+  def_operator<rshift_op>(cls, "__rshift__", "__rrshift__", "__irshift__");
+  def_operator<lt_op>(cls, "__lt__", nullptr, nullptr);
+  def_operator<le_op>(cls, "__le__", nullptr, nullptr);
+  def_operator<gt_op>(cls, "__gt__", nullptr, nullptr);
+  def_operator<ge_op>(cls, "__ge__", nullptr, nullptr);
+  cls.def("__eq__", [](const array& a, nb::handle b) -> nb::object {
+    if (!array_like(b)) return nb::bool_(false);
+    return nb::cast(equal(a, to_array_like(b, a)));
+  }, "other"_a.none());
+  cls.def("__ne__", [](const array& a, nb::handle b) -> nb::object {
+    if (!array_like(b)) return nb::bool_(true);
+    return nb::cast(not_equal(a, to_array_like(b, a)));
+  }, "other"_a.none());
+  cls.def("__neg__", [](const array& a) { return negative(a); })
+      .def("__pos__", [](const array& a) { return a; })
+      .def("__abs__", [](const array& a) { return abs(a); })
+      .def("__invert__", [](const array& a) {
+        return a.dtype() == bool_ ? logical_not(a) : bitwise_invert(a);
+      });
+
+  // ---- MLX's method aliases ----
+  def_reduction<sum_v>(cls, "sum", "Sum over axis (all when None).");
+  def_reduction<prod_v>(cls, "prod", "Product over axis (all when None).");
+  def_reduction<max_v>(cls, "max", "Maximum over axis (all when None).");
+  def_reduction<min_v>(cls, "min", "Minimum over axis (all when None).");
+  def_reduction<mean_v>(cls, "mean", "Mean over axis (all when None).");
+  def_reduction<all_v>(cls, "all", "Whether every element over axis is true.");
+  def_reduction<any_v>(cls, "any", "Whether any element over axis is true.");
+  def_reduction<lse_v>(cls, "logsumexp", "log(sum(exp(a))) over axis, computed stably.");
+  for (const char* name : {"var", "std"}) {
+    const bool is_var = name[0] == 'v';
+    cls.def(
+        name,
+        [is_var](const array& a, const OptAxes& axis, bool keepdims, int ddof, StreamOrDevice s) {
+          auto ax = axes_or_all(axis, a);
+          return is_var ? var(a, ax, keepdims, ddof, s) : tessera::std(a, ax, keepdims, ddof, s);
+        },
+        "axis"_a = nb::none(), "keepdims"_a = false, "ddof"_a = 0, nb::kw_only(),
+        "stream"_a = nb::none(), is_var ? "Variance over axis." : "Standard deviation over axis.");
+  }
+  for (const char* name : {"argmax", "argmin"}) {
+    const bool is_max = name[3] == 'm' && name[4] == 'a';
+    cls.def(
+        name,
+        [is_max](const array& a, std::optional<int> axis, bool keepdims, StreamOrDevice s) {
+          if (axis) return is_max ? argmax(a, *axis, keepdims, s) : argmin(a, *axis, keepdims, s);
+          return is_max ? argmax(a, keepdims, s) : argmin(a, keepdims, s);
+        },
+        "axis"_a = nb::none(), "keepdims"_a = false, nb::kw_only(), "stream"_a = nb::none(),
+        "Index of the extreme along axis (of the flattened array when None).");
+  }
+  def_unary<abs_u>(cls, "abs");
+  def_unary<square_u>(cls, "square");
+  def_unary<sqrt_u>(cls, "sqrt");
+  def_unary<rsqrt_u>(cls, "rsqrt");
+  def_unary<reciprocal_u>(cls, "reciprocal");
+  def_unary<exp_u>(cls, "exp");
+  def_unary<log_u>(cls, "log");
+  def_unary<log2_u>(cls, "log2");
+  def_unary<log10_u>(cls, "log10");
+  def_unary<log1p_u>(cls, "log1p");
+  def_unary<sin_u>(cls, "sin");
+  def_unary<cos_u>(cls, "cos");
+  def_unary<conj_u>(cls, "conj");
+  def_scan<cumsum_s>(cls, "cumsum");
+  def_scan<cumprod_s>(cls, "cumprod");
+  def_scan<cummax_s>(cls, "cummax");
+  def_scan<cummin_s>(cls, "cummin");
+  def_scan<logcumsumexp_s>(cls, "logcumsumexp");
+  cls.def(
+         "reshape",
+         [](const array& a, nb::args shape, StreamOrDevice s) { return reshape(a, shape_from_args(shape), s); },
+         "shape"_a, "stream"_a = nb::none(),
+         "The array with a new shape (given as a tuple or as separate ints).")
+      .def(
+          "transpose",
+          [](const array& a, nb::args axes, StreamOrDevice s) {
+            if (axes.size() == 0) return transpose(a, s);
+            Shape ax = shape_from_args(axes);
+            return transpose(a, std::vector<int>(ax.begin(), ax.end()), s);
+          },
+          "axes"_a, "stream"_a = nb::none(),
+          "The array with its axes permuted (reversed when none are given).")
+      .def(
+          "flatten",
+          [](const array& a, int start, int end, StreamOrDevice s) { return flatten(a, start, end, s); },
+          "start_axis"_a = 0, "end_axis"_a = -1, nb::kw_only(), "stream"_a = nb::none(),
+          "The axes start_axis..end_axis merged into one.")
+      .def(
+          "squeeze",
+          [](const array& a, const OptAxes& axis, StreamOrDevice s) {
+            return axis ? squeeze(a, axes_or_all(axis, a), s) : squeeze(a, s);
+          },
+          "axis"_a = nb::none(), nb::kw_only(), "stream"_a = nb::none(),
+          "The array without the given size-1 axes (all of them when None).")
+      .def(
+          "moveaxis",
+          [](const array& a, int src, int dst, StreamOrDevice s) { return moveaxis(a, src, dst, s); },
+          "source"_a, "destination"_a, nb::kw_only(), "stream"_a = nb::none(), "Moves one axis.")
+      .def(
+          "swapaxes",
+          [](const array& a, int a1, int a2, StreamOrDevice s) { return swapaxes(a, a1, a2, s); },
+          "axis1"_a, "axis2"_a, nb::kw_only(), "stream"_a = nb::none(), "Swaps two axes.")
+      .def(
+          "split",
+          [](const array& a, const std::variant<int, Shape>& parts, int axis, StreamOrDevice s) {
+            if (auto* n = std::get_if<int>(&parts)) return split(a, *n, axis, s);
+            return split(a, std::get<Shape>(parts), axis, s);
+          },
+          "indices_or_sections"_a, "axis"_a = 0, nb::kw_only(), "stream"_a = nb::none(),
+          "Splits into equal sections, or at the given indices.")
+      .def(
+          "round",
+          [](const array& a, int decimals, StreamOrDevice s) { return round(a, decimals, s); },
+          "decimals"_a = 0, nb::kw_only(), "stream"_a = nb::none(), "Rounds half to even.")
+      .def(
+          "diagonal",
+          [](const array& a, int offset, int axis1, int axis2, StreamOrDevice s) {
+            return diagonal(a, offset, axis1, axis2, s);
+          },
+          "offset"_a = 0, "axis1"_a = 0, "axis2"_a = 1, "stream"_a = nb::none(), "A diagonal.")
+      .def(
+          "diag", [](const array& a, int k, StreamOrDevice s) { return diag(a, k, s); }, "k"_a = 0,
+          nb::kw_only(), "stream"_a = nb::none(), "A diagonal (2-D input) or a diagonal matrix (1-D).")
+      .def(
+          "view", [](const array& a, Dtype dtype, StreamOrDevice s) { return view(a, dtype, s); },
+          "dtype"_a, nb::kw_only(), "stream"_a = nb::none(), "The same bytes read as another dtype.");
+
+  init_indexing(cls);
+}
+
+}  // namespace tessera::python

@@ -1,0 +1,85 @@
+// Shared by the binding files of tessera.core (one per area, mirroring include/tessera/): the
+// nanobind headers, the argument types MLX's Python API takes, and each file's init function.
+#pragma once
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/complex.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/variant.h>
+#include <nanobind/stl/vector.h>
+
+#include <memory>
+#include <optional>
+#include <variant>
+#include <vector>
+
+#include "tessera/tessera.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace tessera::python {
+
+// `scalar | array` as MLX's ops take it: a Python bool / int / float / complex, a tessera array,
+// or anything convertible (a NumPy array, a nested list). Converted by to_array / to_arrays
+// (convert.h), which give Python scalars the dtype of the array they meet (MLX's weak typing).
+struct ArrayLike {
+  nb::object obj;
+};
+
+// A Python object held by C++ closures that outlive the call that made them (custom_function
+// rules, checkpointed functions live in the graph): copies share it without touching Python's
+// refcounts, and the last one releases it with the GIL held, on whichever thread frees the graph.
+class PyRef {
+ public:
+  PyRef() : PyRef(nb::none()) {}
+  explicit PyRef(nb::object o)
+      : p_(new nb::object(std::move(o)), [](nb::object* x) {
+          nb::gil_scoped_acquire gil;
+          delete x;
+        }) {}
+  nb::object& operator*() const { return *p_; }
+  nb::object* operator->() const { return p_.get(); }
+
+ private:
+  std::shared_ptr<nb::object> p_;
+};
+
+// `axis: None | int | Sequence[int]`.
+using OptAxes = std::optional<std::variant<int, std::vector<int>>>;
+// Every axis for None, else the given ones (not normalised: the C++ op checks them).
+std::vector<int> axes_or_all(const OptAxes& axis, const array& a);
+
+// One per binding file (module.cpp calls them in order).
+void init_dtype(nb::module_& m);
+void init_device(nb::module_& m);
+void init_array(nb::module_& m);
+void init_ops(nb::module_& m);
+void init_transforms(nb::module_& m);
+void init_random(nb::module_& m);
+void init_linalg(nb::module_& m);
+void init_fast(nb::module_& m);
+void init_memory(nb::module_& m);
+void init_distributed(nb::module_& m);
+
+}  // namespace tessera::python
+
+namespace nanobind::detail {
+
+template <>
+struct type_caster<tessera::python::ArrayLike> {
+  NB_TYPE_CASTER(tessera::python::ArrayLike, const_name("scalar | array"))
+  bool from_python(handle src, uint8_t, cleanup_list*) noexcept {
+    if (!src.is_valid() || src.is_none()) return false;
+    value.obj = borrow(src);
+    return true;
+  }
+  static handle from_cpp(const tessera::python::ArrayLike& v, rv_policy, cleanup_list*) noexcept {
+    return v.obj.inc_ref();
+  }
+};
+
+}  // namespace nanobind::detail

@@ -1,0 +1,78 @@
+// Dtypes as Python objects (tessera.core.float32, ...), their categories, issubdtype, finfo,
+// iinfo, and the module's constants (pi, e, inf, nan, newaxis, euler_gamma).
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "convert.h"
+
+namespace tessera::python {
+
+void init_dtype(nb::module_& m) {
+  nb::class_<Dtype>(m, "Dtype", "The element type of an array (see tessera.core.float32, ...).")
+      .def_prop_ro("size", &Dtype::size, "Size of one element in bytes.")
+      .def("__repr__", [](const Dtype& t) { return "tessera.core." + dtype_name(t); })
+      .def("__eq__", [](const Dtype& t, nb::handle other) {
+        return nb::isinstance<Dtype>(other) && t == nb::cast<Dtype>(other);
+      })
+      .def("__hash__", [](const Dtype& t) { return static_cast<int64_t>(t.val()); })
+      // Pickled by name: the module attribute tessera.core.<name>.
+      .def("__reduce__", [](const Dtype& t) { return t == bool_ ? std::string("bool_") : dtype_name(t); });
+  for (Dtype d : kAllDtypes) m.attr(dtype_name(d) == "bool" ? "bool_" : dtype_name(d).c_str()) = nb::cast(d);
+
+  nb::enum_<Dtype::Category>(m, "DtypeCategory", "A kind of dtype, for issubdtype.")
+      .value("complexfloating", complexfloating)
+      .value("floating", floating)
+      .value("inexact", inexact)
+      .value("signedinteger", signedinteger)
+      .value("unsignedinteger", unsignedinteger)
+      .value("integer", integer)
+      .value("number", number)
+      .value("generic", generic);
+  for (const char* c : {"complexfloating", "floating", "inexact", "signedinteger",
+                        "unsignedinteger", "integer", "number", "generic"}) {
+    m.attr(c) = m.attr("DtypeCategory").attr(c);
+  }
+  using DorC = std::variant<Dtype, Dtype::Category>;
+  m.def(
+      "issubdtype",
+      [](const DorC& a, const DorC& b) {
+        return std::visit([](const auto& x, const auto& y) { return issubdtype(x, y); }, a, b);
+      },
+      "arg1"_a, "arg2"_a,
+      "Whether arg1 is a sub-type of arg2 in the hierarchy generic > number > (integer > "
+      "signed/unsigned, inexact > floating, complexfloating) > dtype.");
+
+  nb::class_<finfo>(m, "finfo", "Limits of a floating dtype.")
+      .def(nb::init<Dtype>(), "dtype"_a)
+      .def_ro("bits", &finfo::bits, "Bits in one value.")
+      .def_ro("min", &finfo::min, "The most negative finite value.")
+      .def_ro("max", &finfo::max, "The largest finite value.")
+      .def_ro("eps", &finfo::eps, "The gap between 1.0 and the next larger value.")
+      .def_ro("smallest_normal", &finfo::smallest_normal, "The smallest positive normal value.")
+      .def_ro("dtype", &finfo::dtype, "The dtype.")
+      .def("__repr__", [](const finfo& f) {
+        std::ostringstream os;
+        os << "finfo(min=" << f.min << ", max=" << f.max << ", dtype=" << dtype_name(f.dtype) << ")";
+        return os.str();
+      });
+  nb::class_<iinfo>(m, "iinfo", "Limits of an integer dtype.")
+      .def(nb::init<Dtype>(), "dtype"_a)
+      .def_ro("min", &iinfo::min, "The smallest value.")
+      .def_ro("max", &iinfo::max, "The largest value.")
+      .def_ro("dtype", &iinfo::dtype, "The dtype.")
+      .def("__repr__", [](const iinfo& i) {
+        std::ostringstream os;
+        os << "iinfo(min=" << i.min << ", max=" << i.max << ", dtype=" << dtype_name(i.dtype) << ")";
+        return os.str();
+      });
+
+  m.attr("pi") = M_PI;
+  m.attr("e") = M_E;
+  m.attr("euler_gamma") = 0.57721566490153286060651209008240243104215933593992;
+  m.attr("inf") = std::numeric_limits<double>::infinity();
+  m.attr("nan") = std::numeric_limits<double>::quiet_NaN();
+  m.attr("newaxis") = nb::none();
+}
+
+}  // namespace tessera::python

@@ -1,0 +1,19 @@
+// The extension module tessera.core: MLX's mlx.core API over the C++ engine (see DESIGN.md's
+// map: one binding file per area, each adding its part here).
+#include "convert.h"
+
+NB_MODULE(core, m) {
+  using namespace tessera::python;
+  m.doc() = "Tessera's array framework, with the API of MLX's mlx.core.";
+  m.attr("__version__") = "0.1.0";
+  init_dtype(m);
+  init_device(m);
+  init_array(m);
+  init_ops(m);
+  init_transforms(m);
+  init_random(m);
+  init_linalg(m);
+  init_fast(m);
+  init_memory(m);
+  init_distributed(m);
+}

@@ -1,0 +1,97 @@
+// Pytrees (see trees.h).
+#include "trees.h"
+
+#include <nanobind/stl/function.h>
+
+namespace tessera::python {
+
+namespace {
+
+void collect(nb::handle t, std::vector<array>& out) {
+  if (nb::isinstance<array>(t)) {
+    out.push_back(nb::cast<array>(t));
+  } else if (nb::isinstance<nb::list>(t) || nb::isinstance<nb::tuple>(t)) {
+    for (nb::handle e : t) collect(e, out);
+  } else if (nb::isinstance<nb::dict>(t)) {
+    for (auto [k, v] : nb::borrow<nb::dict>(t)) collect(v, out);
+  }
+}
+
+}  // namespace
+
+std::vector<array> tree_arrays(nb::handle tree) {
+  std::vector<array> out;
+  collect(tree, out);
+  return out;
+}
+
+nb::object tree_replace(nb::handle t, const std::vector<array>& leaves, size_t* pos) {
+  if (nb::isinstance<array>(t)) {
+    if (*pos >= leaves.size()) throw std::logic_error("[tree] fewer leaves than arrays");
+    return nb::cast(leaves[(*pos)++]);
+  }
+  if (nb::isinstance<nb::list>(t)) {
+    nb::list out;
+    for (nb::handle e : t) out.append(tree_replace(e, leaves, pos));
+    return out;
+  }
+  if (nb::isinstance<nb::tuple>(t)) {
+    nb::list out;
+    for (nb::handle e : t) out.append(tree_replace(e, leaves, pos));
+    // Named tuples keep their type.
+    if (nb::hasattr(t, "_fields")) return t.type()(*nb::tuple(out));
+    return nb::tuple(out);
+  }
+  if (nb::isinstance<nb::dict>(t)) {
+    nb::dict out;
+    for (auto [k, v] : nb::borrow<nb::dict>(t)) out[k] = tree_replace(v, leaves, pos);
+    return out;
+  }
+  return nb::borrow(t);
+}
+
+void tree_visit_with_prefix(nb::handle t, nb::handle prefix,
+                            const std::function<void(nb::handle)>& f) {
+  const bool prefix_is_node = nb::isinstance<nb::list>(prefix) || nb::isinstance<nb::tuple>(prefix) ||
+                              nb::isinstance<nb::dict>(prefix);
+  if (nb::isinstance<array>(t)) {
+    if (prefix_is_node) throw std::invalid_argument("[tree] the axes tree is deeper than the input tree");
+    f(prefix);
+    return;
+  }
+  if (nb::isinstance<nb::list>(t) || nb::isinstance<nb::tuple>(t)) {
+    if (!prefix_is_node) {
+      for (nb::handle e : t) tree_visit_with_prefix(e, prefix, f);
+      return;
+    }
+    if (nb::isinstance<nb::dict>(prefix) || nb::len(prefix) != nb::len(t)) {
+      throw std::invalid_argument("[tree] the axes tree does not match the input: a sequence of " +
+                                  std::to_string(nb::len(t)) + " against " +
+                                  nb::cast<std::string>(nb::repr(prefix)));
+    }
+    size_t i = 0;
+    nb::list pl = nb::list(prefix);
+    for (nb::handle e : t) tree_visit_with_prefix(e, pl[i++], f);
+    return;
+  }
+  if (nb::isinstance<nb::dict>(t)) {
+    if (!prefix_is_node) {
+      for (auto [k, v] : nb::borrow<nb::dict>(t)) tree_visit_with_prefix(v, prefix, f);
+      return;
+    }
+    if (!nb::isinstance<nb::dict>(prefix)) {
+      throw std::invalid_argument("[tree] the axes tree does not match the input: a dict against " +
+                                  nb::cast<std::string>(nb::repr(prefix)));
+    }
+    nb::dict pd = nb::borrow<nb::dict>(prefix);
+    for (auto [k, v] : nb::borrow<nb::dict>(t)) {
+      if (!pd.contains(k)) {
+        throw std::invalid_argument("[tree] the axes dict has no entry for key " +
+                                    nb::cast<std::string>(nb::repr(k)));
+      }
+      tree_visit_with_prefix(v, pd[k], f);
+    }
+  }
+}
+
+}  // namespace tessera::python

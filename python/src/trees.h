@@ -1,0 +1,24 @@
+// Pytrees: nested dicts, lists and tuples whose leaves are arrays (other leaves are carried
+// through unchanged), as MLX's transforms take and return them.
+#pragma once
+
+#include <functional>
+
+#include "common.h"
+
+namespace tessera::python {
+
+// The array leaves of `tree` in order (dicts in insertion order).
+std::vector<array> tree_arrays(nb::handle tree);
+// `tree` with its array leaves replaced, in order, by `leaves[*pos]...` (advances *pos).
+nb::object tree_replace(nb::handle tree, const std::vector<array>& leaves, size_t* pos);
+inline nb::object tree_replace(nb::handle tree, const std::vector<array>& leaves) {
+  size_t pos = 0;
+  return tree_replace(tree, leaves, &pos);
+}
+// Calls f(leaf, prefix_value) for every array leaf of `tree`, where `prefix` is a tree prefix of
+// `tree` (an int or None at some node applies to everything below it).
+void tree_visit_with_prefix(nb::handle tree, nb::handle prefix,
+                            const std::function<void(nb::handle prefix_value)>& f);
+
+}  // namespace tessera::python

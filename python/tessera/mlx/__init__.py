@@ -1,0 +1,40 @@
+"""Run code written for MLX on Tessera: ``import mlx.core as mx`` gives ``tessera.core``.
+
+``python -m tessera.mlx script.py [args]`` (or ``tessera launch --mlx -n 4 script.py``) runs an
+unmodified MLX script. A real MLX installation is never shadowed unless ``--force`` (or
+``install(force=True)``) asks for it.
+"""
+
+import importlib.util
+import sys
+import types
+
+_SUBMODULES = ("random", "linalg", "fast", "distributed", "metal", "cuda")
+
+
+def install(force: bool = False) -> None:
+    """Makes ``import mlx`` / ``mlx.core`` / ``mlx.core.<submodule>`` import Tessera."""
+    if "mlx" in sys.modules and getattr(sys.modules["mlx"], "__tessera__", False):
+        return
+    if not force and importlib.util.find_spec("mlx") is not None:
+        raise RuntimeError(
+            "a real MLX is installed in this environment; tessera.mlx does not shadow it. "
+            "Uninstall it, run in another environment, or pass --force (install(force=True)).")
+    import tessera.core as core
+
+    pkg = types.ModuleType("mlx", "Tessera standing in for MLX (tessera.mlx).")
+    pkg.__path__ = []  # a package, so that `import mlx.core` looks in sys.modules
+    pkg.__tessera__ = True
+    pkg.core = core
+    sys.modules["mlx"] = pkg
+    sys.modules["mlx.core"] = core
+    for name in _SUBMODULES:
+        sub = getattr(core, name, None)
+        if sub is not None:
+            sys.modules["mlx.core." + name] = sub
+    for name in ("nn", "optimizers", "utils"):  # the pure-Python layers, once they exist
+        spec = importlib.util.find_spec("tessera." + name)
+        if spec is not None:
+            mod = importlib.import_module("tessera." + name)
+            sys.modules["mlx." + name] = mod
+            setattr(pkg, name, mod)

@@ -1,0 +1,224 @@
+"""The array class: construction, dtypes, properties, conversion out, operators (NumPy as the
+reference)."""
+
+import copy
+import pickle
+
+import numpy as np
+import pytest
+
+import tessera.core as mx
+
+ALL_DTYPES = [mx.bool_, mx.uint8, mx.uint16, mx.uint32, mx.uint64, mx.int8, mx.int16, mx.int32,
+              mx.int64, mx.float16, mx.float32, mx.float64, mx.bfloat16, mx.complex64]
+NUMPY_OF = {mx.bool_: np.bool_, mx.uint8: np.uint8, mx.uint16: np.uint16, mx.uint32: np.uint32,
+            mx.uint64: np.uint64, mx.int8: np.int8, mx.int16: np.int16, mx.int32: np.int32,
+            mx.int64: np.int64, mx.float16: np.float16, mx.float32: np.float32,
+            mx.float64: np.float64, mx.complex64: np.complex64}
+
+
+def test_python_scalars_take_mlx_default_dtypes():
+    assert mx.array(True).dtype == mx.bool_
+    assert mx.array(3).dtype == mx.int32
+    assert mx.array(2**40).dtype == mx.int64  # does not fit in int32
+    assert mx.array(1.5).dtype == mx.float32
+    assert mx.array(1 + 2j).dtype == mx.complex64
+    assert mx.array(3).item() == 3 and isinstance(mx.array(3).item(), int)
+    assert mx.array(1.5).item() == 1.5
+    assert mx.array(True).item() is True
+    assert mx.array(1 + 2j).item() == 1 + 2j
+
+
+def test_nested_lists_and_tuples():
+    a = mx.array([[1, 2, 3], (4, 5, 6)])
+    assert a.shape == (2, 3) and a.dtype == mx.int32
+    assert a.tolist() == [[1, 2, 3], [4, 5, 6]]
+    assert mx.array([1, 2.5]).dtype == mx.float32
+    assert mx.array([True, False]).dtype == mx.bool_
+    assert mx.array([1, 2**40]).dtype == mx.int64
+    assert mx.array([]).shape == (0,) and mx.array([]).dtype == mx.float32
+    assert mx.array([[1, 2]], dtype=mx.float16).dtype == mx.float16
+    s = mx.array([mx.array([1, 2]), mx.array([3, 4])])
+    assert s.tolist() == [[1, 2], [3, 4]]
+
+
+@pytest.mark.parametrize("bad", [[[1, 2], [3]], [[1, 2], 3], [1, [2, 3]]])
+def test_ragged_lists_are_a_clear_error(bad):
+    with pytest.raises(ValueError, match="ragged"):
+        mx.array(bad)
+
+
+def test_unconvertible_object_names_its_type():
+    with pytest.raises(ValueError, match="object"):
+        mx.array(object())
+
+
+@pytest.mark.parametrize("dt", [d for d in ALL_DTYPES if d != mx.bfloat16])
+def test_numpy_round_trip_every_dtype(dt):
+    rng = np.random.default_rng(0)
+    ref = (rng.standard_normal((3, 4)) * 10).astype(NUMPY_OF[dt])
+    if dt == mx.complex64:
+        ref = ref + 1j * ref[::-1]
+    a = mx.array(ref, dtype=dt)
+    assert a.dtype == dt and a.shape == (3, 4)
+    np.testing.assert_array_equal(np.asarray(a), ref)
+    np.testing.assert_array_equal(np.array(a.tolist(), dtype=ref.dtype), ref)
+
+
+def test_numpy_float64_becomes_float32_as_mlx():
+    assert mx.array(np.ones(3)).dtype == mx.float32
+    assert mx.array(np.ones(3, np.complex128)).dtype == mx.complex64
+    assert mx.array(np.ones(3), dtype=mx.float64).dtype == mx.float64
+
+
+def test_non_contiguous_and_big_endian_numpy_inputs():
+    base = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+    for view in (base[:, ::2, ::-1], base.transpose(2, 0, 1), base[1], base[..., 3]):
+        np.testing.assert_array_equal(np.asarray(mx.array(view)), view)
+    be = np.arange(6, dtype=">i4").reshape(2, 3)
+    np.testing.assert_array_equal(np.asarray(mx.array(be)), be.astype("=i4"))
+    np.testing.assert_array_equal(np.asarray(mx.array(np.float32(2.5))), np.float32(2.5))
+
+
+def test_buffer_protocol_and_memoryview():
+    a = mx.array([[1.0, 2.0], [3.0, 4.0]])
+    m = memoryview(a)
+    assert m.format == "f" and m.shape == (2, 2) and m.strides == (8, 4)
+    assert mx.array(memoryview(bytearray(b"\x01\x02\x03"))).tolist() == [1, 2, 3]
+
+
+def test_asarray_is_a_zero_copy_view_that_keeps_the_buffer_alive():
+    a = mx.arange(12).reshape(3, 4)
+    v = np.asarray(a)
+    w = np.asarray(a)
+    assert v.__array_interface__["data"][0] == w.__array_interface__["data"][0]
+    del a
+    np.testing.assert_array_equal(v, np.arange(12).reshape(3, 4))
+    t = mx.arange(6).reshape(2, 3).T
+    np.testing.assert_array_equal(np.asarray(t), np.arange(6).reshape(2, 3).T)
+
+
+def test_bfloat16_to_numpy_is_a_type_error_naming_it():
+    with pytest.raises(TypeError, match="bfloat16"):
+        np.asarray(mx.array([1.0], dtype=mx.bfloat16))
+    assert mx.array([1.5], dtype=mx.bfloat16).astype(mx.float32).tolist() == [1.5]
+
+
+def test_properties():
+    a = mx.zeros((2, 3, 4), dtype=mx.float16)
+    assert (a.size, a.ndim, a.itemsize, a.nbytes) == (24, 3, 2, 48)
+    assert a.shape == (2, 3, 4) and isinstance(a.shape, tuple)
+    assert a.T.shape == (4, 3, 2)
+    z = mx.array([1 + 2j, 3 - 1j])
+    assert z.real.tolist() == [1.0, 3.0] and z.imag.tolist() == [2.0, -1.0]
+    assert len(a) == 2
+    with pytest.raises(TypeError):
+        len(mx.array(1.0))
+    assert [x.tolist() for x in mx.array([[1, 2], [3, 4]])] == [[1, 2], [3, 4]]
+
+
+def test_bool_int_float_conversions():
+    assert bool(mx.array(1)) and not bool(mx.array(0.0))
+    with pytest.raises(ValueError, match="ambiguous"):
+        bool(mx.array([1, 2]))
+    assert int(mx.array(7.9)) == 7 and float(mx.array(2)) == 2.0
+    assert [10, 20, 30][mx.array(1)] == 20
+
+
+def test_repr_matches_mlx():
+    assert repr(mx.array([1, 2, 3])) == "array([1, 2, 3], dtype=int32)"
+    assert repr(mx.array(2.5)) == "array(2.5, dtype=float32)"
+    assert str(mx.array([[1.0, 2.0]])) == "array([[1, 2]], dtype=float32)"
+    assert repr(mx.float32) == "tessera.core.float32"
+
+
+def test_dtype_objects_and_categories():
+    assert mx.float32.size == 4 and mx.complex64.size == 8 and mx.bool_.size == 1
+    assert mx.issubdtype(mx.float16, mx.floating)
+    assert mx.issubdtype(mx.int8, mx.signedinteger) and not mx.issubdtype(mx.uint8, mx.signedinteger)
+    assert mx.issubdtype(mx.complex64, mx.inexact) and mx.issubdtype(mx.floating, mx.number)
+    assert mx.finfo(mx.float32).eps == float(np.finfo(np.float32).eps)
+    assert mx.finfo(mx.float16).max == float(np.finfo(np.float16).max)
+    assert (mx.iinfo(mx.int16).min, mx.iinfo(mx.int16).max) == (-32768, 32767)
+    assert mx.pi == np.pi and mx.e == np.e and mx.newaxis is None
+    assert mx.inf == float("inf") and mx.nan != mx.nan
+    assert {mx.float32: 1}[mx.float32] == 1
+
+
+def test_pickle_and_deepcopy_every_dtype():
+    for dt in ALL_DTYPES:
+        a = mx.arange(6).reshape(2, 3).astype(dt)
+        b = pickle.loads(pickle.dumps(a))
+        assert b.dtype == dt and b.shape == (2, 3)
+        assert mx.array_equal(a, b).item()
+        c = copy.deepcopy(a)
+        assert mx.array_equal(a, c).item() and c is not a
+    assert pickle.loads(pickle.dumps(mx.float16)) == mx.float16
+
+
+BINARY = [("__add__", np.add), ("__sub__", np.subtract), ("__mul__", np.multiply),
+          ("__truediv__", np.true_divide), ("__floordiv__", np.floor_divide),
+          ("__mod__", np.mod), ("__pow__", np.power)]
+
+
+@pytest.mark.parametrize("name,ref", BINARY)
+def test_arithmetic_operators_forward_reflected_and_in_place(name, ref):
+    x = np.array([[1.5, -2.0, 3.0], [4.0, 5.5, -6.0]], np.float32)
+    y = np.array([0.5, 2.0, -1.5], np.float32)
+    if name == "__pow__":
+        x = np.abs(x)
+    a, b = mx.array(x), mx.array(y)
+    np.testing.assert_allclose(np.asarray(getattr(a, name)(b)), ref(x, y), rtol=1e-6)
+    rname = "__r" + name[2:]
+    np.testing.assert_allclose(np.asarray(getattr(b, rname)(a)), ref(x, y), rtol=1e-6)
+    iname = "__i" + name[2:]
+    c = mx.array(x)
+    ident = id(c)
+    c = getattr(c, iname)(b)
+    assert id(c) == ident
+    np.testing.assert_allclose(np.asarray(c), ref(x, y), rtol=1e-6)
+
+
+def test_python_scalars_keep_the_array_dtype():
+    h = mx.ones((2,), dtype=mx.float16)
+    assert (h + 1).dtype == mx.float16 and (h * 2.5).dtype == mx.float16 and (1 - h).dtype == mx.float16
+    i = mx.ones((2,), dtype=mx.uint8)
+    assert (i + 1).dtype == mx.uint8
+    assert (i + 1.5).dtype == mx.float32
+    assert (mx.array([True]) + 1).dtype == mx.int32
+
+
+def test_matmul_bitwise_comparisons_and_unary():
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    w = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_allclose(np.asarray(mx.array(x) @ mx.array(w)), x @ w)
+    i, j = np.array([12, 5, 7], np.int32), np.array([10, 3, 1], np.int32)
+    a, b = mx.array(i), mx.array(j)
+    for op in ("__and__", "__or__", "__xor__", "__lshift__", "__rshift__"):
+        np.testing.assert_array_equal(np.asarray(getattr(a, op)(b)), getattr(i, op)(j))
+    np.testing.assert_array_equal(np.asarray(~a), ~i)
+    np.testing.assert_array_equal(np.asarray(~mx.array([True, False])), [False, True])
+    for op in ("__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__"):
+        np.testing.assert_array_equal(np.asarray(getattr(a, op)(b)), getattr(i, op)(j))
+    assert (a == None) is False and (a != None) is True  # noqa: E711
+    np.testing.assert_array_equal(np.asarray(-a), -i)
+    np.testing.assert_array_equal(np.asarray(abs(mx.array([-1, 2]))), [1, 2])
+
+
+def test_methods_match_numpy():
+    x = np.random.default_rng(1).standard_normal((3, 4)).astype(np.float32)
+    a = mx.array(x)
+    np.testing.assert_allclose(np.asarray(a.sum()), x.sum(), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(a.sum(axis=1, keepdims=True)), x.sum(1, keepdims=True), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(a.mean((0, 1))), x.mean(), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(a.var(axis=0, ddof=1)), x.var(0, ddof=1), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(a.max(0)), x.max(0))
+    np.testing.assert_array_equal(np.asarray(a.argmax(1)), x.argmax(1))
+    np.testing.assert_allclose(np.asarray(a.cumsum(1)), x.cumsum(1), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(a.cumsum()), x.cumsum(), rtol=1e-5)
+    assert a.reshape(2, 6).shape == (2, 6) and a.reshape((6, 2)).shape == (6, 2)
+    assert a.transpose().shape == (4, 3) and a.transpose(1, 0).shape == (4, 3)
+    assert [p.shape for p in a.split(2, axis=1)] == [(3, 2), (3, 2)]
+    np.testing.assert_allclose(np.asarray(a.exp()), np.exp(x), rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(a.astype(mx.int32)), x.astype(np.int32))
+    np.testing.assert_allclose(np.asarray(mx.array([1.234, 5.678]).round(1)), [1.2, 5.7], rtol=1e-6)

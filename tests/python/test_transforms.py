@@ -1,0 +1,107 @@
+"""Transforms over pytrees: grad / value_and_grad (argnums, argnames), vjp, jvp, vmap,
+custom_function, checkpoint, eval; gradients against closed forms and finite differences."""
+
+import numpy as np
+import pytest
+
+import tessera.core as mx
+
+
+def test_grad_of_a_scalar_function_is_its_closed_form():
+    g = mx.grad(lambda x: (x * x * x).sum())
+    x = mx.array([0.5, -1.0, 2.0])
+    np.testing.assert_allclose(np.asarray(g(x)), 3 * np.asarray(x) ** 2, rtol=1e-6)
+    d2 = mx.grad(mx.grad(lambda x: mx.sin(x)))
+    np.testing.assert_allclose(d2(mx.array(0.7)).item(), -np.sin(0.7), rtol=1e-6)
+
+
+def test_value_and_grad_over_trees_with_aux_outputs():
+    def loss(params, x):
+        y = params["w"] * x + params["b"][0]
+        return (y * y).sum(), y
+
+    params = {"w": mx.array([1.0, 2.0]), "b": [mx.array(0.5), 3]}
+    x = mx.array([3.0, -1.0])
+    (value, y), grads = mx.value_and_grad(loss)(params, x)
+    w, b, xv = np.array([1.0, 2.0]), 0.5, np.array([3.0, -1.0])
+    yv = w * xv + b
+    np.testing.assert_allclose(value.item(), (yv ** 2).sum(), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(y), yv, rtol=1e-6)
+    assert set(grads) == {"w", "b"} and grads["b"][1] == 3  # non-array leaves pass through
+    np.testing.assert_allclose(np.asarray(grads["w"]), 2 * yv * xv, rtol=1e-6)
+    np.testing.assert_allclose(grads["b"][0].item(), (2 * yv).sum(), rtol=1e-6)
+
+
+def test_argnums_and_argnames():
+    def f(a, b, *, c):
+        return (a * b * c).sum()
+
+    a, b, c = mx.array(2.0), mx.array(3.0), mx.array(5.0)
+    ga, gb = mx.grad(f, argnums=(0, 1))(a, b, c=c)
+    assert (ga.item(), gb.item()) == (15.0, 10.0)
+    assert mx.grad(f, argnums=-1)(a, b, c=c).item() == 10.0
+    pos, kw = mx.grad(f, argnums=0, argnames="c")(a, b, c=c)
+    assert pos.item() == 15.0 and kw["c"].item() == 6.0
+    pos, kw = mx.grad(f, argnames=["c"])(a, b, c=c)
+    assert pos is None and kw["c"].item() == 6.0
+    with pytest.raises(ValueError, match="argnums"):
+        mx.grad(f, argnums=3)(a, b, c=c)
+    with pytest.raises(ValueError, match="scalar"):
+        mx.grad(lambda x: x * 2)(mx.array([1.0, 2.0]))
+
+
+def test_vjp_and_jvp_against_finite_differences():
+    f = lambda x, y: [mx.sin(x) * y]  # noqa: E731
+    x, y = mx.array([0.3, 1.2]), mx.array([2.0, -1.0])
+    out, vjps = mx.vjp(f, [x, y], [mx.array([1.0, 1.0])])
+    np.testing.assert_allclose(np.asarray(vjps[0]), np.cos([0.3, 1.2]) * [2.0, -1.0], rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(vjps[1]), np.sin([0.3, 1.2]), rtol=1e-6)
+    _, jvps = mx.jvp(f, [x, y], [mx.array([1.0, 0.0]), mx.array([0.0, 0.0])])
+    eps = 1e-3
+    fd = (np.sin(0.3 + eps) - np.sin(0.3 - eps)) / (2 * eps) * 2.0
+    np.testing.assert_allclose(np.asarray(jvps[0])[0], fd, rtol=1e-4)
+
+
+def test_vmap_with_axes_trees():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    v = mx.vmap(lambda a: a.sum())(mx.array(x))
+    np.testing.assert_allclose(np.asarray(v), x.sum(1))
+    v = mx.vmap(lambda a: a * 2, in_axes=1, out_axes=1)(mx.array(x))
+    np.testing.assert_allclose(np.asarray(v), x * 2)
+    w = np.ones(4, np.float32)
+    v = mx.vmap(lambda d: d["x"] @ d["w"], in_axes=({"x": 0, "w": None},))({"x": mx.array(x), "w": mx.array(w)})
+    np.testing.assert_allclose(np.asarray(v), x @ w)
+    v = mx.vmap(lambda a, b: a + b, in_axes=(0, None))(mx.array(x), mx.array(w))
+    np.testing.assert_allclose(np.asarray(v), x + w)
+    with pytest.raises(ValueError, match="in_axes"):
+        mx.vmap(lambda a, b: a + b, in_axes=(0,))(mx.array(x), mx.array(w))
+
+
+def test_custom_function_rules_are_used():
+    @mx.custom_function
+    def f(x):
+        return mx.exp(x)
+
+    @f.vjp
+    def f_vjp(primals, cotangent, output):
+        return cotangent * 7.0
+
+    x = mx.array(0.5)
+    assert f(x).item() == pytest.approx(np.exp(0.5))
+    assert mx.grad(lambda t: f(t).sum())(x).item() == 7.0
+
+
+def test_checkpoint_gives_the_same_gradient():
+    f = lambda x: mx.sin(x * x).sum()  # noqa: E731
+    x = mx.array([0.1, 0.7, -1.3])
+    np.testing.assert_allclose(np.asarray(mx.grad(mx.checkpoint(f))(x)), np.asarray(mx.grad(f)(x)),
+                               rtol=1e-6)
+
+
+def test_eval_takes_trees_and_stop_gradient_blocks():
+    tree = {"a": [mx.array(1.0) + 1, (mx.array(2.0) * 3,)], "b": 4}
+    mx.eval(tree)
+    mx.async_eval(tree["a"])
+    assert tree["a"][1][0].item() == 6.0
+    g = mx.grad(lambda x: (mx.stop_gradient(x) * x).sum())(mx.array(3.0))
+    assert g.item() == 3.0
