@@ -9,7 +9,7 @@ VENV ?= $(BUILD)/venv
 PY_BUILD ?= $(BUILD)/py
 PYTHON ?= python3
 
-.PHONY: all deps build python demo test test-long test-asan bench bench-dist docs clean
+.PHONY: all deps build python demo test test-long test-asan bench bench-dist bench-py docs clean
 
 all: build
 
@@ -65,6 +65,11 @@ bench: build
 bench-dist: build
 	@bash scripts/bench_dist_deps.sh
 	./$(BUILD)/bench_collectives --rounds 3 --json $(BUILD)/bench_collectives.json
+
+# The Python layer's per-call costs against MLX, NumPy and PyTorch (one shared benchmark venv).
+bench-py: build
+	@bash scripts/bench_py_deps.sh $(BUILD)/bench-venv $(BUILD)/py-bench
+	$(BUILD)/bench-venv/bin/python benchmarks/python/bench_py.py
 
 # Regenerate docs/env.md from the configuration registry.
 docs: build

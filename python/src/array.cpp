@@ -49,10 +49,7 @@ int array_getbuffer(PyObject* obj, Py_buffer* view, int) {
                                        "with a.astype(tessera.core.float32) first");
       return -1;
     }
-    {
-      nb::gil_scoped_release nogil;
-      a.eval();
-    }
+    blocking([&] { a.eval(); });
     auto* bv = new BufferView{a, {}, {}, fmt};
     for (size_t i = 0; i < a.ndim(); ++i) {
       bv->shape.push_back(a.shape()[i]);
@@ -85,10 +82,7 @@ PyType_Slot array_slots[] = {{Py_bf_getbuffer, reinterpret_cast<void*>(array_get
 
 std::string repr_of(array a) {
   std::ostringstream os;
-  {
-    nb::gil_scoped_release nogil;
-    os << a;
-  }
+  blocking([&] { os << a; });
   return os.str();
 }
 
@@ -101,10 +95,7 @@ nb::tuple shape_tuple(const array& a) {
 // Pickling: (dtype name, shape, raw bytes of the row-contiguous data).
 nb::tuple get_state(array a) {
   array c = contiguous(a);
-  {
-    nb::gil_scoped_release nogil;
-    c.eval();
-  }
+  blocking([&] { c.eval(); });
   return nb::make_tuple(dtype_name(a.dtype()), shape_tuple(a),
                         nb::bytes(static_cast<const char*>(c.raw_data()), c.nbytes()));
 }

@@ -71,7 +71,7 @@ namespace nanobind::detail {
 
 template <>
 struct type_caster<tessera::python::ArrayLike> {
-  NB_TYPE_CASTER(tessera::python::ArrayLike, const_name("scalar | array"))
+  NB_TYPE_CASTER(tessera::python::ArrayLike, const_name("bool | int | float | complex | array"))
   bool from_python(handle src, uint8_t, cleanup_list*) noexcept {
     if (!src.is_valid() || src.is_none()) return false;
     value.obj = borrow(src);

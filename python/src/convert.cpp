@@ -1,8 +1,13 @@
 // Python values <-> arrays (see convert.h).
 #include "convert.h"
 
+#include "core/interrupt.h"
+
 #include <nanobind/ndarray.h>
 
+#include <signal.h>
+
+#include <atomic>
 #include <complex>
 #include <cstring>
 #include <limits>
@@ -362,8 +367,7 @@ nb::object dispatch(Dtype d, F&& f) {
 }
 
 void eval_nogil(array& a) {
-  nb::gil_scoped_release nogil;
-  a.eval();
+  blocking([&] { a.eval(); });
 }
 
 template <typename T>
@@ -425,6 +429,45 @@ nb::object to_numpy(array a) {
   nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<array*>(p); });
   nb::ndarray<nb::numpy> nd(a.raw_data(), shape.size(), shape.data(), owner, strides.data(), dt);
   return nb::cast(nd, nb::rv_policy::reference);
+}
+
+// ---- SIGINT during blocking calls ----
+
+namespace {
+
+std::atomic<int> g_blocking{0};  // blocking calls in progress (any thread)
+struct sigaction g_python_sigint {};  // Python's own handler, which ours chains to
+
+void on_sigint(int sig) {
+  if (g_blocking.load(std::memory_order_relaxed) > 0) detail::request_interrupt();
+  if (g_python_sigint.sa_handler != SIG_DFL && g_python_sigint.sa_handler != SIG_IGN &&
+      g_python_sigint.sa_handler != nullptr) {
+    g_python_sigint.sa_handler(sig);  // Python's trampoline: sets its flag (signal-safe)
+  }
+}
+
+}  // namespace
+
+namespace blocking_detail {
+void enter() noexcept { g_blocking.fetch_add(1, std::memory_order_relaxed); }
+void leave() noexcept { g_blocking.fetch_sub(1, std::memory_order_relaxed); }
+void check_signals() {
+  if (!detail::interrupt_requested()) return;
+  if (g_blocking.load(std::memory_order_relaxed) == 0) detail::clear_interrupt();
+  if (PyErr_CheckSignals() != 0) throw nb::python_error();
+}
+}  // namespace blocking_detail
+
+void install_sigint_handler() {
+  struct sigaction cur {};
+  if (sigaction(SIGINT, nullptr, &cur) != 0 || cur.sa_handler == on_sigint) return;
+  if ((cur.sa_flags & SA_SIGINFO) != 0) return;  // not Python's plain handler: leave it alone
+  g_python_sigint = cur;
+  struct sigaction ours {};
+  ours.sa_handler = on_sigint;
+  sigemptyset(&ours.sa_mask);
+  ours.sa_flags = cur.sa_flags;
+  sigaction(SIGINT, &ours, nullptr);
 }
 
 std::vector<int> axes_or_all(const OptAxes& axis, const array& a) {

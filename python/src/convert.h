@@ -2,9 +2,45 @@
 // or byte order), buffer-protocol objects; and back: item(), tolist(), NumPy views.
 #pragma once
 
+#include <type_traits>
+
 #include "common.h"
 
 namespace tessera::python {
+
+// ---- blocking calls: the GIL released, SIGINT honoured ----
+
+namespace blocking_detail {
+void enter() noexcept;
+void leave() noexcept;
+// After a blocking call: if SIGINT arrived, clears the engine's interrupt request and runs
+// Python's handler (KeyboardInterrupt by default), throwing nb::python_error if it raised.
+void check_signals();
+}  // namespace blocking_detail
+
+// Installs (once, at import) a SIGINT handler that, while a blocking call runs, asks the engine
+// to stop (core/interrupt.h) and then chains to Python's own handler.
+void install_sigint_handler();
+
+// Runs f() without the GIL. A Ctrl-C meanwhile makes the engine give up within ~100 ms (the
+// kernels not started yet are skipped, a waiting collective fails and leaves its group out of
+// step) and is raised here as Python's handler decides (KeyboardInterrupt by default).
+template <typename F>
+void blocking(F&& f) {
+  struct Scope {
+    Scope() { blocking_detail::enter(); }
+    ~Scope() { blocking_detail::leave(); }
+  };
+  try {
+    Scope scope;
+    nb::gil_scoped_release nogil;
+    f();
+  } catch (...) {
+    blocking_detail::check_signals();  // a KeyboardInterrupt replaces the engine's error
+    throw;
+  }
+  blocking_detail::check_signals();
+}
 
 // As mx.array(obj, dtype): Python bool -> bool, int -> int32 (int64 when it does not fit),
 // float -> float32, complex -> complex64; NumPy float64 / complex128 -> float32 / complex64

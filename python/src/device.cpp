@@ -60,8 +60,7 @@ void init_device(nb::module_& m) {
   m.def(
       "synchronize",
       [](std::optional<Stream> s) {
-        nb::gil_scoped_release nogil;
-        s ? synchronize(*s) : synchronize();
+        blocking([&] { s ? synchronize(*s) : synchronize(); });
       },
       "stream"_a = nb::none(), "Waits until the stream's (default: the default stream's) work is done.");
 

@@ -20,8 +20,9 @@ void init_distributed(nb::module_& parent) {
   m.def(
       "init",
       [](bool strict, const std::string& backend) {
-        nb::gil_scoped_release nogil;  // connecting to the peers may take a while
-        return dist::init(strict, backend);
+        std::optional<dist::Group> g;
+        blocking([&] { g = dist::init(strict, backend); });  // connecting may take a while
+        return *g;
       },
       "strict"_a = false, "backend"_a = "any",
       "The group of this job's ranks (a group of one when nothing is configured and strict is "
@@ -61,8 +62,7 @@ void init_distributed(nb::module_& parent) {
   }, "x"_a, "root"_a, nb::kw_only(), "group"_a = nb::none(), "stream"_a = nb::none(),
         "Rank root's x on every rank.");
   m.def("barrier", [](std::optional<dist::Group> g, StreamOrDevice s) {
-    nb::gil_scoped_release nogil;
-    dist::barrier(g, s);
+    blocking([&] { dist::barrier(g, s); });
   }, nb::kw_only(), "group"_a = nb::none(), "stream"_a = nb::none(),
         "Returns once every rank of the group has called it.");
 }

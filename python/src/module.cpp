@@ -16,4 +16,5 @@ NB_MODULE(core, m) {
   init_fast(m);
   init_memory(m);
   init_distributed(m);
+  install_sigint_handler();
 }

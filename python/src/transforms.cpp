@@ -19,8 +19,7 @@ void eval_trees(const nb::args& trees, bool async) {
     auto leaves = tree_arrays(t);
     all.insert(all.end(), leaves.begin(), leaves.end());
   }
-  nb::gil_scoped_release nogil;
-  async ? async_eval(all) : eval(all);
+  blocking([&] { async ? async_eval(all) : eval(all); });
 }
 
 using IntOrVec = std::variant<int, std::vector<int>>;

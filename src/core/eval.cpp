@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/interrupt.h"
 #include "core/scheduler.h"
 #include "core/transforms_impl.h"
 #include "ops/primitive.h"
@@ -30,6 +31,10 @@ void run_node(const std::shared_ptr<detail::Node>& node, std::vector<array>& out
     // Same-stream inputs are done already (queues run in order); others may still run.
     in.wait_until_available();
     if (!error && in.error()) error = in.error();
+  }
+  if (!error && detail::interrupt_requested()) {
+    error = std::make_exception_ptr(std::runtime_error(
+        std::string("[eval] interrupted (SIGINT) before ") + node->primitive->name() + " ran"));
   }
   if (!error) {
     try {

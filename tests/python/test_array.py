@@ -222,3 +222,16 @@ def test_methods_match_numpy():
     np.testing.assert_allclose(np.asarray(a.exp()), np.exp(x), rtol=1e-6)
     np.testing.assert_array_equal(np.asarray(a.astype(mx.int32)), x.astype(np.int32))
     np.testing.assert_allclose(np.asarray(mx.array([1.234, 5.678]).round(1)), [1.2, 5.7], rtol=1e-6)
+
+
+def test_type_stubs_are_installed_with_signatures_and_docstrings():
+    import ast
+    import pathlib
+
+    stub_dir = pathlib.Path(mx.__file__).parent / "core"
+    text = (stub_dir / "__init__.pyi").read_text()
+    tree = ast.parse(text)
+    names = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    assert {"array", "Dtype", "sum", "value_and_grad", "zeros"} <= names
+    assert "def sum(" in text and "keepdims: bool = False" in text
+    assert (stub_dir / "random.pyi").exists() and (stub_dir / "distributed.pyi").exists()

@@ -12,11 +12,24 @@ import types
 _SUBMODULES = ("random", "linalg", "fast", "distributed", "metal", "cuda")
 
 
+def _real_mlx_installed() -> bool:
+    # A directory named mlx on sys.path (a namespace package) is not an MLX installation; a
+    # package with a core module is.
+    try:
+        return importlib.util.find_spec("mlx.core") is not None
+    except (ImportError, ValueError):
+        return False
+    finally:
+        mod = sys.modules.get("mlx")
+        if mod is not None and not getattr(mod, "__tessera__", False) and getattr(mod, "__file__", None) is None:
+            del sys.modules["mlx"]  # the namespace package find_spec imported
+
+
 def install(force: bool = False) -> None:
     """Makes ``import mlx`` / ``mlx.core`` / ``mlx.core.<submodule>`` import Tessera."""
     if "mlx" in sys.modules and getattr(sys.modules["mlx"], "__tessera__", False):
         return
-    if not force and importlib.util.find_spec("mlx") is not None:
+    if not force and _real_mlx_installed():
         raise RuntimeError(
             "a real MLX is installed in this environment; tessera.mlx does not shadow it. "
             "Uninstall it, run in another environment, or pass --force (install(force=True)).")

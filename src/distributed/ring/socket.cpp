@@ -1,6 +1,8 @@
 // TCP sockets with deadlines for the ring backend (see socket.h).
 #include "distributed/ring/socket.h"
 
+#include "core/interrupt.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
@@ -114,6 +116,14 @@ void throw_peer_closed(const IoContext& ctx, const char* direction, int err) {
 
 void throw_timeout(const IoContext& ctx) {
   throw PeerFailure(timeout_message(ctx), ctx.peer, true, describe_op(ctx));
+}
+
+void check_interrupt(const IoContext& ctx) {
+  if (!tessera::detail::interrupt_requested()) return;
+  throw std::runtime_error("[ring] rank " + std::to_string(ctx.rank) + ": interrupted (SIGINT) " +
+                           describe_op(ctx) +
+                           "; this group is now out of step with its peers: exit, or make a new "
+                           "group (clear_backends() then init()).");
 }
 
 Socket& Socket::operator=(Socket&& o) noexcept {

@@ -117,6 +117,10 @@ struct PeerFailure : std::runtime_error {
 };
 [[noreturn]] void throw_peer_closed(const IoContext& ctx, const char* direction, int err);
 [[noreturn]] void throw_timeout(const IoContext& ctx);
+// Throws std::runtime_error if an interrupt was requested (core/interrupt.h) during the wait.
+void check_interrupt(const IoContext& ctx);
+// Blocking waits poll in slices this long so that an interrupt is seen promptly.
+inline constexpr int kInterruptSliceMs = 100;
 
 // Builds the messages used by the transfers above (also by the pipelined ring loop).
 std::string peer_closed_message(const IoContext& ctx, const char* direction, int err);

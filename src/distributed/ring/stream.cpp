@@ -266,7 +266,15 @@ void run_stream(Stream& st, const StreamEnv& env) {
     if (want_out) pf[np++] = {st.send_link->sock.fd(), POLLOUT, 0};
     if (want_in) pf[np++] = {st.recv_link->sock.fd(), POLLIN, 0};
     if (np == 0) continue;  // cannot happen: a pending side without progress wants I/O
-    int rc = ::poll(pf, static_cast<nfds_t>(np), timeout_ms);
+    int rc = 0;
+    for (int waited = 0;;) {  // in slices, so that an interrupt is seen within one
+      const int slice = timeout_ms < 0 ? kInterruptSliceMs : std::min(kInterruptSliceMs, timeout_ms - waited);
+      rc = ::poll(pf, static_cast<nfds_t>(np), slice);
+      if (rc != 0) break;
+      check_interrupt(want_in ? rctx : sctx);
+      waited += slice;
+      if (timeout_ms >= 0 && waited >= timeout_ms) break;
+    }
     if (rc == 0) throw_timeout(want_in ? rctx : sctx);
     if (rc < 0 && errno != EINTR) {
       throw std::runtime_error("[ring] rank " + std::to_string(env.rank) + ": poll failed: " +

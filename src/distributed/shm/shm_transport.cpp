@@ -436,6 +436,7 @@ void ShmTransport::wait_word(int peer, std::atomic<uint32_t>& w, uint64_t target
     }
     waiters.fetch_sub(1, std::memory_order_seq_cst);
     if (reached(w.load(std::memory_order_acquire), target)) return;
+    check_interrupt(ctx);
     if (timeout_s_ > 0 &&
         std::chrono::duration<double>(Clock::now() - start).count() > timeout_s_) {
       throw_timeout(ctx);
