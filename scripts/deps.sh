@@ -5,7 +5,7 @@ set -euo pipefail
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 for p in cmake ninja-build g++ pkg-config libopenblas-dev liblapacke-dev nlohmann-json3-dev \
-         libgtest-dev libgmock-dev libbenchmark-dev iproute2; do
+         libgtest-dev libgmock-dev libbenchmark-dev iproute2 zlib1g-dev; do
   have_pkg "$p" || need+=("$p")
 done
 # The Python package: venv + ensurepip (make test's virtual environment) and Python.h (the

@@ -34,7 +34,7 @@ void init_device(nb::module_& m) {
       .def("__eq__", [](const Device& d, nb::handle o) {
         if (nb::isinstance<Device::DeviceType>(o)) return d.type == nb::cast<Device::DeviceType>(o);
         return nb::isinstance<Device>(o) && d == nb::cast<Device>(o);
-      })
+      }, "other"_a.none())
       .def("__hash__", [](const Device& d) { return static_cast<int>(d.type) * 1000 + d.index; });
   nb::implicitly_convertible<Device::DeviceType, Device>();
   m.attr("cpu") = nb::cast(Device::cpu);
@@ -51,7 +51,7 @@ void init_device(nb::module_& m) {
       })
       .def("__eq__", [](const Stream& s, nb::handle o) {
         return nb::isinstance<Stream>(o) && s == nb::cast<Stream>(o);
-      })
+      }, "other"_a.none())
       .def("__hash__", [](const Stream& s) { return s.index; });
   m.def("default_stream", &default_stream, "device"_a, "The default stream of a device.");
   m.def("set_default_stream", &set_default_stream, "stream"_a,

@@ -14,7 +14,7 @@ void init_dtype(nb::module_& m) {
       .def("__repr__", [](const Dtype& t) { return "tessera.core." + dtype_name(t); })
       .def("__eq__", [](const Dtype& t, nb::handle other) {
         return nb::isinstance<Dtype>(other) && t == nb::cast<Dtype>(other);
-      })
+      }, "other"_a.none())
       .def("__hash__", [](const Dtype& t) { return static_cast<int64_t>(t.val()); })
       // Pickled by name: the module attribute tessera.core.<name>.
       .def("__reduce__", [](const Dtype& t) { return t == bool_ ? std::string("bool_") : dtype_name(t); });

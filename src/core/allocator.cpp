@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "core/fork.h"
 #include "tessera/allocator.h"
 #include "tessera/config.h"
 #include "tessera/memory.h"
@@ -183,6 +184,8 @@ class CachingAllocator {
     }
   }
 
+  friend void detail::lock_allocator_for_fork();
+  friend void detail::unlock_allocator_after_fork();
   std::mutex mu_;  // guards everything below; any thread may allocate or free
   std::multimap<size_t, void*> cache_;
   std::unordered_map<void*, size_t> live_;
@@ -197,6 +200,9 @@ CachingAllocator& instance() {
 }
 
 }  // namespace
+
+void detail::lock_allocator_for_fork() { instance().mu_.lock(); }
+void detail::unlock_allocator_after_fork() { instance().mu_.unlock(); }
 
 namespace allocator {
 Buffer malloc(size_t size) { return instance().malloc(size); }

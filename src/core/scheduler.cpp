@@ -2,6 +2,9 @@
 // one thread running its queue in order; `synchronize` enqueues a marker and waits for it.
 #include "core/scheduler.h"
 
+#include "core/fork.h"
+
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -98,9 +101,29 @@ struct StreamRegistry {
   uint64_t finished = 0;
 };
 
+// Never destroyed: workers may run past main's end. A forked child abandons its copy (its
+// workers' threads did not survive the fork) for a new registry of the same streams, whose
+// workers start on first use; the generation tells thread-local caches to look again.
+std::atomic<StreamRegistry*> g_registry{nullptr};
+std::atomic<int> g_generation{0};
+
 StreamRegistry& registry() {
-  static auto* r = new StreamRegistry();  // never destroyed: workers may run past main's end
-  return *r;
+  StreamRegistry* r = g_registry.load(std::memory_order_acquire);
+  if (r != nullptr) return *r;
+  static std::once_flag once;
+  std::call_once(once, [] { g_registry.store(new StreamRegistry(), std::memory_order_release); });
+  return *g_registry.load(std::memory_order_acquire);
+}
+
+// The worker of stream `index` (under r.mu), started now if this registry has none yet (after
+// a fork); null for an unknown stream.
+StreamWorker* worker_locked(StreamRegistry& r, int index) {
+  auto it = r.workers.find(index);
+  if (it != r.workers.end()) return it->second.get();
+  for (const Stream& s : r.streams) {
+    if (s.index == index) return r.workers.emplace(index, std::make_unique<StreamWorker>()).first->second.get();
+  }
+  return nullptr;
 }
 
 Device& default_device_ref() {
@@ -198,11 +221,10 @@ void enqueue(const Stream& s, std::function<void()> task) {
   StreamWorker* w = nullptr;
   {
     std::lock_guard<std::mutex> l(r.mu);
-    auto it = r.workers.find(s.index);
-    if (it == r.workers.end()) {
+    w = worker_locked(r, s.index);
+    if (w == nullptr) {
       throw std::invalid_argument("[scheduler] unknown stream " + std::to_string(s.index));
     }
-    w = it->second.get();
   }
   {
     std::lock_guard<std::mutex> l(r.active_mu);
@@ -227,15 +249,18 @@ bool run_inline(const Stream& s, const std::function<void()>& body) {
   }
   // Workers live as long as the process, so the last one found can be remembered.
   thread_local int cached_index = -1;
+  thread_local int cached_generation = -1;
   thread_local StreamWorker* cached = nullptr;
   StreamWorker* w = cached;
-  if (cached_index != s.index) {
+  const int generation = g_generation.load(std::memory_order_relaxed);
+  if (cached_index != s.index || cached_generation != generation) {
     auto& r = registry();
     std::lock_guard<std::mutex> l(r.mu);
-    auto it = r.workers.find(s.index);
-    if (it == r.workers.end()) return false;
-    w = cached = it->second.get();
+    w = worker_locked(r, s.index);
+    if (w == nullptr) return false;
+    cached = w;
     cached_index = s.index;
+    cached_generation = generation;
   }
   struct Mark {
     int prev;
@@ -262,5 +287,29 @@ void wait_for_one() {
 }
 
 }  // namespace scheduler
+
+// ---- fork (core/fork.h) ----
+
+void detail::scheduler_prepare_fork() {
+  if (g_registry.load(std::memory_order_acquire) == nullptr) return;  // no stream yet
+  clear_streams();  // the child cannot finish work queued on threads it will not have
+  registry().mu.lock();
+}
+
+void detail::scheduler_after_fork_parent() {
+  if (StreamRegistry* r = g_registry.load(std::memory_order_acquire)) r->mu.unlock();
+}
+
+void detail::scheduler_after_fork_child() {
+  StreamRegistry* old = g_registry.load(std::memory_order_acquire);
+  if (old == nullptr) return;
+  auto* fresh = new StreamRegistry();
+  fresh->streams = old->streams;
+  fresh->defaults = old->defaults;
+  // `old` (its lock held by this thread, its workers' threads gone) is abandoned on purpose.
+  for (auto& [index, worker] : old->workers) (void)worker.release();
+  g_registry.store(fresh, std::memory_order_release);
+  g_generation.fetch_add(1, std::memory_order_relaxed);
+}
 
 }  // namespace tessera

@@ -4,13 +4,16 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <new>
 #include <thread>
 #include <vector>
 
+#include "core/fork.h"
 #include "tessera/config.h"
 
 namespace tessera::detail {
@@ -64,23 +67,45 @@ class ThreadPool {
   std::vector<std::thread> workers_;
 };
 
+int pool_size() {
+  int64_t n = config::get_int("TESSERA_NUM_THREADS");
+  if (n <= 0) {
+    // The CPUs this process may use (a launcher may have bound it), not the machine's.
+    cpu_set_t set;
+    n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
+    if (n <= 0) n = std::max(1u, std::thread::hardware_concurrency());
+  }
+  return static_cast<int>(n);
+}
+
+// Never destroyed (its threads may outlive main); after a fork the child's copy has no
+// threads, so it is abandoned and a new one made on first use.
+std::atomic<ThreadPool*> g_pool{nullptr};
+std::atomic<bool> g_pool_stale{false};
+std::mutex g_pool_mu;
+
 ThreadPool& pool() {
-  static ThreadPool p([] {
-    int64_t n = config::get_int("TESSERA_NUM_THREADS");
-    if (n <= 0) {
-      // The CPUs this process may use (a launcher may have bound it), not the machine's.
-      cpu_set_t set;
-      n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
-      if (n <= 0) n = std::max(1u, std::thread::hardware_concurrency());
-    }
-    return static_cast<int>(n);
-  }());
-  return p;
+  ThreadPool* p = g_pool.load(std::memory_order_acquire);
+  if (p != nullptr && !g_pool_stale.load(std::memory_order_relaxed)) return *p;
+  std::lock_guard<std::mutex> l(g_pool_mu);
+  p = g_pool.load(std::memory_order_acquire);
+  if (p == nullptr || g_pool_stale.load(std::memory_order_relaxed)) {
+    const int n = p != nullptr ? p->size() : pool_size();
+    p = new ThreadPool(n);
+    g_pool.store(p, std::memory_order_release);
+    g_pool_stale.store(false, std::memory_order_relaxed);
+  }
+  return *p;
 }
 
 }  // namespace
 
 int num_threads() { return pool().size(); }
+
+void thread_pool_after_fork_child() {
+  new (&g_pool_mu) std::mutex();  // another thread may have held it at the fork
+  g_pool_stale.store(true, std::memory_order_relaxed);
+}
 
 void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& f) {
   if (n == 0) return;

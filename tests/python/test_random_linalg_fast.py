@@ -1,0 +1,812 @@
+"""tessera.core.random (against a NumPy Threefry-2x32 and sample moments), tessera.core.linalg
+(norm against numpy.linalg.norm) and tessera.core.fast (rms_norm, layer_norm, rope and
+scaled_dot_product_attention against NumPy formulas)."""
+
+import math
+
+import numpy as np
+import pytest
+
+import tessera.core as mx
+
+RNG = np.random.default_rng(4321)
+N = 100_000
+
+
+def randn(*shape, dtype=np.float32):
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+# ============================================================== random: keys and bits
+
+_M = 0xFFFFFFFF
+_ROT = [13, 15, 26, 6, 17, 29, 16, 24]
+
+
+def _threefry2x32(k0, k1, c0, c1):
+    """Threefry-2x32 with 20 rounds (Salmon et al. / Random123), plain Python ints."""
+    ks = [k0, k1, 0x1BD11BDA ^ k0 ^ k1]
+    x0, x1 = (c0 + ks[0]) & _M, (c1 + ks[1]) & _M
+    for r in range(20):
+        x0 = (x0 + x1) & _M
+        x1 = (((x1 << _ROT[r % 8]) | (x1 >> (32 - _ROT[r % 8]))) & _M) ^ x0
+        if r % 4 == 3:
+            s = r // 4 + 1
+            x0 = (x0 + ks[s % 3]) & _M
+            x1 = (x1 + ks[(s + 1) % 3] + s) & _M
+    return x0, x1
+
+
+def _bits32(key, n):
+    """MLX's layout of `n` uint32 words from one key: word i and word half+odd+i come from
+    counter (i, half+odd+i); an odd middle word is the first output of counter (half, 0)."""
+    k0, k1 = (int(v) for v in np.array(key))
+    half, odd = n // 2, n % 2
+    out = np.zeros(n, np.uint64)
+    for i in range(half):
+        out[i], out[half + odd + i] = _threefry2x32(k0, k1, i, half + odd + i)
+    if odd:
+        out[half] = _threefry2x32(k0, k1, half, 0)[0]
+    return out.astype(np.uint32)
+
+
+def test_threefry_reference_matches_random123_known_answers():
+    # guards the NumPy reference itself
+    assert _threefry2x32(0, 0, 0, 0) == (0x6B200159, 0x99BA4EFE)
+    assert _threefry2x32(_M, _M, _M, _M) == (0x1CB996FC, 0xBB002BE7)
+    assert _threefry2x32(0x13198A2E, 0x03707344, 0x243F6A88, 0x85A308D3) == (0xC4923A9C,
+                                                                              0x483DF7A0)
+
+
+@pytest.mark.parametrize("seed", [0, 7, 2**32 + 5, 2**64 - 1])
+def test_key_is_the_two_halves_of_the_seed(seed):
+    k = mx.random.key(seed)
+    assert k.dtype == mx.uint32 and k.shape == (2,)
+    np.testing.assert_array_equal(np.array(k), [seed >> 32, seed & _M])
+
+
+@pytest.mark.parametrize("seed,num", [(0, 2), (3, 1), (2**40 + 1, 5), (9, 0)])
+def test_split_is_threefry_of_the_key(seed, num):
+    k = mx.random.key(seed)
+    keys = mx.random.split(k, num)
+    assert keys.dtype == mx.uint32 and keys.shape == (num, 2)
+    np.testing.assert_array_equal(np.array(keys), _bits32(k, 2 * num).reshape(num, 2))
+    if num == 2:
+        np.testing.assert_array_equal(np.array(mx.random.split(k)), np.array(keys))
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 8])
+def test_uniform_is_bits_over_uint32_max(n):
+    k = mx.random.key(11)
+    u = mx.random.uniform(shape=(n,), key=k)
+    ref = _bits32(k, n).astype(np.float32) / np.float32(2**32 - 1)
+    ref = np.minimum(ref, np.nextafter(np.float32(1), np.float32(0)))
+    np.testing.assert_array_equal(np.array(u), ref)
+
+
+def test_bernoulli_is_bits_below_scaled_p():
+    k = mx.random.key(5)
+    p = 0.3
+    b = mx.random.bernoulli(p, (7,), key=k)
+    assert b.dtype == mx.bool_
+    ref = _bits32(k, 7).astype(np.float64) < p * np.nextafter(np.float32(2**32 - 1),
+                                                             np.float32(np.inf))
+    np.testing.assert_array_equal(np.array(b), ref)
+
+
+# ============================================================== random: determinism
+
+SAMPLERS = {
+    "uniform": lambda k: mx.random.uniform(shape=(64,), key=k),
+    "normal": lambda k: mx.random.normal((64,), key=k),
+    "randint": lambda k: mx.random.randint(0, 1000, (64,), key=k),
+    "bernoulli": lambda k: mx.random.bernoulli(0.5, (64,), key=k),
+    "truncated_normal": lambda k: mx.random.truncated_normal(-1.0, 1.0, (64,), key=k),
+    "gumbel": lambda k: mx.random.gumbel((64,), key=k),
+    "categorical": lambda k: mx.random.categorical(mx.zeros((64, 10)), key=k),
+    "laplace": lambda k: mx.random.laplace((64,), key=k),
+    "permutation": lambda k: mx.random.permutation(64, key=k),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLERS))
+def test_same_key_same_samples_and_different_keys_differ(name):
+    f = SAMPLERS[name]
+    a = np.array(f(mx.random.key(1)))
+    np.testing.assert_array_equal(a, np.array(f(mx.random.key(1))))
+    b = np.array(f(mx.random.key(2)))
+    assert not np.array_equal(a, b)
+    k1, k2 = mx.random.split(mx.random.key(1))
+    assert not np.array_equal(np.array(f(k1)), np.array(f(k2)))
+
+
+@pytest.mark.parametrize("name", ["uniform", "normal", "randint"])
+def test_seed_makes_the_implicit_key_sequence_reproducible(name):
+    f = SAMPLERS[name]
+    mx.random.seed(123)
+    a1, a2 = np.array(f(None)), np.array(f(None))
+    mx.random.seed(123)
+    b1, b2 = np.array(f(None)), np.array(f(None))
+    np.testing.assert_array_equal(a1, b1)
+    np.testing.assert_array_equal(a2, b2)
+    assert not np.array_equal(a1, a2)  # the sequence advances
+    mx.random.seed(124)
+    assert not np.array_equal(a1, np.array(f(None)))
+
+
+def test_non_contiguous_key_gives_the_same_samples():
+    keys = mx.random.split(mx.random.key(3), 4)
+    strided = keys[::2, 0]  # a strided view holding two uint32 values
+    dense = mx.array(np.array(keys)[::2, 0])
+    got = np.array(mx.random.uniform(shape=(9,), key=strided))
+    np.testing.assert_array_equal(got, np.array(mx.random.uniform(shape=(9,), key=dense)))
+    ref = _bits32(dense, 9).astype(np.float32) / np.float32(2**32 - 1)
+    np.testing.assert_array_equal(got, np.minimum(ref, np.nextafter(np.float32(1), 0)))
+
+
+# ============================================================== random: distributions
+
+def _close_mean(x, mu, sd, n_se=5.0):
+    se = sd / math.sqrt(x.size)
+    assert abs(float(np.mean(x)) - mu) <= n_se * se, (np.mean(x), mu, se)
+
+
+@pytest.mark.parametrize("low,high", [(0.0, 1.0), (-3.0, 5.0), (2.0, 2.5)])
+def test_uniform_range_and_moments(low, high):
+    x = np.array(mx.random.uniform(low, high, (N,), key=mx.random.key(0)))
+    assert x.dtype == np.float32
+    assert x.min() >= low and x.max() < high
+    width = high - low
+    _close_mean(x, (low + high) / 2, width / math.sqrt(12))
+    assert abs(x.var() - width ** 2 / 12) < 0.02 * width ** 2 / 12
+
+
+def test_uniform_broadcasts_array_bounds_and_float16():
+    lo = np.array([0.0, 10.0, -5.0], np.float32)
+    x = np.array(mx.random.uniform(mx.array(lo), mx.array(lo + 1), (4000, 3),
+                                   key=mx.random.key(1)))
+    assert x.shape == (4000, 3)
+    assert np.all(x >= lo) and np.all(x < lo + 1)
+    h = mx.random.uniform(shape=(N,), dtype=mx.float16, key=mx.random.key(2))
+    assert h.dtype == mx.float16
+    hv = np.array(h)
+    assert hv.min() >= 0 and hv.max() < 1  # never rounds up to high
+    _close_mean(hv.astype(np.float64), 0.5, 1 / math.sqrt(12))
+
+
+def test_uniform_0d_and_empty_shapes():
+    assert mx.random.uniform(key=mx.random.key(0)).shape == ()
+    assert mx.random.uniform(shape=(0, 3), key=mx.random.key(0)).shape == (0, 3)
+    assert mx.random.normal((2, 0), key=mx.random.key(0)).shape == (2, 0)
+
+
+@pytest.mark.parametrize("loc,scale", [(None, None), (2.0, 3.0), (-1.0, 0.5)])
+def test_normal_moments(loc, scale):
+    x = np.array(mx.random.normal((N,), loc=loc, scale=scale, key=mx.random.key(3)),
+                 np.float64)
+    mu, sd = loc or 0.0, scale or 1.0
+    _close_mean(x, mu, sd)
+    assert abs(x.std() - sd) < 0.01 * sd
+    # skew ~ 0, excess kurtosis ~ 0
+    z = (x - x.mean()) / x.std()
+    assert abs(np.mean(z ** 3)) < 0.05 and abs(np.mean(z ** 4) - 3) < 0.1
+    assert np.all(np.isfinite(x))
+
+
+def test_normal_array_loc_scale_broadcast():
+    loc = np.array([0.0, 100.0], np.float32)
+    x = np.array(mx.random.normal((20000, 2), loc=mx.array(loc), scale=mx.array([1.0, 0.1]),
+                                  key=mx.random.key(4)), np.float64)
+    np.testing.assert_allclose(x.mean(0), loc, atol=0.05)
+    np.testing.assert_allclose(x.std(0), [1.0, 0.1], rtol=0.03)
+
+
+@pytest.mark.parametrize("dtype", [mx.float16, mx.float32])
+def test_normal_dtypes(dtype):
+    x = mx.random.normal((N,), dtype=dtype, key=mx.random.key(5))
+    assert x.dtype == dtype
+    v = np.array(x, np.float64)
+    _close_mean(v, 0.0, 1.0)
+    assert abs(v.std() - 1) < 0.02
+
+
+def test_complex_normal_has_unit_total_variance():
+    x = np.array(mx.random.normal((N,), dtype=mx.complex64, key=mx.random.key(6)))
+    assert x.dtype == np.complex64
+    _close_mean(x.real, 0.0, math.sqrt(0.5))
+    _close_mean(x.imag, 0.0, math.sqrt(0.5))
+    assert abs(x.real.var() - 0.5) < 0.02 and abs(x.imag.var() - 0.5) < 0.02
+    assert abs(np.corrcoef(x.real, x.imag)[0, 1]) < 0.02
+
+
+@pytest.mark.parametrize("low,high,dtype", [(0, 10, mx.int32), (-5, 5, mx.int8),
+                                            (0, 256, mx.uint8), (-7, -6, mx.int64),
+                                            (3, 100000, mx.int32)])
+def test_randint_covers_range_uniformly(low, high, dtype):
+    x = np.array(mx.random.randint(low, high, (N,), dtype=dtype, key=mx.random.key(7)))
+    assert x.dtype == np.dtype({mx.int32: np.int32, mx.int8: np.int8, mx.uint8: np.uint8,
+                                mx.int64: np.int64}[dtype])
+    assert x.min() >= low and x.max() < high
+    n = high - low
+    if n <= 256:
+        counts = np.bincount((x.astype(np.int64) - low), minlength=n)
+        assert counts.size == n and counts.min() > 0
+        expected = N / n
+        chi2 = np.sum((counts - expected) ** 2 / expected)
+        assert chi2 < n + 6 * math.sqrt(2 * n) + 10, chi2
+    _close_mean(x.astype(np.float64), (low + high - 1) / 2, math.sqrt((n * n - 1) / 12))
+
+
+def test_randint_array_bounds_broadcast():
+    lo = mx.array([0, 100, -50])
+    x = np.array(mx.random.randint(lo, lo + 3, (1000, 3), key=mx.random.key(8)))
+    assert np.all(x >= np.array(lo)) and np.all(x < np.array(lo) + 3)
+    for j in range(3):
+        assert set(np.unique(x[:, j]) - np.array(lo)[j]) == {0, 1, 2}
+
+
+@pytest.mark.parametrize("p", [0.0, 0.1, 0.5, 0.9, 1.0])
+def test_bernoulli_frequency(p):
+    x = np.array(mx.random.bernoulli(p, (N,), key=mx.random.key(9)))
+    assert x.dtype == np.bool_
+    if p in (0.0, 1.0):
+        assert x.all() == bool(p) and x.any() == bool(p)
+    else:
+        _close_mean(x.astype(np.float64), p, math.sqrt(p * (1 - p)))
+
+
+def test_bernoulli_array_p_and_default_shape():
+    p = mx.array([[0.2], [0.8]])
+    x = mx.random.bernoulli(p, key=mx.random.key(10))
+    assert x.shape == (2, 1)
+    y = np.array(mx.random.bernoulli(p, (2, 50000), key=mx.random.key(10)), np.float64)
+    np.testing.assert_allclose(y.mean(1), [0.2, 0.8], atol=0.01)
+    assert mx.random.bernoulli(key=mx.random.key(1)).shape == ()
+
+
+@pytest.mark.parametrize("lower,upper", [(-1.0, 1.0), (0.0, 2.0), (-0.5, 3.0)])
+def test_truncated_normal_stays_in_bounds_with_the_right_mean(lower, upper):
+    x = np.array(mx.random.truncated_normal(lower, upper, (N,), key=mx.random.key(11)),
+                 np.float64)
+    assert x.min() >= lower and x.max() <= upper
+
+    def pdf(t):
+        return math.exp(-t * t / 2) / math.sqrt(2 * math.pi)
+
+    def cdf(t):
+        return 0.5 * (1 + math.erf(t / math.sqrt(2)))
+    z = cdf(upper) - cdf(lower)
+    mean = (pdf(lower) - pdf(upper)) / z
+    var = 1 + (lower * pdf(lower) - upper * pdf(upper)) / z - mean ** 2
+    _close_mean(x, mean, math.sqrt(var))
+    assert abs(x.var() - var) < 0.03 * var
+
+
+def test_truncated_normal_shape_from_broadcast_bounds():
+    lo = mx.array([[-1.0], [0.0]])
+    hi = mx.array([0.5, 1.0, 2.0])
+    x = mx.random.truncated_normal(lo, hi, key=mx.random.key(12))
+    assert x.shape == (2, 3)
+    xv = np.array(x)
+    assert np.all(xv >= np.array(lo)) and np.all(xv <= np.array(hi))
+
+
+def test_gumbel_moments():
+    x = np.array(mx.random.gumbel((N,), key=mx.random.key(13)), np.float64)
+    assert np.all(np.isfinite(x))
+    _close_mean(x, np.euler_gamma, math.pi / math.sqrt(6))
+    assert abs(x.var() - math.pi ** 2 / 6) < 0.05 * math.pi ** 2 / 6
+
+
+@pytest.mark.parametrize("loc,scale", [(0.0, 1.0), (2.0, 0.5)])
+def test_laplace_moments(loc, scale):
+    x = np.array(mx.random.laplace((N,), loc=loc, scale=scale, key=mx.random.key(14)),
+                 np.float64)
+    sd = math.sqrt(2) * scale
+    _close_mean(x, loc, sd)
+    assert abs(x.var() - sd ** 2) < 0.05 * sd ** 2
+    assert abs(np.median(x) - loc) < 0.02 * scale * 5
+
+
+def _softmax(x, axis=-1):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+@pytest.mark.parametrize("how", ["num_samples", "shape", "batch"])
+def test_categorical_frequencies_follow_softmax(how):
+    logits = np.log(np.array([0.1, 0.2, 0.3, 0.4], np.float32))
+    if how == "num_samples":
+        x = mx.random.categorical(mx.array(logits), num_samples=N, key=mx.random.key(15))
+    elif how == "shape":
+        x = mx.random.categorical(mx.array(logits), shape=(N // 100, 100), key=mx.random.key(15))
+    else:
+        x = mx.random.categorical(mx.array(np.tile(logits, (N, 1))), key=mx.random.key(15))
+    assert x.dtype == mx.uint32
+    v = np.array(x).reshape(-1)
+    freq = np.bincount(v, minlength=4) / v.size
+    p = _softmax(logits.astype(np.float64))
+    np.testing.assert_allclose(freq, p, atol=5 * np.sqrt(p * (1 - p) / v.size).max())
+
+
+def test_categorical_axis_and_masked_logits():
+    logits = np.array([[0.0, -np.inf], [-np.inf, 0.0], [0.0, 0.0]], np.float32).T  # (2, 3)
+    x = np.array(mx.random.categorical(mx.array(logits), axis=0, key=mx.random.key(16)))
+    assert x.shape == (3,)
+    assert x[0] == 0 and x[1] == 1
+    many = np.array(mx.random.categorical(mx.array(logits[:, 2:]), axis=0, shape=(N, 1),
+                                          key=mx.random.key(17)))
+    _close_mean(many.astype(np.float64), 0.5, 0.5)
+
+
+@pytest.mark.parametrize("n", [0, 1, 10, 1000])
+def test_permutation_of_int_is_a_permutation(n):
+    p = mx.random.permutation(n, key=mx.random.key(18))
+    v = np.array(p)
+    assert v.shape == (n,)
+    np.testing.assert_array_equal(np.sort(v), np.arange(n))
+    if n >= 10:
+        assert not np.array_equal(v, np.arange(n))
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_permutation_of_array_shuffles_slices_along_axis(axis):
+    x = np.arange(60, dtype=np.int32).reshape(6, 10)
+    out = np.array(mx.random.permutation(mx.array(x), axis=axis, key=mx.random.key(19)))
+    assert out.shape == x.shape
+    xs = np.moveaxis(x, axis, 0)
+    os_ = np.moveaxis(out, axis, 0)
+    # every slice along `axis` is one of the input's slices, each used once
+    rows = sorted(tuple(r) for r in os_.reshape(os_.shape[0], -1))
+    assert rows == sorted(tuple(r) for r in xs.reshape(xs.shape[0], -1))
+    assert not np.array_equal(out, x)
+
+
+def test_permutation_is_roughly_uniform():
+    counts = np.zeros((3, 3))
+    for s in range(600):
+        p = np.array(mx.random.permutation(3, key=mx.random.key(1000 + s)))
+        counts[np.arange(3), p] += 1
+    np.testing.assert_allclose(counts / 600, 1 / 3, atol=0.1)
+
+
+def test_documented_degenerate_bounds():
+    k = mx.random.key(20)
+    # low > high: samples in (high, low], as MLX
+    x = np.array(mx.random.uniform(5.0, 2.0, (1000,), key=k))
+    assert x.min() > 2.0 and x.max() <= 5.0
+    # randint with low >= high gives low
+    np.testing.assert_array_equal(np.array(mx.random.randint(5, 2, (7,), key=k)), 5)
+    # randint floors (not truncates) for negative ranges
+    assert set(np.unique(np.array(mx.random.randint(-3, 0, (2000,), key=k)))) == {-3, -2, -1}
+    # p >= 1 is always true, p <= 0 never
+    assert np.array(mx.random.bernoulli(1.5, (100,), key=k)).all()
+    assert not np.array(mx.random.bernoulli(-0.5, (100,), key=k)).any()
+
+
+@pytest.mark.parametrize("name", ["uniform", "normal", "truncated_normal", "gumbel", "laplace"])
+def test_half_precision_samplers_keep_dtype_and_are_finite(name):
+    k = mx.random.key(21)
+    f = {"uniform": lambda: mx.random.uniform(shape=(1000,), dtype=mx.float16, key=k),
+         "normal": lambda: mx.random.normal((1000,), dtype=mx.float16, key=k),
+         "truncated_normal": lambda: mx.random.truncated_normal(-2, 2, (1000,),
+                                                                dtype=mx.float16, key=k),
+         "gumbel": lambda: mx.random.gumbel((1000,), dtype=mx.float16, key=k),
+         "laplace": lambda: mx.random.laplace((1000,), dtype=mx.float16, key=k)}[name]
+    x = f()
+    assert x.dtype == mx.float16 and x.shape == (1000,)
+    v = np.array(x, np.float64)
+    assert np.all(np.isfinite(v)) and v.std() > 0.1
+
+
+def test_categorical_with_infinite_logits_picks_only_the_maximal_entries():
+    logits = mx.array([np.inf, 0.0, np.inf])
+    a = np.array(mx.random.categorical(logits, num_samples=2000, key=mx.random.key(22)))
+    assert set(np.unique(a)) == {0, 2}
+    b = np.array(mx.random.categorical(mx.array([[0.0, -np.inf, 5.0, -np.inf]] * 2000),
+                                       key=mx.random.key(23)))
+    assert set(np.unique(b)) <= {0, 2} and np.mean(b == 2) > 0.95
+
+
+def test_random_errors_are_value_errors():
+    k = mx.random.key(0)
+    with pytest.raises(ValueError, match="uint32"):
+        mx.random.uniform(shape=(2,), key=mx.array([0, 1]))
+    with pytest.raises(ValueError, match="shape"):
+        mx.random.normal((2,), key=mx.array([0, 1, 2], dtype=mx.uint32))
+    with pytest.raises(ValueError, match="floating"):
+        mx.random.uniform(shape=(2,), dtype=mx.int32, key=k)
+    with pytest.raises(ValueError, match="integer"):
+        mx.random.randint(0, 5, (2,), dtype=mx.float32, key=k)
+    with pytest.raises(ValueError, match="broadcast|shape"):
+        mx.random.uniform(mx.zeros((3,)), 1.0, (2,), key=k)
+    with pytest.raises(ValueError, match="negative"):
+        mx.random.normal((-1,), key=k)
+    with pytest.raises(ValueError, match="not both"):
+        mx.random.categorical(mx.zeros((3,)), shape=(2,), num_samples=2, key=k)
+    with pytest.raises(ValueError, match="axis"):
+        mx.random.categorical(mx.zeros((3,)), axis=1, key=k)
+    with pytest.raises(ValueError, match="floating"):
+        mx.random.bernoulli(mx.array([1]), key=k)
+    with pytest.raises(ValueError, match="non-negative|num"):
+        mx.random.split(k, -1)
+
+
+# ============================================================== linalg.norm
+
+VECTOR_ORDS = [None, 1, 2, 3.5, 0, 0.5, np.inf, -np.inf, -1]
+
+
+@pytest.mark.parametrize("ord", VECTOR_ORDS, ids=str)
+@pytest.mark.parametrize("axis", [None, 0, -1])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_vector_norms_match_numpy(ord, axis, keepdims):
+    x = randn(5, 4) if axis is not None else randn(7)
+    out = mx.linalg.norm(mx.array(x), ord, axis, keepdims)
+    with np.errstate(divide="ignore"):
+        ref = np.linalg.norm(x.astype(np.float64), ord, axis, keepdims)
+    np.testing.assert_allclose(np.array(out), ref, rtol=2e-5, atol=1e-6)
+    assert out.dtype == mx.float32
+
+
+MATRIX_ORDS = [None, "fro", 1, -1, np.inf, -np.inf]
+
+
+@pytest.mark.parametrize("ord", MATRIX_ORDS, ids=str)
+@pytest.mark.parametrize("axis", [None, (0, 1), (1, 0), (-1, -2)])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_matrix_norms_match_numpy(ord, axis, keepdims):
+    x = randn(3, 5)
+    out = mx.linalg.norm(mx.array(x), ord, list(axis) if axis else None, keepdims)
+    ref = np.linalg.norm(x.astype(np.float64), ord, axis, keepdims)
+    np.testing.assert_allclose(np.array(out), ref, rtol=2e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("ord", [None, "fro", 1, np.inf])
+def test_batched_matrix_norms_over_trailing_axes(ord):
+    x = randn(2, 3, 4)
+    out = mx.linalg.norm(mx.array(x), ord, [1, 2])
+    ref = np.linalg.norm(x.astype(np.float64), ord, (1, 2))
+    np.testing.assert_allclose(np.array(out), ref, rtol=2e-5)
+
+
+def test_norm_without_ord_or_axis_flattens():
+    x = randn(2, 3, 4)
+    np.testing.assert_allclose(mx.linalg.norm(mx.array(x)).item(),
+                               np.linalg.norm(x.reshape(-1).astype(np.float64)), rtol=1e-6)
+    out = mx.linalg.norm(mx.array(x), keepdims=True)
+    assert out.shape == (1, 1, 1)
+
+
+def test_norm_of_non_contiguous_and_integer_input():
+    x = randn(6, 5)
+    np.testing.assert_allclose(np.array(mx.linalg.norm(mx.array(x).T, axis=1)),
+                               np.linalg.norm(x.T, axis=1), rtol=1e-5)
+    np.testing.assert_allclose(np.array(mx.linalg.norm(mx.array(x[::2, ::-1]), 1, axis=0)),
+                               np.linalg.norm(x[::2, ::-1], 1, axis=0), rtol=1e-5)
+    xi = np.array([[3, 4], [6, 8]], np.int32)
+    out = mx.linalg.norm(mx.array(xi), axis=1)
+    assert out.dtype == mx.float32
+    np.testing.assert_allclose(np.array(out), [5.0, 10.0])
+
+
+def test_norm_float16_and_complex64():
+    h = randn(64).astype(np.float16)
+    out = mx.linalg.norm(mx.array(h))
+    assert out.dtype == mx.float16
+    np.testing.assert_allclose(out.item(), np.linalg.norm(h.astype(np.float64)), rtol=3e-3)
+    c = (randn(4, 3) + 1j * randn(4, 3)).astype(np.complex64)
+    out = mx.linalg.norm(mx.array(c), axis=1)
+    assert out.dtype == mx.float32
+    np.testing.assert_allclose(np.array(out), np.linalg.norm(c, axis=1), rtol=1e-5)
+    np.testing.assert_allclose(np.array(mx.linalg.norm(mx.array(c), 1, axis=0)),
+                               np.linalg.norm(c, 1, axis=0), rtol=1e-5)
+
+
+def test_norm_of_zeros_and_empty():
+    np.testing.assert_array_equal(np.array(mx.linalg.norm(mx.zeros((3,)), 0.5)), 0.0)
+    np.testing.assert_array_equal(np.array(mx.linalg.norm(mx.zeros((0,)))), 0.0)
+
+
+def test_norm_errors():
+    with pytest.raises(ValueError, match="2|SVD|svd|nuc|supported"):
+        mx.linalg.norm(mx.zeros((2, 2)), 2, [0, 1])
+    with pytest.raises(ValueError, match="nuc|SVD|svd|supported"):
+        mx.linalg.norm(mx.zeros((2, 2)), "nuc")
+    with pytest.raises(ValueError, match="fro|vector|string|ord"):
+        mx.linalg.norm(mx.zeros((3,)), "fro", 0)
+    with pytest.raises(ValueError, match="axis|rank"):
+        mx.linalg.norm(mx.zeros((2, 2, 2)), 1)
+    with pytest.raises(ValueError, match="axes|axis|at most"):
+        mx.linalg.norm(mx.zeros((2, 2, 2)), axis=[0, 1, 2])
+    with pytest.raises((ValueError, IndexError), match="axis|bounds|range"):
+        mx.linalg.norm(mx.zeros((2, 2)), axis=2)
+
+
+# ============================================================== fast.rms_norm / layer_norm
+
+def _rms_norm(x, w, eps):
+    x64 = x.astype(np.float64)
+    y = x64 / np.sqrt(np.mean(x64 ** 2, -1, keepdims=True) + eps)
+    return y if w is None else y * w
+
+
+def _layer_norm(x, w, b, eps):
+    x64 = x.astype(np.float64)
+    y = (x64 - x64.mean(-1, keepdims=True)) / np.sqrt(x64.var(-1, keepdims=True) + eps)
+    if w is not None:
+        y = y * w
+    if b is not None:
+        y = y + b
+    return y
+
+
+@pytest.mark.parametrize("shape", [(8,), (3, 16), (2, 3, 7)])
+@pytest.mark.parametrize("with_weight", [False, True])
+@pytest.mark.parametrize("eps", [1e-5, 1.0])
+def test_rms_norm_matches_formula(shape, with_weight, eps):
+    x = randn(*shape)
+    w = randn(shape[-1]) if with_weight else None
+    out = mx.fast.rms_norm(mx.array(x), mx.array(w) if with_weight else None, eps)
+    assert out.dtype == mx.float32 and out.shape == shape
+    np.testing.assert_allclose(np.array(out), _rms_norm(x, w, eps), rtol=2e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("shape", [(8,), (3, 16), (2, 3, 7)])
+@pytest.mark.parametrize("wb", [(False, False), (True, False), (False, True), (True, True)])
+def test_layer_norm_matches_formula(shape, wb):
+    x = randn(*shape) * 3 + 1
+    w = randn(shape[-1]) if wb[0] else None
+    b = randn(shape[-1]) if wb[1] else None
+    out = mx.fast.layer_norm(mx.array(x), None if w is None else mx.array(w),
+                             None if b is None else mx.array(b), 1e-5)
+    assert out.dtype == mx.float32 and out.shape == shape
+    np.testing.assert_allclose(np.array(out), _layer_norm(x, w, b, 1e-5), rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("fn", ["rms_norm", "layer_norm"])
+def test_norms_of_non_contiguous_and_float16_inputs(fn):
+    x = randn(16, 6)
+    w = randn(16)
+    if fn == "rms_norm":
+        def call(a, wt):
+            return mx.fast.rms_norm(a, wt, 1e-5)
+
+        def ref(a, wt):
+            return _rms_norm(a, wt, 1e-5)
+    else:
+        def call(a, wt):
+            return mx.fast.layer_norm(a, wt, None, 1e-5)
+
+        def ref(a, wt):
+            return _layer_norm(a, wt, None, 1e-5)
+    np.testing.assert_allclose(np.array(call(mx.array(x).T, mx.array(w))), ref(x.T, w),
+                               rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(np.array(call(mx.array(x.T[::2]), mx.array(w))),
+                               ref(x.T[::2], w), rtol=2e-5, atol=2e-5)
+    xh, wh = x.T.astype(np.float16), w.astype(np.float16)
+    out = call(mx.array(xh), mx.array(wh))
+    assert out.dtype == mx.float16
+    np.testing.assert_allclose(np.array(out, np.float64), ref(xh, wh.astype(np.float64)),
+                               rtol=1e-2, atol=1e-2)
+
+
+def test_layer_norm_of_constant_rows_is_the_bias():
+    x = np.full((2, 5), 3.0, np.float32)
+    b = randn(5)
+    out = mx.fast.layer_norm(mx.array(x), None, mx.array(b), 1e-5)
+    np.testing.assert_allclose(np.array(out), np.broadcast_to(b, (2, 5)), atol=1e-6)
+
+
+def test_norm_weight_shape_mismatch_is_value_error():
+    with pytest.raises(ValueError, match="weight|shape|features"):
+        mx.fast.rms_norm(mx.zeros((2, 4)), mx.ones((3,)), 1e-5)
+    with pytest.raises(ValueError, match="weight|shape|features"):
+        mx.fast.layer_norm(mx.zeros((2, 4)), mx.ones((3,)), None, 1e-5)
+    with pytest.raises(ValueError, match="bias|shape|features"):
+        mx.fast.layer_norm(mx.zeros((2, 4)), None, mx.ones((5,)), 1e-5)
+
+
+# ============================================================== fast.rope
+
+def _rope(x, dims, traditional, base, scale, offset, freqs=None):
+    x = x.astype(np.float64)
+    T = x.shape[-2]
+    if freqs is None:
+        inv = base ** (-np.arange(0, dims, 2, dtype=np.float64) / dims)
+    else:
+        inv = 1.0 / freqs.astype(np.float64)
+    off = np.asarray(offset, np.float64).reshape((-1,) + (1,) * (x.ndim - 1))
+    pos = (off + np.arange(T).reshape(T, 1)) * scale  # (..., T, 1) against (dims/2,)
+    theta = pos * inv
+    c, s = np.cos(theta), np.sin(theta)
+    out = x.copy()
+    if traditional:
+        x1, x2 = x[..., 0:dims:2], x[..., 1:dims:2]
+        out[..., 0:dims:2] = x1 * c - x2 * s
+        out[..., 1:dims:2] = x1 * s + x2 * c
+    else:
+        h = dims // 2
+        x1, x2 = x[..., :h], x[..., h:dims]
+        out[..., :h] = x1 * c - x2 * s
+        out[..., h:dims] = x1 * s + x2 * c
+    return out
+
+
+@pytest.mark.parametrize("traditional", [False, True])
+@pytest.mark.parametrize("dims", [8, 4])
+@pytest.mark.parametrize("offset,scale", [(0, 1.0), (3, 1.0), (2, 0.5)])
+def test_rope_matches_formula(traditional, dims, offset, scale):
+    x = randn(2, 3, 5, 8)
+    out = mx.fast.rope(mx.array(x), dims, traditional=traditional, base=10000.0, scale=scale,
+                       offset=offset)
+    assert out.shape == x.shape and out.dtype == mx.float32
+    np.testing.assert_allclose(np.array(out), _rope(x, dims, traditional, 10000.0, scale,
+                                                    offset), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("traditional", [False, True])
+def test_rope_with_explicit_freqs(traditional):
+    x = randn(1, 4, 6)
+    freqs = RNG.uniform(1, 50, 3).astype(np.float32)
+    out = mx.fast.rope(mx.array(x), 6, traditional=traditional, base=None, scale=1.0, offset=1,
+                       freqs=mx.array(freqs))
+    np.testing.assert_allclose(np.array(out), _rope(x, 6, traditional, None, 1.0, 1, freqs),
+                               rtol=1e-4, atol=1e-5)
+
+
+def test_rope_with_per_batch_array_offset():
+    x = randn(3, 2, 4, 8)
+    off = np.array([0, 5, 2], np.int32)
+    out = mx.fast.rope(mx.array(x), 8, traditional=False, base=500.0, scale=1.0,
+                       offset=mx.array(off))
+    np.testing.assert_allclose(np.array(out), _rope(x, 8, False, 500.0, 1.0, off), rtol=1e-4,
+                               atol=1e-5)
+    out1 = mx.fast.rope(mx.array(x), 8, traditional=False, base=500.0, scale=1.0,
+                        offset=mx.array([4]))
+    np.testing.assert_allclose(np.array(out1), _rope(x, 8, False, 500.0, 1.0, 4), rtol=1e-4,
+                               atol=1e-5)
+
+
+def test_rope_non_contiguous_and_float16():
+    x = randn(2, 8, 6)
+    xt = np.swapaxes(x, 1, 2)  # (2, 6, 8): T=6, D=8
+    out = mx.fast.rope(mx.swapaxes(mx.array(x), 1, 2), 8, traditional=True, base=10000.0,
+                       scale=1.0, offset=0)
+    np.testing.assert_allclose(np.array(out), _rope(xt, 8, True, 10000.0, 1.0, 0), rtol=1e-4,
+                               atol=1e-5)
+    h = xt.astype(np.float16)
+    outh = mx.fast.rope(mx.array(h), 8, traditional=False, base=10000.0, scale=1.0, offset=0)
+    assert outh.dtype == mx.float16
+    np.testing.assert_allclose(np.array(outh, np.float64), _rope(h, 8, False, 10000.0, 1.0, 0),
+                               rtol=1e-2, atol=1e-2)
+
+
+def test_rope_errors():
+    x = mx.zeros((1, 4, 8))
+    with pytest.raises(ValueError, match="base|freqs"):
+        mx.fast.rope(x, 8, traditional=False, base=None, scale=1.0, offset=0)
+    with pytest.raises(ValueError, match="base|freqs"):
+        mx.fast.rope(x, 8, traditional=False, base=10.0, scale=1.0, offset=0,
+                     freqs=mx.ones((4,)))
+    with pytest.raises(ValueError, match="dims|even|feature"):
+        mx.fast.rope(x, 16, traditional=False, base=10.0, scale=1.0, offset=0)
+
+
+# ============================================================== fast.scaled_dot_product_attention
+
+def _sdpa(q, k, v, scale, mask=None, sinks=None):
+    q, k, v = (t.astype(np.float64) for t in (q, k, v))
+    rep = q.shape[1] // k.shape[1]
+    k = np.repeat(k, rep, axis=1)
+    v = np.repeat(v, rep, axis=1)
+    s = scale * q @ np.swapaxes(k, -1, -2)
+    Lq, Lk = q.shape[-2], k.shape[-2]
+    if isinstance(mask, str):
+        keep = np.arange(Lk)[None, :] <= np.arange(Lq)[:, None] + (Lk - Lq)
+        s = np.where(keep, s, -np.inf)
+    elif mask is not None and mask.dtype == np.bool_:
+        s = np.where(mask, s, -np.inf)
+    elif mask is not None:
+        s = s + mask
+    if sinks is not None:
+        sk = np.broadcast_to(sinks.astype(np.float64).reshape(1, -1, 1, 1),
+                             s.shape[:-1] + (1,))
+        s = np.concatenate([s, sk], -1)
+    p = _softmax(s)
+    if sinks is not None:
+        p = p[..., :-1]
+    return p @ v
+
+
+@pytest.mark.parametrize("nq,nkv", [(4, 4), (4, 2), (4, 1)], ids=["mha", "gqa", "mqa"])
+@pytest.mark.parametrize("lq,lk", [(5, 5), (1, 7), (3, 6)])
+@pytest.mark.parametrize("mask", [None, "causal"])
+def test_sdpa_matches_formula(nq, nkv, lq, lk, mask):
+    D = 8
+    q, k, v = randn(2, nq, lq, D), randn(2, nkv, lk, D), randn(2, nkv, lk, D)
+    scale = 1 / math.sqrt(D)
+    out = mx.fast.scaled_dot_product_attention(mx.array(q), mx.array(k), mx.array(v),
+                                               scale=scale, mask=mask)
+    assert out.shape == q.shape and out.dtype == mx.float32
+    np.testing.assert_allclose(np.array(out), _sdpa(q, k, v, scale, mask), rtol=1e-4,
+                               atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["bool", "additive", "bool_broadcast"])
+def test_sdpa_with_array_masks(kind):
+    q, k, v = randn(2, 2, 4, 8), randn(2, 2, 6, 8), randn(2, 2, 6, 8)
+    if kind == "bool":
+        m = RNG.random((2, 2, 4, 6)) > 0.3
+        m[..., 0] = True  # every query sees a key
+    elif kind == "additive":
+        m = randn(2, 2, 4, 6)
+    else:
+        m = RNG.random((4, 6)) > 0.3
+        m[:, 0] = True
+    out = mx.fast.scaled_dot_product_attention(mx.array(q), mx.array(k), mx.array(v),
+                                               scale=0.3, mask=mx.array(m))
+    np.testing.assert_allclose(np.array(out), _sdpa(q, k, v, 0.3, m), rtol=1e-4, atol=1e-5)
+
+
+def test_sdpa_with_sinks():
+    q, k, v = randn(1, 4, 3, 8), randn(1, 2, 5, 8), randn(1, 2, 5, 8)
+    sinks = randn(4)
+    out = mx.fast.scaled_dot_product_attention(mx.array(q), mx.array(k), mx.array(v),
+                                               scale=0.5, mask="causal", sinks=mx.array(sinks))
+    np.testing.assert_allclose(np.array(out), _sdpa(q, k, v, 0.5, "causal", sinks), rtol=1e-4,
+                               atol=1e-5)
+
+
+def test_sdpa_non_contiguous_inputs_and_float16():
+    # (B, T, H, D) layouts transposed to (B, H, T, D), as attention layers do
+    q, k, v = randn(2, 5, 4, 8), randn(2, 7, 4, 8), randn(2, 7, 4, 8)
+    qt, kt, vt = (np.swapaxes(t, 1, 2) for t in (q, k, v))
+    out = mx.fast.scaled_dot_product_attention(*(mx.swapaxes(mx.array(t), 1, 2)
+                                                 for t in (q, k, v)), scale=0.35)
+    np.testing.assert_allclose(np.array(out), _sdpa(qt, kt, vt, 0.35), rtol=1e-4, atol=1e-5)
+    h = [t.astype(np.float16) for t in (qt, kt, vt)]
+    outh = mx.fast.scaled_dot_product_attention(*(mx.array(t) for t in h), scale=0.35,
+                                                mask="causal")
+    assert outh.dtype == mx.float16
+    np.testing.assert_allclose(np.array(outh, np.float64), _sdpa(*h, 0.35, "causal"),
+                               rtol=1e-2, atol=1e-2)
+
+
+def test_sdpa_force_fused_gives_the_same_result():
+    q, k, v = randn(1, 2, 3, 4), randn(1, 2, 3, 4), randn(1, 2, 3, 4)
+    a = mx.fast.scaled_dot_product_attention(mx.array(q), mx.array(k), mx.array(v), scale=1.0)
+    b = mx.fast.scaled_dot_product_attention(mx.array(q), mx.array(k), mx.array(v), scale=1.0,
+                                             force_fused=True)
+    np.testing.assert_array_equal(np.array(a), np.array(b))
+    np.testing.assert_allclose(np.array(a), _sdpa(q, k, v, 1.0), rtol=1e-4, atol=1e-5)
+
+
+def test_sdpa_errors():
+    q = mx.zeros((1, 4, 3, 8))
+    k = mx.zeros((1, 3, 5, 8))
+    with pytest.raises(ValueError, match="causal"):
+        mx.fast.scaled_dot_product_attention(q, mx.zeros((1, 4, 5, 8)), mx.zeros((1, 4, 5, 8)),
+                                             scale=1.0, mask="upper")
+    with pytest.raises(ValueError, match="head|multiple|divis"):
+        mx.fast.scaled_dot_product_attention(q, k, k, scale=1.0)
+    with pytest.raises(ValueError, match="dim|shape|D|match"):
+        mx.fast.scaled_dot_product_attention(q, mx.zeros((1, 4, 5, 6)), mx.zeros((1, 4, 5, 6)),
+                                             scale=1.0)
+    with pytest.raises(ValueError, match="mask|broadcast|shape"):
+        mx.fast.scaled_dot_product_attention(q, mx.zeros((1, 4, 5, 8)), mx.zeros((1, 4, 5, 8)),
+                                             scale=1.0, mask=mx.zeros((3, 4)))
+
+
+def test_sdpa_fully_masked_rows_average_the_values_as_mlx():
+    # MLX's reference fills masked scores with finfo.min (not -inf): a query that sees no key
+    # gets the plain mean of the values instead of NaN.
+    q, k = randn(1, 1, 4, 4), randn(1, 1, 2, 4)
+    v = np.arange(8, dtype=np.float32).reshape(1, 1, 2, 4)
+    out = np.array(mx.fast.scaled_dot_product_attention(mx.array(q), mx.array(k), mx.array(v),
+                                                        scale=1.0, mask="causal"))
+    # query i sees keys j <= i + (2 - 4): queries 0 and 1 see none
+    np.testing.assert_allclose(out[0, 0, :2], np.broadcast_to(v[0, 0].mean(0), (2, 4)),
+                               rtol=1e-6)
+    np.testing.assert_allclose(out[..., 2:, :], _sdpa(q[:, :, 2:], k, v, 1.0, "causal"),
+                               rtol=1e-4, atol=1e-5)
