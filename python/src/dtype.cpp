@@ -43,6 +43,33 @@ void init_dtype(nb::module_& m) {
       "Whether arg1 is a sub-type of arg2 in the hierarchy generic > number > (integer > "
       "signed/unsigned, inexact > floating, complexfloating) > dtype.");
 
+  m.def(
+      "result_type",
+      [](nb::args items) {
+        // Arrays and dtypes promote as binary ops do (a dtype counts as an array of it).
+        std::vector<array> arrays;
+        for (nb::handle h : items) {
+          if (nb::isinstance<Dtype>(h)) {
+            arrays.push_back(zeros({0}, nb::cast<Dtype>(h)));
+          } else {
+            arrays.push_back(nb::cast<array>(h));
+          }
+        }
+        return tessera::result_type(arrays);
+      },
+      "The dtype that arrays and dtypes promote to together.");
+  m.def(
+      "broadcast_shapes",
+      [](nb::args shapes) {
+        if (shapes.size() == 0) throw std::invalid_argument("[broadcast_shapes] no shapes given");
+        Shape out = nb::cast<Shape>(shapes[0]);
+        for (size_t i = 1; i < shapes.size(); ++i) out = broadcast_shapes(out, nb::cast<Shape>(shapes[i]));
+        nb::list l;
+        for (auto d : out) l.append(d);
+        return nb::tuple(l);
+      },
+      "The shape NumPy broadcasting gives the shapes, as a tuple.");
+
   nb::class_<finfo>(m, "finfo", "Limits of a floating dtype.")
       .def(nb::init<Dtype>(), "dtype"_a)
       .def_ro("bits", &finfo::bits, "Bits in one value.")

@@ -235,3 +235,13 @@ def test_type_stubs_are_installed_with_signatures_and_docstrings():
     assert {"array", "Dtype", "sum", "value_and_grad", "zeros"} <= names
     assert "def sum(" in text and "keepdims: bool = False" in text
     assert (stub_dir / "random.pyi").exists() and (stub_dir / "distributed.pyi").exists()
+
+
+def test_result_type_and_broadcast_shapes_match_numpy():
+    assert mx.result_type(mx.array([1], mx.int8), mx.float16) == mx.float16
+    assert mx.result_type(mx.int32, mx.uint32) == mx.int64
+    assert mx.result_type(mx.array(True), mx.array([1], mx.uint8)) == mx.uint8
+    assert mx.broadcast_shapes((2, 1, 3), (4, 1), (3,)) == np.broadcast_shapes((2, 1, 3), (4, 1), (3,))
+    with pytest.raises(ValueError, match="broadcast"):
+        mx.broadcast_shapes((2, 3), (4,))
+    assert (mx.float32 == None) is False and mx.float32 in [None, mx.float32]  # noqa: E711
