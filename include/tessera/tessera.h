@@ -10,6 +10,7 @@
 #include "tessera/distributed.h"
 #include "tessera/dtype.h"
 #include "tessera/fast.h"
+#include "tessera/io.h"
 #include "tessera/graph_utils.h"
 #include "tessera/linalg.h"
 #include "tessera/memory.h"

@@ -63,6 +63,7 @@ void init_random(nb::module_& m);
 void init_linalg(nb::module_& m);
 void init_fast(nb::module_& m);
 void init_memory(nb::module_& m);
+void init_io(nb::module_& m);
 void init_distributed(nb::module_& m);
 
 }  // namespace tessera::python

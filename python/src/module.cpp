@@ -15,6 +15,7 @@ NB_MODULE(core, m) {
   init_linalg(m);
   init_fast(m);
   init_memory(m);
+  init_io(m);
   init_distributed(m);
   install_sigint_handler();
 }

@@ -34,7 +34,7 @@ for f in "$tmp"/snippet_*.cpp; do
   if ! g++ "$f" -o "$exe" $flags 2> "$exe.log"; then
     echo "snippet $(basename "$f") does not compile:"; cat "$f"; cat "$exe.log"; exit 1
   fi
-  if ! timeout 60 "$exe" > "$exe.out" 2>&1; then
+  if ! (cd "$tmp" && timeout 60 "$exe") > "$exe.out" 2>&1; then  # files they write land in $tmp
     echo "snippet $(basename "$f") failed:"; cat "$f"; cat "$exe.out"; exit 1
   fi
   n=$((n + 1))

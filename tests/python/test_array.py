@@ -245,3 +245,19 @@ def test_result_type_and_broadcast_shapes_match_numpy():
     with pytest.raises(ValueError, match="broadcast"):
         mx.broadcast_shapes((2, 3), (4,))
     assert (mx.float32 == None) is False and mx.float32 in [None, mx.float32]  # noqa: E711
+
+
+def test_dlpack_in_and_out():
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(np.asarray(mx.array(x.__dlpack__())), x)  # a capsule
+
+    class Producer:  # any object with __dlpack__ / __dlpack_device__
+        def __dlpack__(self, **kwargs):
+            return x.__dlpack__(**kwargs)
+
+        def __dlpack_device__(self):
+            return x.__dlpack_device__()
+
+    np.testing.assert_array_equal(np.asarray(mx.array(Producer())), x)
+    np.testing.assert_array_equal(np.from_dlpack(mx.arange(4)), np.arange(4))
+    assert mx.arange(4).__dlpack_device__() == (1, 0)

@@ -1,0 +1,181 @@
+// Array IO from Python: load (by extension or format=, .npy / .npz / .safetensors,
+// return_metadata), save, savez, savez_compressed, save_safetensors; paths (str or
+// os.PathLike) or binary file objects. Every header is validated in C++ (include/tessera/io.h).
+#include <nanobind/stl/string_view.h>
+#include <nanobind/stl/unordered_map.h>
+
+#include <filesystem>
+
+#include "convert.h"
+#include "tessera/io.h"
+
+namespace tessera::python {
+
+namespace {
+
+bool is_path(nb::handle f) {
+  return nb::isinstance<nb::str>(f) || nb::hasattr(f, "__fspath__");
+}
+
+std::string path_of(nb::handle f) {
+  return nb::cast<std::string>(nb::module_::import_("os").attr("fspath")(f));
+}
+
+std::string extension(const std::string& path) {
+  return std::filesystem::path(path).extension().string();
+}
+
+nb::dict to_dict(const std::unordered_map<std::string, array>& m) {
+  nb::dict d;
+  for (const auto& [k, v] : m) d[k.c_str()] = nb::cast(v);
+  return d;
+}
+
+std::unordered_map<std::string, array> from_dict(nb::handle d, const char* op) {
+  std::unordered_map<std::string, array> out;
+  for (auto [k, v] : nb::borrow<nb::dict>(d)) {
+    if (!nb::isinstance<nb::str>(k)) {
+      throw std::invalid_argument(std::string("[") + op + "] keys must be strings, got " +
+                                  nb::cast<std::string>(nb::repr(k)));
+    }
+    out.emplace(nb::cast<std::string>(k), to_array(v));
+  }
+  return out;
+}
+
+// The bytes of a binary file object (read()), or of the file at a path.
+std::string read_all(nb::handle f) {
+  nb::object data = f.attr("read")();
+  if (!nb::isinstance<nb::bytes>(data)) {
+    throw std::invalid_argument("[load] the file object's read() returned " +
+                                nb::cast<std::string>(nb::str(data.type().attr("__name__"))) +
+                                ", not bytes: open the file in binary mode ('rb')");
+  }
+  nb::bytes b = nb::borrow<nb::bytes>(data);
+  return std::string(b.c_str(), b.size());
+}
+
+void write_all(nb::handle f, const std::string& bytes) {
+  f.attr("write")(nb::bytes(bytes.data(), bytes.size()));
+}
+
+nb::object load_any(nb::handle file, std::optional<std::string> format, bool return_metadata) {
+  std::string fmt;
+  std::string path;
+  if (is_path(file)) {
+    path = path_of(file);
+    fmt = format ? *format : extension(path);
+  } else {
+    if (!format) {
+      throw std::invalid_argument("[load] a file object needs format= ('npy', 'npz' or "
+                                  "'safetensors'): it has no extension to tell");
+    }
+    fmt = *format;
+  }
+  if (!fmt.empty() && fmt[0] == '.') fmt = fmt.substr(1);
+  if (return_metadata && fmt != "safetensors") {
+    throw std::invalid_argument("[load] return_metadata is only for .safetensors files");
+  }
+  const std::string name = path.empty() ? std::string("<file object>") : path;
+  std::string bytes;
+  if (path.empty()) bytes = read_all(file);
+  if (fmt == "npy") {
+    std::optional<array> a;
+    blocking([&] { a = path.empty() ? load_npy_bytes(bytes, name) : load(path); });
+    return nb::cast(*a);
+  }
+  if (fmt == "npz") {
+    std::unordered_map<std::string, array> m;
+    blocking([&] { m = path.empty() ? load_npz_bytes(bytes, name) : load_npz(path); });
+    return to_dict(m);
+  }
+  if (fmt == "safetensors") {
+    SafetensorsLoad r;
+    blocking([&] { r = path.empty() ? load_safetensors_bytes(bytes, name) : load_safetensors(path); });
+    nb::dict arrays = to_dict(r.first);
+    if (!return_metadata) return arrays;
+    nb::dict meta;
+    for (const auto& [k, v] : r.second) meta[k.c_str()] = v;
+    return nb::make_tuple(arrays, meta);
+  }
+  throw std::invalid_argument("[load] unknown format '" + fmt + "' for " + name +
+                              ": expected npy, npz or safetensors");
+}
+
+void savez_any(nb::handle file, nb::args args, nb::kwargs kwargs, bool compressed) {
+  nb::dict all;
+  size_t i = 0;
+  for (nb::handle a : args) all[("arr_" + std::to_string(i++)).c_str()] = a;
+  for (auto [k, v] : kwargs) {
+    if (all.contains(k)) {
+      throw std::invalid_argument("[savez] the keyword " + nb::cast<std::string>(k) +
+                                  " names a positional array too");
+    }
+    all[k] = v;
+  }
+  auto arrays = from_dict(all, "savez");
+  if (is_path(file)) {
+    std::string path = path_of(file);
+    blocking([&] { savez(path, arrays, compressed); });
+  } else {
+    std::string bytes;
+    blocking([&] { bytes = savez_bytes(arrays, compressed); });
+    write_all(file, bytes);
+  }
+}
+
+}  // namespace
+
+void init_io(nb::module_& m) {
+  m.def("load", &load_any, "file"_a, "format"_a = nb::none(), "return_metadata"_a = false,
+        "Loads a .npy (an array), .npz or .safetensors (a dict of arrays) file, chosen by its "
+        "extension or format=; with return_metadata=True a .safetensors file also gives its "
+        "metadata dict. A corrupt or truncated file is a ValueError naming the file and the "
+        "tensor.");
+  m.def(
+      "save",
+      [](nb::handle file, const ArrayLike& a) {
+        array x = to_array(a);
+        if (is_path(file)) {
+          std::string path = path_of(file);
+          blocking([&] { save(path, x); });
+        } else {
+          std::string bytes;
+          blocking([&] { bytes = save_npy_bytes(x); });
+          write_all(file, bytes);
+        }
+      },
+      "file"_a, "arr"_a, "Saves an array as .npy (the extension is added when missing).");
+  m.def("savez", [](nb::handle file, nb::args args, nb::kwargs kwargs) { savez_any(file, args, kwargs, false); },
+        "file"_a, "args"_a, "kwargs"_a,
+        "Saves arrays in an uncompressed .npz: positional ones as arr_0, arr_1, ...");
+  m.def("savez_compressed",
+        [](nb::handle file, nb::args args, nb::kwargs kwargs) { savez_any(file, args, kwargs, true); },
+        "file"_a, "args"_a, "kwargs"_a, "As savez, compressed (deflate).");
+  m.def(
+      "save_safetensors",
+      [](nb::handle file, nb::dict arrays, std::optional<nb::dict> metadata) {
+        auto m_arrays = from_dict(arrays, "save_safetensors");
+        std::unordered_map<std::string, std::string> meta;
+        if (metadata) {
+          for (auto [k, v] : *metadata) {
+            if (!nb::isinstance<nb::str>(v) || !nb::isinstance<nb::str>(k)) {
+              throw std::invalid_argument("[save_safetensors] metadata must map strings to strings");
+            }
+            meta.emplace(nb::cast<std::string>(k), nb::cast<std::string>(v));
+          }
+        }
+        if (is_path(file)) {
+          std::string path = path_of(file);
+          blocking([&] { save_safetensors(path, m_arrays, meta); });
+        } else {
+          std::string bytes;
+          blocking([&] { bytes = save_safetensors_bytes(m_arrays, meta); });
+          write_all(file, bytes);
+        }
+      },
+      "file"_a, "arrays"_a, "metadata"_a = nb::none(),
+      "Saves a dict of arrays as .safetensors, with optional string metadata.");
+}
+
+}  // namespace tessera::python

@@ -1,0 +1,50 @@
+// NumPy .npy encoding and decoding (npy.cpp), shared by the .npy front end and the .npz archive
+// code (npz.cpp).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "io/byte_io.h"
+#include "tessera/array.h"
+
+namespace tessera::detail::io {
+
+// Bounds we accept when reading (docs/io.md): NumPy writes headers under 200 bytes for the dtypes
+// we support, and its own reader refuses headers over 10000 bytes by default.
+inline constexpr uint64_t kMaxNpyHeaderBytes = 65536;
+inline constexpr size_t kMaxNpyDims = 64;
+
+struct NpyHeader {
+  Dtype dtype = float32;
+  Shape shape;
+  bool fortran_order = false;
+  // Bytes per scalar to reverse for big-endian data (0: none; complex swaps each half).
+  size_t swap_unit = 0;
+  uint64_t data_offset = 0;  // magic, version, length field and header text come before
+  uint64_t nbytes = 0;       // element count x item size, overflow-checked
+  std::string prefix;        // the raw bytes [0, data_offset)
+};
+
+// Validates magic, version, header length and the header dict; reads nothing past the header.
+// Throws std::invalid_argument "<where>: <what is wrong>".
+NpyHeader read_npy_header(const ByteReader& r, const std::string& where);
+
+// Called with every byte of the source, in order, exactly once, as read (before byte swapping):
+// the .npz reader checks the entry's CRC-32 with it.
+using RawObserver = std::function<void(const void* data, size_t n)>;
+
+// The array stored in `r`, evaluated and row-contiguous (big-endian data swapped, Fortran order
+// reordered, bool bytes normalised to 0/1). Bytes after the data are ignored, as NumPy does,
+// but passed to `observe` when one is given.
+array read_npy(const ByteReader& r, const std::string& where, const RawObserver* observe = nullptr);
+
+// The header bytes (magic through the final '\n') that np.save writes for a C-order array
+// (bfloat16 as '<V2', as MLX).
+std::string npy_header(const Shape& shape, Dtype dtype);
+
+// `a` evaluated and row-contiguous, so that a.data<char>() holds its a.nbytes() bytes in order.
+array prepare_for_save(array a);
+
+}  // namespace tessera::detail::io
