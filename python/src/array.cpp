@@ -120,30 +120,42 @@ using BinaryFn = array (*)(const array&, const array&, StreamOrDevice);
 
 // Forward, reflected and in-place forms of one operator. In-place keeps the Python object (its
 // array handle is rebound), as MLX.
+// An operator's other operand: a scalar, an array or a NumPy array; a list or tuple is refused
+// as MLX refuses it (its meaning, elementwise or not, would be a guess).
+array operand(nb::handle b, const array& a, const char* op) {
+  if (nb::isinstance<nb::list>(b) || nb::isinstance<nb::tuple>(b) || nb::isinstance<nb::str>(b)) {
+    throw std::invalid_argument(std::string("[") + op + "] an array cannot be combined with a " +
+                                nb::cast<std::string>(nb::str(b.type().attr("__name__"))) +
+                                "; wrap it in tessera.core.array(...) first");
+  }
+  return to_array_like(b, a);
+}
+
 template <BinaryFn F>
 void def_operator(nb::class_<array>& cls, const char* fwd, const char* rev, const char* inplace) {
-  cls.def(fwd, [](const array& a, const ArrayLike& b) { return F(a, to_array_like(b.obj, a), {}); },
+  cls.def(fwd, [fwd](const array& a, const ArrayLike& b) { return F(a, operand(b.obj, a, fwd), {}); },
           "other"_a.none());
   if (rev) {
-    cls.def(rev, [](const array& a, const ArrayLike& b) { return F(to_array_like(b.obj, a), a, {}); },
+    cls.def(rev, [rev](const array& a, const ArrayLike& b) { return F(operand(b.obj, a, rev), a, {}); },
             "other"_a.none());
   }
   if (inplace) {
     cls.def(
         inplace,
-        [](array& a, const ArrayLike& b) -> array& {
-          a = F(a, to_array_like(b.obj, a), {});
+        [inplace](array& a, const ArrayLike& b) -> array& {
+          a = F(a, operand(b.obj, a, inplace), {});
           return a;
         },
         "other"_a.none(), nb::rv_policy::none);
   }
 }
 
-// MLX's comparisons with objects that are not array-like (a == None) say False / True.
+// As MLX, == and != compare elementwise only with arrays and scalars: anything else (None, a
+// list, a string) is simply not equal.
 bool array_like(nb::handle h) {
   return nb::isinstance<array>(h) || nb::isinstance<nb::int_>(h) || nb::isinstance<nb::float_>(h) ||
-         nb::isinstance<nb::bool_>(h) || PyComplex_Check(h.ptr()) || nb::isinstance<nb::list>(h) ||
-         nb::isinstance<nb::tuple>(h) || nb::hasattr(h, "__array__");
+         nb::isinstance<nb::bool_>(h) || PyComplex_Check(h.ptr()) ||
+         (!nb::isinstance<nb::list>(h) && !nb::isinstance<nb::tuple>(h) && nb::hasattr(h, "__array__"));
 }
 
 array matmul_op(const array& a, const array& b, StreamOrDevice s) { return matmul(a, b, s); }

@@ -302,8 +302,23 @@ array to_array_like(nb::handle obj, const array& like) {
   const Dtype d = like.dtype();
   if (nb::isinstance<nb::bool_>(obj)) return to_array(obj);
   if (nb::isinstance<nb::int_>(obj)) {
-    if (d != bool_) return to_array(obj, d);
-    return to_array(obj);
+    if (d == bool_) return to_array(obj);
+    if (is_integral(d)) {
+      // As MLX: a Python int that does not fit the array's integer dtype is an error, not a
+      // wrapped value.
+      const iinfo lim(d);
+      int64_t v = 0;
+      uint64_t u = 0;
+      const bool fits = nb::try_cast<int64_t>(obj, v)
+                            ? (v >= 0 ? static_cast<uint64_t>(v) <= lim.max : v >= lim.min)
+                            : (nb::try_cast<uint64_t>(obj, u) && u <= lim.max);
+      if (!fits) {
+        throw std::invalid_argument("[array] the Python int " + nb::cast<std::string>(nb::str(obj)) +
+                                    " does not fit the array's dtype " + dtype_name(d) +
+                                    "; convert the array first (astype) or pass an array");
+      }
+    }
+    return to_array(obj, d);
   }
   if (nb::isinstance<nb::float_>(obj)) {
     if (is_floating_point(d)) return to_array(obj, d);
@@ -345,27 +360,6 @@ nb::object py_value(const T& v) {
   }
 }
 
-template <typename F>
-nb::object dispatch(Dtype d, F&& f) {
-  switch (d.val()) {
-    case Dtype::Val::bool_: return f(bool{});
-    case Dtype::Val::uint8: return f(uint8_t{});
-    case Dtype::Val::uint16: return f(uint16_t{});
-    case Dtype::Val::uint32: return f(uint32_t{});
-    case Dtype::Val::uint64: return f(uint64_t{});
-    case Dtype::Val::int8: return f(int8_t{});
-    case Dtype::Val::int16: return f(int16_t{});
-    case Dtype::Val::int32: return f(int32_t{});
-    case Dtype::Val::int64: return f(int64_t{});
-    case Dtype::Val::float16: return f(float16_t{});
-    case Dtype::Val::float32: return f(float{});
-    case Dtype::Val::float64: return f(double{});
-    case Dtype::Val::bfloat16: return f(bfloat16_t{});
-    case Dtype::Val::complex64: return f(complex64_t{});
-  }
-  throw std::logic_error("[array] unknown dtype");
-}
-
 void eval_nogil(array& a) {
   blocking([&] { a.eval(); });
 }
@@ -390,7 +384,7 @@ nb::object to_scalar(array a) {
                                 nb::cast<std::string>(nb::str(nb::cast(a.shape()))));
   }
   eval_nogil(a);
-  return dispatch(a.dtype(), [&](auto tag) {
+  return detail::dispatch_dtype(a.dtype(), [&](auto tag) -> nb::object {
     using T = decltype(tag);
     return py_value(*a.data<T>());
   });
@@ -398,7 +392,7 @@ nb::object to_scalar(array a) {
 
 nb::object to_list(array a) {
   eval_nogil(a);
-  return dispatch(a.dtype(), [&](auto tag) {
+  return detail::dispatch_dtype(a.dtype(), [&](auto tag) -> nb::object {
     using T = decltype(tag);
     return list_of<T>(a, 0, 0);
   });

@@ -58,6 +58,10 @@ void init_dtype(nb::module_& m) {
         return tessera::result_type(arrays);
       },
       "The dtype that arrays and dtypes promote to together.");
+  m.def("asarray", [](nb::handle a, std::optional<Dtype> dtype) { return python::to_array(a, dtype); },
+        "a"_a, "dtype"_a = nb::none(), "An array from a (an array is returned as is).");
+  m.def("from_dlpack", [](nb::handle a) { return python::to_array(a); }, "dlpack"_a,
+        "An array from an object with __dlpack__ (copied into Tessera's memory).");
   m.def(
       "broadcast_shapes",
       [](nb::args shapes) {

@@ -205,6 +205,41 @@ std::vector<array> broadcast_indices(const Parsed& p) {
   return broadcast_arrays(idx);
 }
 
+// `v` laid out as scatter takes updates for sub[index]: the index dims first, then sub's dims
+// with size 1 at the advanced ones. v broadcasts against the shape sub[index] has.
+array scatter_updates(const Parsed& p, const array& sub, const std::vector<array>& idx,
+                      const array& v) {
+  const int idx_nd = static_cast<int>(idx[0].ndim());
+  Shape rest;
+  for (size_t d = 0; d < sub.ndim(); ++d) {
+    if (std::find(p.adv.begin(), p.adv.end(), static_cast<int>(d)) == p.adv.end()) {
+      rest.push_back(sub.shape()[d]);
+    }
+  }
+  const int pos = adv_position(p);
+  Shape got(rest.begin(), rest.begin() + pos);
+  got.insert(got.end(), idx[0].shape().begin(), idx[0].shape().end());
+  got.insert(got.end(), rest.begin() + pos, rest.end());
+  array b = broadcast_to(v, got);
+  if (pos > 0 && idx_nd > 0) {
+    std::vector<int> perm;
+    for (int k = pos; k < pos + idx_nd; ++k) perm.push_back(k);
+    for (int k = 0; k < pos; ++k) perm.push_back(k);
+    for (int k = pos + idx_nd; k < static_cast<int>(b.ndim()); ++k) perm.push_back(k);
+    b = transpose(b, perm);
+  }
+  std::vector<int> ones;
+  for (int d : p.adv) ones.push_back(idx_nd + d);
+  return expand_dims(b, ones);
+}
+
+// The updated sub-array written back into the (None-expanded) base, reshaped to a's shape.
+array write_back(const Parsed& p, const array& a, const array& sub, const array& updated,
+                 const Shape& start, const Shape& stop, const Shape& step) {
+  array out = sub.id() == p.base.id() ? updated : slice_update(p.base, updated, start, stop, step);
+  return p.base.ndim() != a.ndim() ? reshape(out, a.shape()) : out;
+}
+
 }  // namespace
 
 array get_item(const array& a, nb::handle index) {
@@ -279,34 +314,9 @@ array set_item(const array& a, nb::handle index, nb::handle value) {
     updated = reshape(b, target);
   } else {
     auto idx = broadcast_indices(p);
-    const int idx_nd = static_cast<int>(idx[0].ndim());
-    // The shape a[index] has, then the value laid out as scatter wants it: index dims first,
-    // then sub's dims with 1 at the advanced ones.
-    Shape rest;
-    for (size_t d = 0; d < sub.ndim(); ++d) {
-      if (std::find(p.adv.begin(), p.adv.end(), static_cast<int>(d)) == p.adv.end()) rest.push_back(sub.shape()[d]);
-    }
-    const int pos = adv_position(p);
-    Shape got(rest.begin(), rest.begin() + pos);
-    got.insert(got.end(), idx[0].shape().begin(), idx[0].shape().end());
-    got.insert(got.end(), rest.begin() + pos, rest.end());
-    array b = broadcast_to(v, got);
-    if (pos > 0 && idx_nd > 0) {
-      std::vector<int> perm;
-      for (int k = pos; k < pos + idx_nd; ++k) perm.push_back(k);
-      for (int k = 0; k < pos; ++k) perm.push_back(k);
-      for (int k = pos + idx_nd; k < static_cast<int>(b.ndim()); ++k) perm.push_back(k);
-      b = transpose(b, perm);
-    }
-    std::vector<int> ones;
-    for (int d : p.adv) ones.push_back(idx_nd + d);
-    b = expand_dims(b, ones);
-    updated = scatter(sub, idx, b, p.adv);
+    updated = scatter(sub, idx, scatter_updates(p, sub, idx, v), p.adv);
   }
-  array out = sub.id() == p.base.id() ? updated : slice_update(p.base, updated, start, stop, step);
-  // Drop the None dims again.
-  if (p.base.ndim() != a.ndim()) out = reshape(out, a.shape());
-  return out;
+  return write_back(p, a, sub, updated, start, stop, step);
 }
 
 namespace {
@@ -318,7 +328,6 @@ struct ArrayAt {
   nb::object index;
 };
 
-using Combine = array (*)(const array&, const array&, StreamOrDevice);
 
 array at_update(const ArrayAt& at, nb::handle value, const char* op) {
   const std::string name(op);
@@ -336,35 +345,14 @@ array at_update(const ArrayAt& at, nb::handle value, const char* op) {
   Shape start, stop, step;
   array sub = apply_slices(p, &start, &stop, &step);
   auto idx = broadcast_indices(p);
-  const int idx_nd = static_cast<int>(idx[0].ndim());
-  Shape rest;
-  for (size_t d = 0; d < sub.ndim(); ++d) {
-    if (std::find(p.adv.begin(), p.adv.end(), static_cast<int>(d)) == p.adv.end()) rest.push_back(sub.shape()[d]);
-  }
-  const int pos = adv_position(p);
-  Shape got(rest.begin(), rest.begin() + pos);
-  got.insert(got.end(), idx[0].shape().begin(), idx[0].shape().end());
-  got.insert(got.end(), rest.begin() + pos, rest.end());
-  array b = broadcast_to(v, got);
-  if (pos > 0 && idx_nd > 0) {
-    std::vector<int> perm;
-    for (int k = pos; k < pos + idx_nd; ++k) perm.push_back(k);
-    for (int k = 0; k < pos; ++k) perm.push_back(k);
-    for (int k = pos + idx_nd; k < static_cast<int>(b.ndim()); ++k) perm.push_back(k);
-    b = transpose(b, perm);
-  }
-  std::vector<int> ones;
-  for (int d : p.adv) ones.push_back(idx_nd + d);
-  b = expand_dims(b, ones);
+  array b = scatter_updates(p, sub, idx, v);
   array updated = name == "add"        ? scatter_add(sub, idx, b, p.adv)
                   : name == "subtract" ? scatter_add(sub, idx, negative(b), p.adv)
                   : name == "multiply" ? scatter_prod(sub, idx, b, p.adv)
                   : name == "divide"   ? scatter_prod(sub, idx, reciprocal(b), p.adv)
                   : name == "maximum"  ? scatter_max(sub, idx, b, p.adv)
                                        : scatter_min(sub, idx, b, p.adv);
-  array out = sub.id() == p.base.id() ? updated : slice_update(p.base, updated, start, stop, step);
-  if (p.base.ndim() != at.a.ndim()) out = reshape(out, at.a.shape());
-  return out;
+  return write_back(p, at.a, sub, updated, start, stop, step);
 }
 
 }  // namespace

@@ -59,18 +59,25 @@ void write_all(nb::handle f, const std::string& bytes) {
   f.attr("write")(nb::bytes(bytes.data(), bytes.size()));
 }
 
-nb::object load_any(nb::handle file, std::optional<std::string> format, bool return_metadata) {
+nb::object load_any(nb::handle file, std::optional<std::string> format, bool return_metadata,
+                    StreamOrDevice) {
   std::string fmt;
   std::string path;
   if (is_path(file)) {
     path = path_of(file);
     fmt = format ? *format : extension(path);
   } else {
-    if (!format) {
-      throw std::invalid_argument("[load] a file object needs format= ('npy', 'npz' or "
-                                  "'safetensors'): it has no extension to tell");
+    // A file from open() has a name to take the extension from, as MLX does.
+    nb::object fname = nb::getattr(file, "name", nb::none());
+    if (format) {
+      fmt = *format;
+    } else if (nb::isinstance<nb::str>(fname)) {
+      fmt = extension(nb::cast<std::string>(fname));
     }
-    fmt = *format;
+    if (fmt.empty()) {
+      throw std::invalid_argument("[load] a file object without a name needs format= ('npy', "
+                                  "'npz' or 'safetensors'): it has no extension to tell");
+    }
   }
   if (!fmt.empty() && fmt[0] == '.') fmt = fmt.substr(1);
   if (return_metadata && fmt != "safetensors") {
@@ -128,8 +135,9 @@ void savez_any(nb::handle file, nb::args args, nb::kwargs kwargs, bool compresse
 
 void init_io(nb::module_& m) {
   m.def("load", &load_any, "file"_a, "format"_a = nb::none(), "return_metadata"_a = false,
+        nb::kw_only(), "stream"_a = nb::none(),
         "Loads a .npy (an array), .npz or .safetensors (a dict of arrays) file, chosen by its "
-        "extension or format=; with return_metadata=True a .safetensors file also gives its "
+        "extension (a file object's name) or format=; with return_metadata=True a .safetensors file also gives its "
         "metadata dict. A corrupt or truncated file is a ValueError naming the file and the "
         "tensor.");
   m.def(

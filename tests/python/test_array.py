@@ -261,3 +261,32 @@ def test_dlpack_in_and_out():
     np.testing.assert_array_equal(np.asarray(mx.array(Producer())), x)
     np.testing.assert_array_equal(np.from_dlpack(mx.arange(4)), np.arange(4))
     assert mx.arange(4).__dlpack_device__() == (1, 0)
+
+
+def test_operators_take_scalars_and_arrays_not_lists_as_mlx():
+    a = mx.array([1, 2, 3])
+    assert (a == [1, 2, 3]) is False and (a != (1, 2, 3)) is True
+    for bad in ([1, 2, 3], (1, 2, 3), "x"):
+        with pytest.raises(ValueError, match="cannot be combined"):
+            a + bad
+        with pytest.raises(ValueError, match="cannot be combined"):
+            a < bad
+    np.testing.assert_array_equal(np.asarray(a + np.array([1, 1, 1])), [2, 3, 4])
+    assert mx.add(a, [1, 1, 1]).tolist() == [2, 3, 4]  # the functions convert lists
+
+
+def test_python_ints_that_do_not_fit_the_array_dtype_are_errors():
+    y = mx.array(2_000_000_000, dtype=mx.int32)
+    with pytest.raises(ValueError, match="does not fit"):
+        y + 3_000_000_000
+    with pytest.raises(ValueError, match="does not fit"):
+        mx.array([1], dtype=mx.uint8) - 256
+    assert (mx.array([1], dtype=mx.uint8) + 255).tolist() == [0]  # fits: wraps as uint8 arithmetic
+    assert (mx.array([1.0]) + 2**40).dtype == mx.float32
+
+
+def test_asarray_and_from_dlpack():
+    a = mx.array([1.0, 2.0])
+    assert mx.asarray(a) is not None and mx.asarray([1, 2]).tolist() == [1, 2]
+    assert mx.asarray([1, 2], dtype=mx.float16).dtype == mx.float16
+    np.testing.assert_array_equal(np.asarray(mx.from_dlpack(np.arange(3.0, dtype=np.float32))), [0, 1, 2])

@@ -95,6 +95,9 @@ def test_file_objects_and_pathlike(tmp_path):
     assert mx.load(tmp_path / "p.npz")["x"].tolist() == [1.0, 1.0]
     with pytest.raises(ValueError, match="format"):
         mx.load(io.BytesIO(b""))
+    mx.savez(str(tmp_path / "f.npz"), y=mx.arange(3))
+    with open(tmp_path / "f.npz", "rb") as f:  # the extension comes from the file's name
+        assert mx.load(f)["y"].tolist() == [0, 1, 2]
 
 
 def test_corrupt_and_truncated_files_are_value_errors_naming_the_file(tmp_path):
