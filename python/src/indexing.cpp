@@ -205,6 +205,13 @@ std::vector<array> broadcast_indices(const Parsed& p) {
   return broadcast_arrays(idx);
 }
 
+// `v` broadcast to `shape`, after dropping leading size-1 dims it has beyond it (NumPy lets
+// a[0] = [[1, 2]] fill a row).
+array fit_value(array v, const Shape& shape) {
+  while (v.ndim() > shape.size() && v.shape(0) == 1) v = squeeze(v, 0);
+  return broadcast_to(v, shape);
+}
+
 // `v` laid out as scatter takes updates for sub[index]: the index dims first, then sub's dims
 // with size 1 at the advanced ones. v broadcasts against the shape sub[index] has.
 array scatter_updates(const Parsed& p, const array& sub, const std::vector<array>& idx,
@@ -220,7 +227,7 @@ array scatter_updates(const Parsed& p, const array& sub, const std::vector<array
   Shape got(rest.begin(), rest.begin() + pos);
   got.insert(got.end(), idx[0].shape().begin(), idx[0].shape().end());
   got.insert(got.end(), rest.begin() + pos, rest.end());
-  array b = broadcast_to(v, got);
+  array b = fit_value(v, got);
   if (pos > 0 && idx_nd > 0) {
     std::vector<int> perm;
     for (int k = pos; k < pos + idx_nd; ++k) perm.push_back(k);
@@ -310,8 +317,7 @@ array set_item(const array& a, nb::handle index, nb::handle value) {
     for (size_t d = 0; d < target.size(); ++d) {
       if (std::find(ints.begin(), ints.end(), static_cast<int>(d)) == ints.end()) squeezed.push_back(target[d]);
     }
-    array b = broadcast_to(v, squeezed);
-    updated = reshape(b, target);
+    updated = reshape(fit_value(v, squeezed), target);
   } else {
     auto idx = broadcast_indices(p);
     updated = scatter(sub, idx, scatter_updates(p, sub, idx, v), p.adv);
@@ -336,7 +342,7 @@ array at_update(const ArrayAt& at, nb::handle value, const char* op) {
   if (p.adv.empty()) {
     // Basic indices touch each element once: combine and write back.
     array cur = get_item(at.a, at.index);
-    array b = broadcast_to(v, cur.shape());
+    array b = fit_value(v, cur.shape());
     array nv = name == "add" ? add(cur, b) : name == "subtract" ? subtract(cur, b)
              : name == "multiply" ? multiply(cur, b) : name == "divide" ? divide(cur, b)
              : name == "maximum" ? maximum(cur, b) : minimum(cur, b);

@@ -55,6 +55,8 @@ SET_CASES = [
     ((Ellipsis, slice(None, None, -2)), 3.0), ((slice(None), [0, 2]), 9.0),
     (([1, 0], [2, 1]), np.ones((2, 4, 5), np.float32)), ((slice(None), None, 1), 4.0),
     ((0, [2, 1], slice(None), [4, 3]), np.array([[1.0], [2.0]], np.float32)),
+    ((0, 1), np.ones((1, 1, 4, 5), np.float32)),  # leading size-1 dims of the value drop
+    ((slice(None), [0, 2]), np.ones((1, 2, 2, 4, 5), np.float32)),
     ((slice(None), slice(1, 3), [0, 3]), 5.0), ((1, slice(None), [0, 3], slice(1, 4, 2)), 2.0),
 ]
 
@@ -107,3 +109,11 @@ def test_at_accumulates_repeated_indices():
     np.testing.assert_array_equal(np.asarray(n), [5, 0.5, 0.5])
     d = mx.array([8.0, 8.0]).at[mx.array([0, 0])].divide(2.0)
     np.testing.assert_array_equal(np.asarray(d), [2, 8])
+
+
+def test_at_with_a_value_that_has_extra_leading_ones_and_its_gradient():
+    src = mx.array([1.0, 2.0, 3.0, 4.0])
+    upd = mx.array([[10.0, 20.0]])
+    assert src.at[1:3].add(upd).tolist() == [1.0, 12.0, 23.0, 4.0]
+    _, vjps = mx.vjp(lambda s, u: [s.at[1:3].add(u)], [src, upd], [mx.array([4.0, 5.0, 6.0, 7.0])])
+    assert vjps[0].tolist() == [4.0, 5.0, 6.0, 7.0] and vjps[1].tolist() == [[5.0, 6.0]]
