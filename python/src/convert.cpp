@@ -285,6 +285,7 @@ array to_array(nb::handle obj, std::optional<Dtype> dtype) {
                  dtype.value_or(complex64));
   }
   if (is_sequence(obj)) return from_list(obj, dtype);
+  if (nb::hasattr(obj, "__mlx_array__")) return to_array(obj.attr("__mlx_array__")(), dtype);  // MLX's protocol
   AnyArray nd;
   if (nb::try_cast<AnyArray>(obj, nd)) return from_ndarray(nd, dtype);
   if (nb::hasattr(obj, "__array__") || nb::hasattr(obj, "__array_interface__")) {
@@ -299,6 +300,7 @@ array to_array(nb::handle obj, std::optional<Dtype> dtype) {
 
 array to_array_like(nb::handle obj, const array& like) {
   if (nb::isinstance<array>(obj)) return nb::cast<const array&>(obj);
+  if (nb::hasattr(obj, "__mlx_array__")) return to_array(obj);
   const Dtype d = like.dtype();
   if (nb::isinstance<nb::bool_>(obj)) return to_array(obj);
   if (nb::isinstance<nb::int_>(obj)) {

@@ -2,12 +2,14 @@
 // np.save header layout, and the public load/save of one array (tessera/io.h).
 #include "io/npy.h"
 
+#include <algorithm>
 #include <bit>
 #include <memory>
 #include <optional>
 
 #include "tessera/io.h"
 #include "tessera/ops.h"
+#include "tessera/transforms.h"
 
 static_assert(std::endian::native == std::endian::little,
               "the array formats are decoded for a little-endian host");
@@ -448,6 +450,16 @@ array prepare_for_save(array a) {
     a.eval();
   }
   return a;
+}
+
+PreparedArrays prepare_sorted_for_save(const std::unordered_map<std::string, array>& arrays) {
+  PreparedArrays out(arrays.begin(), arrays.end());
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<array> values;
+  for (const auto& kv : out) values.push_back(kv.second);
+  eval(values);
+  for (auto& kv : out) kv.second = prepare_for_save(kv.second);
+  return out;
 }
 
 }  // namespace tessera::detail::io

@@ -5,6 +5,9 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "io/byte_io.h"
 #include "tessera/array.h"
@@ -46,5 +49,11 @@ std::string npy_header(const Shape& shape, Dtype dtype);
 
 // `a` evaluated and row-contiguous, so that a.data<char>() holds its a.nbytes() bytes in order.
 array prepare_for_save(array a);
+
+// Named arrays in key order (the same arrays give the same bytes), evaluated together and made
+// row-contiguous before any file is created, so that a failed evaluation leaves no half-written
+// file (.npz and safetensors).
+using PreparedArrays = std::vector<std::pair<std::string, array>>;
+PreparedArrays prepare_sorted_for_save(const std::unordered_map<std::string, array>& arrays);
 
 }  // namespace tessera::detail::io

@@ -51,19 +51,7 @@ ArrayMap read_npz(const ByteReader& r, const std::string& where) {
   return out;
 }
 
-using Prepared = std::vector<std::pair<std::string, array>>;
-
-// Evaluated, row-contiguous arrays in key order (the same arrays give the same bytes), ready
-// before any file is created, so that a failed evaluation leaves no half-written file.
-Prepared prepare_arrays(const ArrayMap& arrays) {
-  Prepared out(arrays.begin(), arrays.end());
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<array> values;
-  for (const auto& kv : out) values.push_back(kv.second);
-  eval(values);
-  for (auto& kv : out) kv.second = prepare_for_save(kv.second);
-  return out;
-}
+using Prepared = PreparedArrays;
 
 void write_npz(ByteWriter& w, const Prepared& arrays, bool compressed) {
   ZipWriter zip(w);
@@ -86,7 +74,7 @@ std::unordered_map<std::string, array> load_npz(const std::string& file, StreamO
 
 void savez(const std::string& file, const std::unordered_map<std::string, array>& arrays,
            bool compressed) {
-  const Prepared prepared = prepare_arrays(arrays);
+  const Prepared prepared = prepare_sorted_for_save(arrays);
   const std::string path = ends_with(file, ".npz") ? file : file + ".npz";
   FileWriter w(path, "[savez]");
   write_npz(w, prepared, compressed);
@@ -101,7 +89,7 @@ std::unordered_map<std::string, array> load_npz_bytes(std::string_view bytes,
 
 std::string savez_bytes(const std::unordered_map<std::string, array>& arrays, bool compressed) {
   StringWriter w;
-  write_npz(w, prepare_arrays(arrays), compressed);
+  write_npz(w, prepare_sorted_for_save(arrays), compressed);
   return w.take();
 }
 

@@ -254,7 +254,7 @@ SafetensorsLoad read_safetensors(const ByteReader& r, const std::string& where) 
   return {std::move(arrays), std::move(metadata)};
 }
 
-using Prepared = std::vector<std::pair<std::string, array>>;
+using Prepared = PreparedArrays;
 
 Prepared prepare_tensors(ArrayMap arrays) {
   if (arrays.count(kMetadataKey)) {
@@ -262,13 +262,7 @@ Prepared prepare_tensors(ArrayMap arrays) {
         "[save_safetensors] an array is named \"__metadata__\", which safetensors reserves for "
         "the metadata map; rename it");
   }
-  Prepared out(arrays.begin(), arrays.end());
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<array> values;
-  for (const auto& kv : out) values.push_back(kv.second);
-  eval(values);
-  for (auto& kv : out) kv.second = prepare_for_save(kv.second);
-  return out;
+  return prepare_sorted_for_save(arrays);
 }
 
 // The length field and the JSON header, padded with spaces so the data starts 8-byte aligned.

@@ -290,3 +290,17 @@ def test_asarray_and_from_dlpack():
     assert mx.asarray(a) is not None and mx.asarray([1, 2]).tolist() == [1, 2]
     assert mx.asarray([1, 2], dtype=mx.float16).dtype == mx.float16
     np.testing.assert_array_equal(np.asarray(mx.from_dlpack(np.arange(3.0, dtype=np.float32))), [0, 1, 2])
+
+
+def test_objects_with_the_mlx_array_protocol_convert():
+    class Wrapped:
+        def __init__(self, a):
+            self.a = a
+
+        def __mlx_array__(self):
+            return self.a
+
+    w = Wrapped(mx.array([1.0, 2.0]))
+    assert mx.array(w).tolist() == [1.0, 2.0]
+    assert (mx.array([1.0, 1.0]) + w).tolist() == [2.0, 3.0]
+    assert mx.add(w, 1.0).tolist() == [2.0, 3.0]
