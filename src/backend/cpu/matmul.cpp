@@ -2,12 +2,12 @@
 // or column-contiguous (any row/column pitch, any batch strides, broadcast included) go to BLAS
 // as they are (NoTrans / Trans); other layouts are copied first. float16/bfloat16 run through a
 // float32 gemm (float32 accumulation) and are rounded once at the end.
-#include <cblas.h>
 
 #include <climits>
 #include <cstring>
 #include <optional>
 
+#include "backend/cpu/blas.h"
 #include "backend/cpu/copy.h"
 #include "backend/cpu/elementwise.h"
 #include "core/thread_pool.h"
@@ -38,7 +38,7 @@ int row_block(int m) {
 // OpenBLAS's own threads off, once, before the first gemm.
 void single_threaded_blas() {
   static const bool once = [] {
-    openblas_set_num_threads(1);
+    TESSERA_BLAS(openblas_set_num_threads)(1);
     return true;
   }();
   (void)once;
@@ -101,18 +101,18 @@ Operand prepare(const array& x, const Shape& batch_shape, size_t batch) {
 
 void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda,
           const float* b, int ldb, float beta, float* c, int ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+  TESSERA_BLAS(cblas_sgemm)(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
               k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const double* a, int lda,
           const double* b, int ldb, float beta, double* c, int ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+  TESSERA_BLAS(cblas_dgemm)(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
               k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const complex64_t* a, int lda,
           const complex64_t* b, int ldb, float beta, complex64_t* c, int ldc) {
   complex64_t al(alpha, 0.0f), be(beta, 0.0f);
-  cblas_cgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+  TESSERA_BLAS(cblas_cgemm)(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
               k, &al, a, lda, b, ldb, &be, c, ldc);
 }
 
