@@ -1,0 +1,345 @@
+// Reductions, scans, sorting, matrix products and the Array API aliases of tessera.core, with
+// MLX's signatures.
+#include "ops_common.h"
+
+namespace tessera::python {
+
+using namespace ops_detail;
+
+void init_ops_reduce(nb::module_& m) {
+  // ---------------------------------------------------------------- reductions
+  m.def(
+      "all",
+      [](const array& a, const OptAxes& axis, bool keepdims, StreamOrDevice s) {
+        return all(a, axes_or_all(axis, a), keepdims, s);
+      },
+      nb::arg(), "axis"_a = nb::none(), "keepdims"_a = false, nb::kw_only(),
+      "stream"_a = nb::none(), REDUCE_DOC("Logical and over the given axes."));
+  m.def(
+      "any",
+      [](const array& a, const OptAxes& axis, bool keepdims, StreamOrDevice s) {
+        return any(a, axes_or_all(axis, a), keepdims, s);
+      },
+      nb::arg(), "axis"_a = nb::none(), "keepdims"_a = false, nb::kw_only(),
+      "stream"_a = nb::none(), REDUCE_DOC("Logical or over the given axes."));
+  m.def(
+      "sum",
+      [](const array& a, const OptAxes& axis, bool keepdims, StreamOrDevice s) {
+        return sum(a, axes_or_all(axis, a), keepdims, s);
+      },
+      "array"_a, "axis"_a = nb::none(), "keepdims"_a = false, nb::kw_only(),
+      "stream"_a = nb::none(), REDUCE_DOC("Sum over the given axes."));
+  m.def(
+      "count_nonzero",
+      [](const array& a, const OptAxes& axis, bool keepdims, StreamOrDevice s) {
+        return count_nonzero(a, axes_or_all(axis, a), keepdims, s);
+      },
+      nb::arg(), "axis"_a = nb::none(), nb::kw_only(), "keepdims"_a = false,
+      "stream"_a = nb::none(), REDUCE_DOC("Number of non-zero elements over the given axes."));
+  m.def(
+      "prod",
+      [](const array& a, const OptAxes& axis, bool keepdims, StreamOrDevice s) {
+        return prod(a, axes_or_all(axis, a), keepdims, s);
+      },
+      nb::arg(), "axis"_a = nb::none(), "keepdims"_a = false, nb::kw_only(),
+      "stream"_a = nb::none(), REDUCE_DOC("Product over the given axes."));
+  m.def(
+      "min",
+      [](const array& a, const OptAxes& axis, bool keepdims, StreamOrDevice s) {
+        return min(a, axes_or_all(axis, a), keepdims, s);
+      },
+      nb::arg(), "axis"_a = nb::none(), "keepdims"_a = false, nb::kw_only(),
+      "stream"_a = nb::none(), REDUCE_DOC("Minimum over the given axes."));
+  m.def(
+      "max",
+      [](const array& a, const OptAxes& axis, bool keepdims, StreamOrDevice s) {
+        return max(a, axes_or_all(axis, a), keepdims, s);
+      },
+      nb::arg(), "axis"_a = nb::none(), "keepdims"_a = false, nb::kw_only(),
+      "stream"_a = nb::none(), REDUCE_DOC("Maximum over the given axes."));
+  m.def(
+      "logsumexp",
+      [](const array& a, const OptAxes& axis, bool keepdims, StreamOrDevice s) {
+        return logsumexp(a, axes_or_all(axis, a), keepdims, s);
+      },
+      nb::arg(), "axis"_a = nb::none(), "keepdims"_a = false, nb::kw_only(),
+      "stream"_a = nb::none(),
+      REDUCE_DOC("log(sum(exp(a))) over the given axes, computed stably."));
+  m.def(
+      "mean",
+      [](const array& a, const OptAxes& axis, bool keepdims, StreamOrDevice s) {
+        return mean(a, axes_or_all(axis, a), keepdims, s);
+      },
+      nb::arg(), "axis"_a = nb::none(), "keepdims"_a = false, nb::kw_only(),
+      "stream"_a = nb::none(), REDUCE_DOC("Mean over the given axes."));
+  m.def(
+      "var",
+      [](const array& a, const OptAxes& axis, bool keepdims, int ddof, StreamOrDevice s) {
+        return var(a, axes_or_all(axis, a), keepdims, ddof, s);
+      },
+      nb::arg(), "axis"_a = nb::none(), "keepdims"_a = false, "ddof"_a = 0, nb::kw_only(),
+      "stream"_a = nb::none(),
+      REDUCE_DOC("Variance over the given axes, dividing by ``N - ddof`` (``ddof`` "
+                 "defaults to 0)."));
+  m.def(
+      "std",
+      [](const array& a, const OptAxes& axis, bool keepdims, int ddof, StreamOrDevice s) {
+        return tessera::std(a, axes_or_all(axis, a), keepdims, ddof, s);
+      },
+      nb::arg(), "axis"_a = nb::none(), "keepdims"_a = false, "ddof"_a = 0, nb::kw_only(),
+      "stream"_a = nb::none(),
+      REDUCE_DOC("Standard deviation over the given axes, dividing by ``N - ddof`` "
+                 "(``ddof`` defaults to 0)."));
+  m.def(
+      "argmin",
+      [](const array& a, std::optional<int> axis, bool keepdims, StreamOrDevice s) {
+        return axis ? argmin(a, *axis, keepdims, s) : argmin(a, keepdims, s);
+      },
+      nb::arg(), "axis"_a = nb::none(), "keepdims"_a = false, nb::kw_only(),
+      "stream"_a = nb::none(),
+      "Index of the first minimum along an axis.\n\n"
+      "Args:\n"
+      "    a (array): Input array.\n"
+      "    axis (int, optional): The axis; ``None`` (the default) indexes the\n"
+      "      flattened array.\n"
+      "    keepdims (bool, optional): Keep the reduced axis. Default: ``False``.\n\n"
+      "Returns:\n"
+      "    array: The uint32 indices.\n");
+  m.def(
+      "argmax",
+      [](const array& a, std::optional<int> axis, bool keepdims, StreamOrDevice s) {
+        return axis ? argmax(a, *axis, keepdims, s) : argmax(a, keepdims, s);
+      },
+      nb::arg(), "axis"_a = nb::none(), "keepdims"_a = false, nb::kw_only(),
+      "stream"_a = nb::none(),
+      "Index of the first maximum along an axis.\n\n"
+      "Args:\n"
+      "    a (array): Input array.\n"
+      "    axis (int, optional): The axis; ``None`` (the default) indexes the\n"
+      "      flattened array.\n"
+      "    keepdims (bool, optional): Keep the reduced axis. Default: ``False``.\n\n"
+      "Returns:\n"
+      "    array: The uint32 indices.\n");
+  m.def(
+      "softmax",
+      [](const array& a, const OptAxes& axis, bool precise, StreamOrDevice s) {
+        return softmax(a, axes_or_all(axis, a), precise, s);
+      },
+      nb::arg(), "axis"_a = nb::none(), nb::kw_only(), "precise"_a = false, "stream"_a = nb::none(),
+      "exp(a) normalised to sum to one over the given axes.\n\n"
+      "Args:\n"
+      "    a (array): Input array.\n"
+      "    axis (int or list(int), optional): The axes; ``None`` (the default)\n"
+      "      uses every axis.\n"
+      "    precise (bool, optional): Accumulate half-precision inputs in float32.\n"
+      "      Default: ``False``.\n\n"
+      "Returns:\n"
+      "    array: The softmax.\n");
+
+  // ---------------------------------------------------------------- scans
+  m.def(
+      "cumsum",
+      [](const array& a, std::optional<int> axis, bool reverse, bool inclusive,
+         std::optional<Dtype> dtype, StreamOrDevice s) {
+        return axis ? cumsum(a, *axis, reverse, inclusive, dtype, s)
+                    : cumsum(a, reverse, inclusive, dtype, s);
+      },
+      nb::arg(), "axis"_a = nb::none(), nb::kw_only(), "reverse"_a = false, "inclusive"_a = true,
+      "dtype"_a = nb::none(), "stream"_a = nb::none(),
+      SCAN_DOC("Cumulative sum.") "    dtype (Dtype, optional): Accumulation and result dtype.\n"
+                                  "\nReturns:\n    array: The running sums.\n");
+  m.def(
+      "cumprod",
+      [](const array& a, std::optional<int> axis, bool reverse, bool inclusive,
+         std::optional<Dtype> dtype, StreamOrDevice s) {
+        return axis ? cumprod(a, *axis, reverse, inclusive, dtype, s)
+                    : cumprod(a, reverse, inclusive, dtype, s);
+      },
+      nb::arg(), "axis"_a = nb::none(), nb::kw_only(), "reverse"_a = false, "inclusive"_a = true,
+      "dtype"_a = nb::none(), "stream"_a = nb::none(),
+      SCAN_DOC("Cumulative product.") "    dtype (Dtype, optional): Accumulation and result "
+                                      "dtype.\n\nReturns:\n    array: The running products.\n");
+  m.def(
+      "cummax",
+      [](const array& a, std::optional<int> axis, bool reverse, bool inclusive, StreamOrDevice s) {
+        return axis ? cummax(a, *axis, reverse, inclusive, s) : cummax(a, reverse, inclusive, s);
+      },
+      nb::arg(), "axis"_a = nb::none(), nb::kw_only(), "reverse"_a = false, "inclusive"_a = true,
+      "stream"_a = nb::none(),
+      SCAN_DOC("Cumulative maximum.") "\nReturns:\n    array: The running maxima.\n");
+  m.def(
+      "cummin",
+      [](const array& a, std::optional<int> axis, bool reverse, bool inclusive, StreamOrDevice s) {
+        return axis ? cummin(a, *axis, reverse, inclusive, s) : cummin(a, reverse, inclusive, s);
+      },
+      nb::arg(), "axis"_a = nb::none(), nb::kw_only(), "reverse"_a = false, "inclusive"_a = true,
+      "stream"_a = nb::none(),
+      SCAN_DOC("Cumulative minimum.") "\nReturns:\n    array: The running minima.\n");
+  m.def(
+      "logcumsumexp",
+      [](const array& a, std::optional<int> axis, bool reverse, bool inclusive,
+         StreamOrDevice s) {
+        return axis ? logcumsumexp(a, *axis, reverse, inclusive, s)
+                    : logcumsumexp(a, reverse, inclusive, s);
+      },
+      nb::arg(), "axis"_a = nb::none(), nb::kw_only(), "reverse"_a = false, "inclusive"_a = true,
+      "stream"_a = nb::none(),
+      SCAN_DOC("Cumulative log(sum(exp(a))), computed stably.") "\nReturns:\n    array: The "
+                                                                "running values.\n");
+
+  // ---------------------------------------------------------------- sorting
+  m.def(
+      "sort",
+      [](const array& a, std::optional<int> axis, StreamOrDevice s) {
+        return axis ? sort(a, *axis, s) : sort(a, s);
+      },
+      nb::arg(), "axis"_a.none() = -1, nb::kw_only(), "stream"_a = nb::none(),
+      "Sort an array along an axis (NaNs last).\n\n"
+      "Args:\n"
+      "    a (array): Input array.\n"
+      "    axis (int or None, optional): The axis; ``None`` sorts the flattened\n"
+      "      array. Default: ``-1``.\n\n"
+      "Returns:\n"
+      "    array: The sorted array.\n");
+  m.def(
+      "argsort",
+      [](const array& a, std::optional<int> axis, StreamOrDevice s) {
+        return axis ? argsort(a, *axis, s) : argsort(a, s);
+      },
+      nb::arg(), "axis"_a.none() = -1, nb::kw_only(), "stream"_a = nb::none(),
+      "Indices that sort an array along an axis (a stable sort).\n\n"
+      "Args:\n"
+      "    a (array): Input array.\n"
+      "    axis (int or None, optional): The axis; ``None`` sorts the flattened\n"
+      "      array. Default: ``-1``.\n\n"
+      "Returns:\n"
+      "    array: The uint32 indices.\n");
+  m.def(
+      "partition",
+      [](const array& a, int kth, std::optional<int> axis, StreamOrDevice s) {
+        return axis ? partition(a, kth, *axis, s) : partition(a, kth, s);
+      },
+      nb::arg(), "kth"_a, "axis"_a.none() = -1, nb::kw_only(), "stream"_a = nb::none(),
+      "Partially sort: the ``kth`` element lands where a full sort puts it, smaller\n"
+      "ones before it and larger ones after, in no particular order.\n\n"
+      "Args:\n"
+      "    a (array): Input array.\n"
+      "    kth (int): The element index to place (negative counts from the end).\n"
+      "    axis (int or None, optional): The axis; ``None`` uses the flattened\n"
+      "      array. Default: ``-1``.\n\n"
+      "Returns:\n"
+      "    array: The partitioned array.\n");
+  m.def(
+      "argpartition",
+      [](const array& a, int kth, std::optional<int> axis, StreamOrDevice s) {
+        return axis ? argpartition(a, kth, *axis, s) : argpartition(a, kth, s);
+      },
+      nb::arg(), "kth"_a, "axis"_a.none() = -1, nb::kw_only(), "stream"_a = nb::none(),
+      "Indices that partition an array (see :func:`partition`).\n\n"
+      "Args:\n"
+      "    a (array): Input array.\n"
+      "    kth (int): The element index to place (negative counts from the end).\n"
+      "    axis (int or None, optional): The axis; ``None`` uses the flattened\n"
+      "      array. Default: ``-1``.\n\n"
+      "Returns:\n"
+      "    array: The uint32 indices.\n");
+  m.def(
+      "topk",
+      [](const array& a, int k, std::optional<int> axis, StreamOrDevice s) {
+        return axis ? topk(a, k, *axis, s) : topk(a, k, s);
+      },
+      nb::arg(), "k"_a, "axis"_a.none() = -1, nb::kw_only(), "stream"_a = nb::none(),
+      "The ``k`` largest elements along an axis, in no particular order.\n\n"
+      "Args:\n"
+      "    a (array): Input array.\n"
+      "    k (int): How many elements.\n"
+      "    axis (int or None, optional): The axis; ``None`` uses the flattened\n"
+      "      array. Default: ``-1``.\n\n"
+      "Returns:\n"
+      "    array: The selected elements.\n");
+
+  // ---------------------------------------------------------------- matrix products
+  m.def(
+      "matmul", [](const array& a, const array& b, StreamOrDevice s) { return matmul(a, b, s); },
+      nb::arg(), nb::arg(), nb::kw_only(), "stream"_a = nb::none(),
+      "Matrix product with NumPy's rules: 1-D operands are promoted to matrices\n"
+      "(and the added axis removed) and leading axes broadcast.\n\n"
+      "Args:\n"
+      "    a (array): First operand.\n"
+      "    b (array): Second operand.\n\n"
+      "Returns:\n"
+      "    array: The product.\n");
+  m.def(
+      "addmm",
+      [](const array& c, const array& a, const array& b, float alpha, float beta,
+         StreamOrDevice s) { return addmm(c, a, b, alpha, beta, s); },
+      nb::arg(), nb::arg(), nb::arg(), "alpha"_a = 1.0f, "beta"_a = 1.0f, nb::kw_only(),
+      "stream"_a = nb::none(),
+      "``alpha * (a @ b) + beta * c``.\n\n"
+      "Args:\n"
+      "    c (array): The added array (broadcast to the product).\n"
+      "    a (array): First factor.\n"
+      "    b (array): Second factor.\n"
+      "    alpha (float, optional): Scale of the product. Default: ``1.0``.\n"
+      "    beta (float, optional): Scale of ``c``. Default: ``1.0``.\n\n"
+      "Returns:\n"
+      "    array: The result.\n");
+  m.def(
+      "inner", [](const array& a, const array& b, StreamOrDevice s) { return inner(a, b, s); },
+      nb::arg(), nb::arg(), nb::kw_only(), "stream"_a = nb::none(),
+      "Inner product over the last axes of two arrays.\n\n"
+      "Args:\n"
+      "    a (array): First input.\n"
+      "    b (array): Second input.\n\n"
+      "Returns:\n"
+      "    array: The inner product.\n");
+  m.def(
+      "outer", [](const array& a, const array& b, StreamOrDevice s) { return outer(a, b, s); },
+      nb::arg(), nb::arg(), nb::kw_only(), "stream"_a = nb::none(),
+      "Outer product of two arrays (flattened first).\n\n"
+      "Args:\n"
+      "    a (array): First input.\n"
+      "    b (array): Second input.\n\n"
+      "Returns:\n"
+      "    array: The 2-D outer product.\n");
+  m.def(
+      "tensordot",
+      [](const array& a, const array& b,
+         const std::variant<int, std::vector<std::vector<int>>>& axes, StreamOrDevice s) {
+        if (auto* n = std::get_if<int>(&axes)) return tensordot(a, b, *n, s);
+        const auto& pair = std::get<std::vector<std::vector<int>>>(axes);
+        if (pair.size() != 2) {
+          throw std::invalid_argument("[tensordot] axes must be a list of two lists of axes.");
+        }
+        return tensordot(a, b, pair[0], pair[1], s);
+      },
+      nb::arg(), nb::arg(), "axes"_a = 2, nb::kw_only(), "stream"_a = nb::none(),
+      "Sum of products over the given axes of two arrays.\n\n"
+      "Args:\n"
+      "    a (array): First input.\n"
+      "    b (array): Second input.\n"
+      "    axes (int or list(list(int)), optional): The number of trailing axes\n"
+      "      of ``a`` to contract with the leading axes of ``b``, or two lists\n"
+      "      of axes to contract pairwise. Default: ``2``.\n\n"
+      "Returns:\n"
+      "    array: The tensor product.\n");
+
+  // ---------------------------------------------------------------- Array API aliases
+  m.attr("acos") = m.attr("arccos");
+  m.attr("acosh") = m.attr("arccosh");
+  m.attr("asin") = m.attr("arcsin");
+  m.attr("asinh") = m.attr("arcsinh");
+  m.attr("atan") = m.attr("arctan");
+  m.attr("atanh") = m.attr("arctanh");
+  m.attr("atan2") = m.attr("arctan2");
+  m.attr("bitwise_left_shift") = m.attr("left_shift");
+  m.attr("bitwise_right_shift") = m.attr("right_shift");
+  m.attr("cumulative_prod") = m.attr("cumprod");
+  m.attr("cumulative_sum") = m.attr("cumsum");
+  m.attr("empty") = m.attr("zeros");
+  m.attr("empty_like") = m.attr("zeros_like");
+  m.attr("matrix_transpose") = m.attr("transpose");
+  m.attr("pow") = m.attr("power");
+}
+
+}  // namespace tessera::python
