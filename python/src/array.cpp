@@ -158,23 +158,6 @@ bool array_like(nb::handle h) {
          (!nb::isinstance<nb::list>(h) && !nb::isinstance<nb::tuple>(h) && nb::hasattr(h, "__array__"));
 }
 
-array matmul_op(const array& a, const array& b, StreamOrDevice s) { return matmul(a, b, s); }
-array power_op(const array& a, const array& b, StreamOrDevice s) { return power(a, b, s); }
-array add_op(const array& a, const array& b, StreamOrDevice s) { return add(a, b, s); }
-array sub_op(const array& a, const array& b, StreamOrDevice s) { return subtract(a, b, s); }
-array mul_op(const array& a, const array& b, StreamOrDevice s) { return multiply(a, b, s); }
-array div_op(const array& a, const array& b, StreamOrDevice s) { return divide(a, b, s); }
-array floordiv_op(const array& a, const array& b, StreamOrDevice s) { return floor_divide(a, b, s); }
-array mod_op(const array& a, const array& b, StreamOrDevice s) { return remainder(a, b, s); }
-array and_op(const array& a, const array& b, StreamOrDevice s) { return bitwise_and(a, b, s); }
-array or_op(const array& a, const array& b, StreamOrDevice s) { return bitwise_or(a, b, s); }
-array xor_op(const array& a, const array& b, StreamOrDevice s) { return bitwise_xor(a, b, s); }
-array lshift_op(const array& a, const array& b, StreamOrDevice s) { return left_shift(a, b, s); }
-array rshift_op(const array& a, const array& b, StreamOrDevice s) { return right_shift(a, b, s); }
-array lt_op(const array& a, const array& b, StreamOrDevice s) { return less(a, b, s); }
-array le_op(const array& a, const array& b, StreamOrDevice s) { return less_equal(a, b, s); }
-array gt_op(const array& a, const array& b, StreamOrDevice s) { return greater(a, b, s); }
-array ge_op(const array& a, const array& b, StreamOrDevice s) { return greater_equal(a, b, s); }
 
 // Reductions as methods: axis None | int | sequence.
 template <array (*F)(const array&, const std::vector<int>&, bool, StreamOrDevice)>
@@ -187,14 +170,6 @@ void def_reduction(nb::class_<array>& cls, const char* name, const char* doc) {
       "axis"_a = nb::none(), "keepdims"_a = false, nb::kw_only(), "stream"_a = nb::none(), doc);
 }
 
-array sum_v(const array& a, const std::vector<int>& ax, bool k, StreamOrDevice s) { return sum(a, ax, k, s); }
-array prod_v(const array& a, const std::vector<int>& ax, bool k, StreamOrDevice s) { return prod(a, ax, k, s); }
-array max_v(const array& a, const std::vector<int>& ax, bool k, StreamOrDevice s) { return max(a, ax, k, s); }
-array min_v(const array& a, const std::vector<int>& ax, bool k, StreamOrDevice s) { return min(a, ax, k, s); }
-array mean_v(const array& a, const std::vector<int>& ax, bool k, StreamOrDevice s) { return mean(a, ax, k, s); }
-array all_v(const array& a, const std::vector<int>& ax, bool k, StreamOrDevice s) { return all(a, ax, k, s); }
-array any_v(const array& a, const std::vector<int>& ax, bool k, StreamOrDevice s) { return any(a, ax, k, s); }
-array lse_v(const array& a, const std::vector<int>& ax, bool k, StreamOrDevice s) { return logsumexp(a, ax, k, s); }
 
 using UnaryFn = array (*)(const array&, StreamOrDevice);
 template <UnaryFn F>
@@ -202,19 +177,6 @@ void def_unary(nb::class_<array>& cls, const char* name) {
   cls.def(name, [](const array& a, StreamOrDevice s) { return F(a, s); }, nb::kw_only(),
           "stream"_a = nb::none(), "The op of the same name, applied to this array.");
 }
-array abs_u(const array& a, StreamOrDevice s) { return abs(a, s); }
-array square_u(const array& a, StreamOrDevice s) { return square(a, s); }
-array sqrt_u(const array& a, StreamOrDevice s) { return sqrt(a, s); }
-array rsqrt_u(const array& a, StreamOrDevice s) { return rsqrt(a, s); }
-array reciprocal_u(const array& a, StreamOrDevice s) { return reciprocal(a, s); }
-array exp_u(const array& a, StreamOrDevice s) { return exp(a, s); }
-array log_u(const array& a, StreamOrDevice s) { return log(a, s); }
-array log2_u(const array& a, StreamOrDevice s) { return log2(a, s); }
-array log10_u(const array& a, StreamOrDevice s) { return log10(a, s); }
-array log1p_u(const array& a, StreamOrDevice s) { return log1p(a, s); }
-array sin_u(const array& a, StreamOrDevice s) { return sin(a, s); }
-array cos_u(const array& a, StreamOrDevice s) { return cos(a, s); }
-array conj_u(const array& a, StreamOrDevice s) { return conjugate(a, s); }
 
 // Scans as methods: axis None scans the flattened array.
 using ScanFn = array (*)(const array&, std::optional<int>, bool, bool, StreamOrDevice);
@@ -328,23 +290,23 @@ void init_array(nb::module_& m) {
       .def("__getstate__", &get_state)
       .def("__setstate__", &set_state);
 
-  def_operator<add_op>(cls, "__add__", "__radd__", "__iadd__");
-  def_operator<sub_op>(cls, "__sub__", "__rsub__", "__isub__");
-  def_operator<mul_op>(cls, "__mul__", "__rmul__", "__imul__");
-  def_operator<div_op>(cls, "__truediv__", "__rtruediv__", "__itruediv__");
-  def_operator<floordiv_op>(cls, "__floordiv__", "__rfloordiv__", "__ifloordiv__");
-  def_operator<mod_op>(cls, "__mod__", "__rmod__", "__imod__");
-  def_operator<power_op>(cls, "__pow__", "__rpow__", "__ipow__");
-  def_operator<matmul_op>(cls, "__matmul__", "__rmatmul__", "__imatmul__");
-  def_operator<and_op>(cls, "__and__", "__rand__", "__iand__");
-  def_operator<or_op>(cls, "__or__", "__ror__", "__ior__");
-  def_operator<xor_op>(cls, "__xor__", "__rxor__", "__ixor__");
-  def_operator<lshift_op>(cls, "__lshift__", "__rlshift__", "__ilshift__");
-  def_operator<rshift_op>(cls, "__rshift__", "__rrshift__", "__irshift__");
-  def_operator<lt_op>(cls, "__lt__", nullptr, nullptr);
-  def_operator<le_op>(cls, "__le__", nullptr, nullptr);
-  def_operator<gt_op>(cls, "__gt__", nullptr, nullptr);
-  def_operator<ge_op>(cls, "__ge__", nullptr, nullptr);
+  def_operator<add>(cls, "__add__", "__radd__", "__iadd__");
+  def_operator<subtract>(cls, "__sub__", "__rsub__", "__isub__");
+  def_operator<multiply>(cls, "__mul__", "__rmul__", "__imul__");
+  def_operator<divide>(cls, "__truediv__", "__rtruediv__", "__itruediv__");
+  def_operator<floor_divide>(cls, "__floordiv__", "__rfloordiv__", "__ifloordiv__");
+  def_operator<remainder>(cls, "__mod__", "__rmod__", "__imod__");
+  def_operator<power>(cls, "__pow__", "__rpow__", "__ipow__");
+  def_operator<matmul>(cls, "__matmul__", "__rmatmul__", "__imatmul__");
+  def_operator<bitwise_and>(cls, "__and__", "__rand__", "__iand__");
+  def_operator<bitwise_or>(cls, "__or__", "__ror__", "__ior__");
+  def_operator<bitwise_xor>(cls, "__xor__", "__rxor__", "__ixor__");
+  def_operator<left_shift>(cls, "__lshift__", "__rlshift__", "__ilshift__");
+  def_operator<right_shift>(cls, "__rshift__", "__rrshift__", "__irshift__");
+  def_operator<less>(cls, "__lt__", nullptr, nullptr);
+  def_operator<less_equal>(cls, "__le__", nullptr, nullptr);
+  def_operator<greater>(cls, "__gt__", nullptr, nullptr);
+  def_operator<greater_equal>(cls, "__ge__", nullptr, nullptr);
   cls.def("__eq__", [](const array& a, nb::handle b) -> nb::object {
     if (!array_like(b)) return nb::bool_(false);
     return nb::cast(equal(a, to_array_like(b, a)));
@@ -361,14 +323,14 @@ void init_array(nb::module_& m) {
       });
 
   // ---- MLX's method aliases ----
-  def_reduction<sum_v>(cls, "sum", "Sum over axis (all when None).");
-  def_reduction<prod_v>(cls, "prod", "Product over axis (all when None).");
-  def_reduction<max_v>(cls, "max", "Maximum over axis (all when None).");
-  def_reduction<min_v>(cls, "min", "Minimum over axis (all when None).");
-  def_reduction<mean_v>(cls, "mean", "Mean over axis (all when None).");
-  def_reduction<all_v>(cls, "all", "Whether every element over axis is true.");
-  def_reduction<any_v>(cls, "any", "Whether any element over axis is true.");
-  def_reduction<lse_v>(cls, "logsumexp", "log(sum(exp(a))) over axis, computed stably.");
+  def_reduction<sum>(cls, "sum", "Sum over axis (all when None).");
+  def_reduction<prod>(cls, "prod", "Product over axis (all when None).");
+  def_reduction<max>(cls, "max", "Maximum over axis (all when None).");
+  def_reduction<min>(cls, "min", "Minimum over axis (all when None).");
+  def_reduction<mean>(cls, "mean", "Mean over axis (all when None).");
+  def_reduction<all>(cls, "all", "Whether every element over axis is true.");
+  def_reduction<any>(cls, "any", "Whether any element over axis is true.");
+  def_reduction<logsumexp>(cls, "logsumexp", "log(sum(exp(a))) over axis, computed stably.");
   for (const char* name : {"var", "std"}) {
     const bool is_var = name[0] == 'v';
     cls.def(
@@ -391,19 +353,19 @@ void init_array(nb::module_& m) {
         "axis"_a = nb::none(), "keepdims"_a = false, nb::kw_only(), "stream"_a = nb::none(),
         "Index of the extreme along axis (of the flattened array when None).");
   }
-  def_unary<abs_u>(cls, "abs");
-  def_unary<square_u>(cls, "square");
-  def_unary<sqrt_u>(cls, "sqrt");
-  def_unary<rsqrt_u>(cls, "rsqrt");
-  def_unary<reciprocal_u>(cls, "reciprocal");
-  def_unary<exp_u>(cls, "exp");
-  def_unary<log_u>(cls, "log");
-  def_unary<log2_u>(cls, "log2");
-  def_unary<log10_u>(cls, "log10");
-  def_unary<log1p_u>(cls, "log1p");
-  def_unary<sin_u>(cls, "sin");
-  def_unary<cos_u>(cls, "cos");
-  def_unary<conj_u>(cls, "conj");
+  def_unary<abs>(cls, "abs");
+  def_unary<square>(cls, "square");
+  def_unary<sqrt>(cls, "sqrt");
+  def_unary<rsqrt>(cls, "rsqrt");
+  def_unary<reciprocal>(cls, "reciprocal");
+  def_unary<exp>(cls, "exp");
+  def_unary<log>(cls, "log");
+  def_unary<log2>(cls, "log2");
+  def_unary<log10>(cls, "log10");
+  def_unary<log1p>(cls, "log1p");
+  def_unary<sin>(cls, "sin");
+  def_unary<cos>(cls, "cos");
+  def_unary<conjugate>(cls, "conj");
   def_scan<cumsum_s>(cls, "cumsum");
   def_scan<cumprod_s>(cls, "cumprod");
   def_scan<cummax_s>(cls, "cummax");

@@ -244,32 +244,23 @@ class HeaderParser {
   const std::string& where_;
 };
 
+template <typename U>
+void swap_units(uint8_t* p, uint64_t nbytes) {
+  for (uint64_t i = 0; i + sizeof(U) <= nbytes; i += sizeof(U)) {
+    U v;
+    std::memcpy(&v, p + i, sizeof(U));
+    if constexpr (sizeof(U) == 2) v = __builtin_bswap16(v);
+    if constexpr (sizeof(U) == 4) v = __builtin_bswap32(v);
+    if constexpr (sizeof(U) == 8) v = __builtin_bswap64(v);
+    std::memcpy(p + i, &v, sizeof(U));
+  }
+}
+
 void swap_bytes(uint8_t* p, uint64_t nbytes, size_t unit) {
   switch (unit) {
-    case 2:
-      for (uint64_t i = 0; i + 2 <= nbytes; i += 2) {
-        uint16_t v;
-        std::memcpy(&v, p + i, 2);
-        v = __builtin_bswap16(v);
-        std::memcpy(p + i, &v, 2);
-      }
-      break;
-    case 4:
-      for (uint64_t i = 0; i + 4 <= nbytes; i += 4) {
-        uint32_t v;
-        std::memcpy(&v, p + i, 4);
-        v = __builtin_bswap32(v);
-        std::memcpy(p + i, &v, 4);
-      }
-      break;
-    case 8:
-      for (uint64_t i = 0; i + 8 <= nbytes; i += 8) {
-        uint64_t v;
-        std::memcpy(&v, p + i, 8);
-        v = __builtin_bswap64(v);
-        std::memcpy(p + i, &v, 8);
-      }
-      break;
+    case 2: swap_units<uint16_t>(p, nbytes); break;
+    case 4: swap_units<uint32_t>(p, nbytes); break;
+    case 8: swap_units<uint64_t>(p, nbytes); break;
     default: break;
   }
 }

@@ -60,14 +60,7 @@ class ZipWriter {
   void finish();
 
  private:
-  struct Written {
-    std::string name;
-    uint16_t method = kZipStored;
-    uint32_t crc32 = 0;
-    uint64_t compressed_size = 0;
-    uint64_t uncompressed_size = 0;
-    uint64_t local_header_offset = 0;
-  };
+  using Written = ZipEntry;  // what the central directory repeats (data_offset unused)
   void deflate_chunk(const void* data, size_t n, int flush);
 
   ByteWriter& out_;

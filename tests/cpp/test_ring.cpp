@@ -24,7 +24,7 @@
 #include "distributed/reduce_kernels.h"
 #include "distributed/ring/handshake.h"
 #include "distributed/ring/ring_group.h"
-#include "distributed/shm/shm_transport.h"
+#include "distributed/shm/segments.h"
 #include "tessera/config.h"
 #include "test_util.h"
 

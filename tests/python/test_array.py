@@ -287,7 +287,7 @@ def test_python_ints_that_do_not_fit_the_array_dtype_are_errors():
 
 def test_asarray_and_from_dlpack():
     a = mx.array([1.0, 2.0])
-    assert mx.asarray(a) is not None and mx.asarray([1, 2]).tolist() == [1, 2]
+    assert mx.asarray(a).tolist() == [1.0, 2.0] and mx.asarray([1, 2]).tolist() == [1, 2]
     assert mx.asarray([1, 2], dtype=mx.float16).dtype == mx.float16
     np.testing.assert_array_equal(np.asarray(mx.from_dlpack(np.arange(3.0, dtype=np.float32))), [0, 1, 2])
 

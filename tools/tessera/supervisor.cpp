@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "distributed/shm/shm_transport.h"
+#include "distributed/shm/segments.h"
 
 namespace tessera::cli {
 

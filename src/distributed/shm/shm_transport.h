@@ -33,14 +33,6 @@
 
 namespace tessera::distributed::detail {
 
-// Segments are named /dev/shm/tessera-<creator pid>-<rank>-<random> and unlinked once every
-// rank has mapped them; a rank killed before that leaves its segment behind. These remove such
-// leftovers: every segment of `pid` (the launcher calls it for each rank it reaps), or every
-// segment whose creator no longer runs (each rank calls it before creating its own). Returns
-// how many were removed.
-int remove_shm_segments_of(int pid);
-int remove_orphaned_shm_segments();
-
 class ShmTransport {
  public:
   // `exchange(mine, all, bytes)` is an all_gather over another transport (TCP), used to swap
