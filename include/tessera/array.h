@@ -286,25 +286,6 @@ array::array(std::initializer_list<T> data, Shape shape, Dtype dtype)
 }
 
 namespace detail {
-template <typename To, typename From>
-To cast_scalar(const From& v) {
-  if constexpr (std::is_same_v<To, complex64_t>) {
-    if constexpr (std::is_same_v<From, complex64_t>) {
-      return v;
-    } else {
-      return complex64_t(static_cast<float>(v), 0.0f);
-    }
-  } else if constexpr (std::is_same_v<From, complex64_t>) {
-    return cast_scalar<To>(v.real());
-  } else if constexpr (std::is_same_v<To, bool>) {
-    return static_cast<float>(v) != 0.0f || static_cast<double>(v) != 0.0;
-  } else if constexpr (std::is_same_v<From, float16_t> || std::is_same_v<From, bfloat16_t>) {
-    return static_cast<To>(static_cast<float>(v));
-  } else {
-    return static_cast<To>(v);
-  }
-}
-
 // Calls f(T{}) with T the C++ type of `dtype`.
 template <typename F>
 decltype(auto) dispatch_dtype(Dtype dtype, F&& f) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <ostream>
+#include <type_traits>
 
 namespace tessera {
 
@@ -112,5 +113,28 @@ using complex64_t = std::complex<float>;
 
 inline std::ostream& operator<<(std::ostream& os, float16_t v) { return os << static_cast<float>(v); }
 inline std::ostream& operator<<(std::ostream& os, bfloat16_t v) { return os << static_cast<float>(v); }
+
+namespace detail {
+// One value converted to another element type, as astype converts (complex to real keeps the
+// real part; anything to bool is "not zero").
+template <typename To, typename From>
+To cast_scalar(const From& v) {
+  if constexpr (std::is_same_v<To, complex64_t>) {
+    if constexpr (std::is_same_v<From, complex64_t>) {
+      return v;
+    } else {
+      return complex64_t(static_cast<float>(v), 0.0f);
+    }
+  } else if constexpr (std::is_same_v<From, complex64_t>) {
+    return cast_scalar<To>(v.real());
+  } else if constexpr (std::is_same_v<To, bool>) {
+    return static_cast<float>(v) != 0.0f || static_cast<double>(v) != 0.0;
+  } else if constexpr (std::is_same_v<From, float16_t> || std::is_same_v<From, bfloat16_t>) {
+    return static_cast<To>(static_cast<float>(v));
+  } else {
+    return static_cast<To>(v);
+  }
+}
+}  // namespace detail
 
 }  // namespace tessera

@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "ops/primitive.h"
+#include "core/primitive.h"
 #include "core/transforms_impl.h"
 #include "tessera/ops.h"
 #include "tessera/transforms.h"

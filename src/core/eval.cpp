@@ -9,7 +9,7 @@
 #include "core/interrupt.h"
 #include "core/scheduler.h"
 #include "core/transforms_impl.h"
-#include "ops/primitive.h"
+#include "core/primitive.h"
 #include "tessera/config.h"
 #include "tessera/memory.h"
 #include "tessera/transforms.h"
@@ -38,7 +38,7 @@ void run_node(const std::shared_ptr<detail::Node>& node, std::vector<array>& out
   }
   if (!error) {
     try {
-      node->primitive->eval_cpu(node->inputs, outputs);
+      node->primitive->eval(node->inputs, outputs);
     } catch (...) {
       error = std::current_exception();
     }

@@ -12,11 +12,11 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/primitive.h"
+#include "core/shape_checks.h"
+#include "core/transform_primitives.h"
 #include "core/transforms_impl.h"
-#include "ops/creation.h"
-#include "ops/custom.h"
-#include "ops/primitive.h"
-#include "ops/utils.h"
+#include "ops/creation.h"  // Copy: the tracers' primitive
 #include "tessera/ops.h"
 
 namespace tessera {

@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <variant>
 
-#include "ops/utils.h"
+#include "core/shape_checks.h"
 #include "tessera/device.h"
 
 namespace tessera {

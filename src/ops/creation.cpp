@@ -113,6 +113,28 @@ bool AsType::is_equivalent(const Primitive& other) const {
   return o && o->dtype_ == dtype_;
 }
 
+const char* AsType::fused_functor() const {
+#define TESSERA_CAST(T) "tessera::cpu::ops::CastOp<" #T ">{}"
+  switch (dtype_.val()) {
+    case Dtype::Val::bool_: return TESSERA_CAST(bool);
+    case Dtype::Val::uint8: return TESSERA_CAST(uint8_t);
+    case Dtype::Val::uint16: return TESSERA_CAST(uint16_t);
+    case Dtype::Val::uint32: return TESSERA_CAST(uint32_t);
+    case Dtype::Val::uint64: return TESSERA_CAST(uint64_t);
+    case Dtype::Val::int8: return TESSERA_CAST(int8_t);
+    case Dtype::Val::int16: return TESSERA_CAST(int16_t);
+    case Dtype::Val::int32: return TESSERA_CAST(int32_t);
+    case Dtype::Val::int64: return TESSERA_CAST(int64_t);
+    case Dtype::Val::float16: return TESSERA_CAST(tessera::float16_t);
+    case Dtype::Val::bfloat16: return TESSERA_CAST(tessera::bfloat16_t);
+    case Dtype::Val::float32: return TESSERA_CAST(float);
+    case Dtype::Val::float64: return TESSERA_CAST(double);
+    case Dtype::Val::complex64: return TESSERA_CAST(tessera::complex64_t);
+  }
+#undef TESSERA_CAST
+  return nullptr;
+}
+
 std::vector<array> AsType::vjp(const std::vector<array>& primals,
                                const std::vector<array>& cotangents, const std::vector<int>&,
                                const std::vector<array>&) {

@@ -2,7 +2,7 @@
 // backend/cpu/creation.cpp).
 #pragma once
 
-#include "ops/primitive.h"
+#include "core/primitive.h"
 
 namespace tessera {
 
@@ -39,6 +39,11 @@ class AsType : public UnaryPrimitive {
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "AsType"; }
   bool is_equivalent(const Primitive& other) const override;
+  // Fusion table entry: CastOp<T> of backend/cpu/unary_ops.h, T the target's C++ type.
+  const char* fused_functor() const override;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {
+    return {inputs[0].shape()};
+  }
 
  private:
   Dtype dtype_;

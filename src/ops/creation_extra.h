@@ -3,7 +3,7 @@
 // backend/cpu/creation_extra.cpp.
 #pragma once
 
-#include "ops/primitive.h"
+#include "core/primitive.h"
 
 namespace tessera {
 

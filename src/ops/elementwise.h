@@ -1,9 +1,13 @@
 // Primitives of the elementwise family: front ends and derivatives in ops/unary.cpp and
 // ops/binary.cpp, kernels in backend/cpu/{unary,binary,ternary}.cpp. Binary and ternary
 // primitives always receive inputs already promoted to one dtype and broadcast to one shape.
+//
+// This file is also compile's fusion table: every primitive here names, in fused_functor(), the
+// functor of backend/cpu/{unary,binary}_ops.h that computes its elements (the one its eager kernel
+// runs). A primitive of this family that names none (DivMod: two outputs) is never fused.
 #pragma once
 
-#include "ops/primitive.h"
+#include "core/primitive.h"
 
 namespace tessera {
 
@@ -12,11 +16,14 @@ namespace detail {
 Shape elementwise_shape(const std::vector<array>& inputs);
 }  // namespace detail
 
-#define TESSERA_ELEMENTWISE_TRANSFORMS                                          \
-  TESSERA_DECLARE_TRANSFORMS                                                     \
-  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {                  \
-    return std::vector<Shape>(num_outputs(), detail::elementwise_shape(inputs));                 \
+#define TESSERA_ELEMENTWISE_TRANSFORMS                                                     \
+  TESSERA_DECLARE_TRANSFORMS                                                                \
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {             \
+    return std::vector<Shape>(num_outputs(), detail::elementwise_shape(inputs));            \
   }
+
+// The functor of backend/cpu/*_ops.h named FUNCTOR, as fused_functor() returns it.
+#define TESSERA_FUNCTOR(FUNCTOR) "tessera::cpu::ops::" #FUNCTOR "{}"
 
 // A parameterless one-output elementwise primitive with vjp/jvp/vmap.
 #define TESSERA_ELEMENTWISE_PRIMITIVE(NAME)                                   \
@@ -26,6 +33,7 @@ Shape elementwise_shape(const std::vector<array>& inputs);
     void eval_cpu(const std::vector<array>& inputs, array& out) override;     \
     TESSERA_ELEMENTWISE_TRANSFORMS                                            \
     TESSERA_PRIMITIVE_NAME(NAME)                                              \
+    const char* fused_functor() const override { return TESSERA_FUNCTOR(NAME##Op); } \
                                                                               \
    private:                                                                   \
     static constexpr size_t num_outputs() { return 1; }                       \
@@ -71,6 +79,9 @@ class Sqrt : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_ELEMENTWISE_TRANSFORMS
   const char* name() const override { return recip_ ? "Rsqrt" : "Sqrt"; }
+  const char* fused_functor() const override {
+    return recip_ ? TESSERA_FUNCTOR(RsqrtOp) : TESSERA_FUNCTOR(SqrtOp);
+  }
   bool is_equivalent(const Primitive& other) const override;
 
  private:
@@ -86,6 +97,13 @@ class Log : public UnaryPrimitive {
   TESSERA_ELEMENTWISE_TRANSFORMS
   const char* name() const override;
   bool is_equivalent(const Primitive& other) const override;
+  const char* fused_functor() const override {
+    switch (base_) {
+      case Base::two: return TESSERA_FUNCTOR(Log2Op);
+      case Base::ten: return TESSERA_FUNCTOR(Log10Op);
+      default: return TESSERA_FUNCTOR(LogOp);
+    }
+  }
 
  private:
   static constexpr size_t num_outputs() { return 1; }
@@ -119,6 +137,9 @@ class Equal : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_ELEMENTWISE_TRANSFORMS
   const char* name() const override { return equal_nan_ ? "NaNEqual" : "Equal"; }
+  const char* fused_functor() const override {
+    return equal_nan_ ? TESSERA_FUNCTOR(NaNEqualOp) : TESSERA_FUNCTOR(EqualOp);
+  }
   bool is_equivalent(const Primitive& other) const override;
 
  private:
@@ -134,6 +155,15 @@ class BitwiseBinary : public UnaryPrimitive {
   TESSERA_ELEMENTWISE_TRANSFORMS
   const char* name() const override;
   bool is_equivalent(const Primitive& other) const override;
+  const char* fused_functor() const override {
+    switch (op_) {
+      case Op::And: return TESSERA_FUNCTOR(BitwiseAndOp);
+      case Op::Or: return TESSERA_FUNCTOR(BitwiseOrOp);
+      case Op::Xor: return TESSERA_FUNCTOR(BitwiseXorOp);
+      case Op::LeftShift: return TESSERA_FUNCTOR(LeftShiftOp);
+      default: return TESSERA_FUNCTOR(RightShiftOp);
+    }
+  }
 
  private:
   static constexpr size_t num_outputs() { return 1; }
@@ -157,5 +187,6 @@ class DivMod : public Primitive {
 TESSERA_ELEMENTWISE_PRIMITIVE(Select)
 
 #undef TESSERA_ELEMENTWISE_PRIMITIVE
+#undef TESSERA_FUNCTOR
 
 }  // namespace tessera

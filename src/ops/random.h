@@ -1,7 +1,7 @@
 // Primitives of the random family (front ends in random.cpp, kernel in backend/cpu/random.cpp).
 #pragma once
 
-#include "ops/primitive.h"
+#include "core/primitive.h"
 
 namespace tessera {
 

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "ops/primitive.h"
+#include "core/primitive.h"
 
 namespace tessera {
 

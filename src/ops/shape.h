@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "ops/primitive.h"
+#include "core/primitive.h"
 
 namespace tessera {
 

@@ -2,7 +2,7 @@
 // NaNs order after every number.
 #pragma once
 
-#include "ops/primitive.h"
+#include "core/primitive.h"
 
 namespace tessera {
 

@@ -7,7 +7,7 @@
 #include <numeric>
 #include <string>
 
-#include "ops/primitive.h"
+#include "core/primitive.h"
 #include "tessera/tessera.h"
 
 using namespace tessera;

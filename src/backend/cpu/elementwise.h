@@ -20,13 +20,6 @@
 
 namespace tessera::cpu {
 
-template <typename T>
-inline constexpr bool is_inexact_v =
-    is_half_v<T> || std::is_floating_point_v<T> || is_complex_v<T>;
-// The type a value of T is computed in (float for the 16-bit floats).
-template <typename T>
-using compute_t = std::conditional_t<is_half_v<T>, float, T>;
-
 // Runs f(k * block, min(n, (k + 1) * block)) once for every block k of [0, n), whatever the
 // pool's size: callers may keep one result per block. The pool's threads take blocks in turn
 // from a shared counter: a thread that starts late or runs slower (a busy machine) does fewer

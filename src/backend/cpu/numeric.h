@@ -13,6 +13,12 @@ template <typename T>
 inline constexpr bool is_half_v = std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>;
 template <typename T>
 inline constexpr bool is_complex_v = std::is_same_v<T, complex64_t>;
+template <typename T>
+inline constexpr bool is_inexact_v =
+    is_half_v<T> || std::is_floating_point_v<T> || is_complex_v<T>;
+// The type a value of T is computed in (float for the 16-bit floats).
+template <typename T>
+using compute_t = std::conditional_t<is_half_v<T>, float, T>;
 
 // Orders complex numbers by real part, then imaginary part (as NumPy's maximum/sort do).
 template <typename T>

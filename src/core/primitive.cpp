@@ -1,6 +1,6 @@
-// Defaults of the Primitive interface: a primitive without a derivative or batching rule says
-// so by name instead of returning something wrong.
-#include "ops/primitive.h"
+// Defaults of the Primitive interface: a primitive without a GPU kernel, a derivative or a
+// batching rule says so by name instead of returning something wrong.
+#include "core/primitive.h"
 
 #include <sstream>
 #include <stdexcept>
@@ -15,6 +15,14 @@ namespace {
   throw std::invalid_argument(os.str());
 }
 }  // namespace
+
+void Primitive::eval_gpu(const std::vector<array>&, std::vector<array>&) {
+  std::ostringstream os;
+  os << "[eval_gpu] the primitive ";
+  print(os);
+  os << " has no GPU kernel in this build (it computes on the CPU only); run it on a CPU stream";
+  throw std::runtime_error(os.str());
+}
 
 std::vector<array> Primitive::vjp(const std::vector<array>&, const std::vector<array>&,
                                   const std::vector<int>&, const std::vector<array>&) {

@@ -1,9 +1,9 @@
-// Primitives of the transforms machinery (front ends in core/transforms.cpp): CustomTransforms
-// (custom_function / custom_vjp / checkpoint) and VmapPlaceholder (the unbatched stand-in that
-// vmap traces the user's function on).
+// Primitives of the transforms machinery (front ends in core/transforms.cpp, kernels in
+// backend/cpu/custom.cpp): CustomTransforms (custom_function / custom_vjp / checkpoint) and
+// VmapPlaceholder (the unbatched stand-in that vmap traces the user's function on).
 #pragma once
 
-#include "ops/primitive.h"
+#include "core/primitive.h"
 #include "tessera/transforms.h"
 
 namespace tessera {

@@ -1,6 +1,7 @@
-// The Primitive base class: one node type of the lazy graph. Its front end (shape/dtype rules,
-// vjp/jvp/vmap) lives in src/ops/<family>.cpp, its kernel (eval_cpu) in
-// src/backend/cpu/<family>.cpp. Each family declares its primitives in src/ops/<family>.h.
+// The Primitive base class: one node type of the lazy graph, and the only thing the core (eval,
+// transforms, compile) knows of an op. Its front end (shape/dtype rules, vjp/jvp/vmap) lives in
+// src/ops/<family>.cpp, its CPU kernel (eval_cpu) in src/backend/cpu/<family>.cpp; a GPU backend
+// overrides eval_gpu. Each family declares its primitives in src/ops/<family>.h.
 #pragma once
 
 #include <ostream>
@@ -25,6 +26,17 @@ class Primitive {
 
   // Compute `outputs` (already shaped and typed, without data) from evaluated `inputs`.
   virtual void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) = 0;
+  // The same on a GPU stream. No backend provides one in this build: the default throws
+  // std::runtime_error naming the primitive.
+  virtual void eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs);
+  // eval_cpu or eval_gpu, by the device of the primitive's stream.
+  void eval(const std::vector<array>& inputs, std::vector<array>& outputs) {
+    if (device().type == Device::gpu) {
+      eval_gpu(inputs, outputs);
+    } else {
+      eval_cpu(inputs, outputs);
+    }
+  }
 
   // Cotangents of the inputs named in argnums, given cotangents of every output.
   virtual std::vector<array> vjp(const std::vector<array>& primals,
@@ -46,6 +58,13 @@ class Primitive {
   virtual bool is_equivalent(const Primitive& other) const { return false; }
   // Output shapes for new input shapes (shapeless compile); throws when not supported.
   virtual std::vector<Shape> output_shapes(const std::vector<array>& inputs);
+
+  // Fusion table entry (compile reads this and nothing else): the header-only functor, in
+  // backend/cpu/*_ops.h, that computes one output element of this primitive from one element of
+  // each input, as a C++ expression ("tessera::cpu::ops::AddOp{}"); nullptr for a primitive
+  // that compile must not fuse (the default). Only one-output primitives whose inputs and
+  // output have one shape may name one.
+  virtual const char* fused_functor() const { return nullptr; }
 
  private:
   Stream stream_;

@@ -1,19 +1,13 @@
-// CustomTransforms and VmapPlaceholder (declared in ops/custom.h): evaluation forwards values
-// already computed elsewhere; the derivative and batching rules defer to the user's functions.
-#include "ops/custom.h"
+// The derivative and batching rules of CustomTransforms (declared in core/transform_primitives.h)
+// defer to the user's functions; the kernels are in backend/cpu/custom.cpp.
+#include "core/transform_primitives.h"
 
 #include <sstream>
 #include <stdexcept>
 
-#include "backend/cpu/copy.h"
-#include "ops/utils.h"
+#include "core/shape_checks.h"
 
 namespace tessera {
-
-void CustomTransforms::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
-  size_t first = inputs.size() - outputs.size();
-  for (size_t i = 0; i < outputs.size(); ++i) outputs[i].copy_shared_buffer(inputs[first + i]);
-}
 
 std::vector<array> CustomTransforms::vjp(const std::vector<array>& primals,
                                          const std::vector<array>& cotangents,
@@ -69,16 +63,6 @@ std::pair<std::vector<array>, std::vector<int>> CustomTransforms::vmap(
     throw std::invalid_argument(msg.str());
   }
   return res;
-}
-
-// The stand-in has no single value: evaluating it (or anything computed from it) inside the
-// traced function would give element 0's value to every element of the batch. As MLX, it is an
-// error; arrays that do not depend on a batched input evaluate as usual.
-void VmapPlaceholder::eval_cpu(const std::vector<array>&, array&) {
-  throw std::invalid_argument(
-      "[vmap] cannot evaluate an array computed from a batched input inside the vmapped "
-      "function (eval, item or data while tracing): its value differs across the batch. Return "
-      "it from the function instead, or evaluate it outside vmap.");
 }
 
 }  // namespace tessera
