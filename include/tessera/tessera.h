@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "tessera/array.h"
+#include "tessera/compile.h"
 #include "tessera/config.h"
 #include "tessera/device.h"
 #include "tessera/distributed.h"

@@ -22,7 +22,6 @@ constexpr bool kUnused = false;
 // Backends this build does not have yet: their variables are accepted and reported unused.
 constexpr bool kNcclBackend = false;   // flip when src/distributed/nccl/ lands (CUDA builds)
 constexpr bool kJacclBackend = false;  // Tessera has no JACCL (RDMA) backend
-constexpr bool kCompile = false;       // flip when src/compile/ lands (graph compilation)
 constexpr bool kMpiBackend = false;    // flip when src/distributed/mpi/ lands
 constexpr int64_t kMaxRank = 1'000'000;
 
@@ -84,11 +83,22 @@ std::vector<VarInfo> build_registry() {
       integer("TESSERA_BFS_MAX_WIDTH", "MLX_BFS_MAX_WIDTH", "20", 1, 1'000'000, "core", kUsed,
               "Breadth limit of the search that builds the evaluation tape."),
       // compile
-      flag("TESSERA_DISABLE_COMPILE", "MLX_DISABLE_COMPILE", "0", "compile", kCompile,
+      flag("TESSERA_DISABLE_COMPILE", "MLX_DISABLE_COMPILE", "0", "compile", kUsed,
            "Turn graph compilation off. 0 means NOT disabled (MLX disables on mere presence, "
            "even =0); enable_compile() overrides it."),
-      path_var("TESSERA_COMPILE_CACHE_DIR", "", "", "compile", kCompile,
-               "Directory for compiled kernels (shared objects); unset means ~/.cache/tessera."),
+      path_var("TESSERA_COMPILE_CACHE_DIR", "", "", "compile", kUsed,
+               "Directory for compiled kernels (shared objects); unset means "
+               "~/.cache/tessera/kernels."),
+      integer("TESSERA_COMPILE_CACHE_MAX_MB", "", "512", 1, int64_t{1} << 20, "compile", kUsed,
+              "Size bound of the kernel cache directory in MiB; the least recently used kernels "
+              "are removed first."),
+      path_var("TESSERA_COMPILE_CXX", "", "", "compile", kUsed,
+               "C++ compiler that builds fused kernels (a name looked up in PATH, or a path); "
+               "unset means the first of c++, g++, clang++ in PATH."),
+      path_var("PATH", "", "", "system", kUsed,
+               "Set by the system. compile looks for the C++ compiler in it."),
+      path_var("HOME", "", "", "system", kUsed,
+               "Set by the system. The default kernel cache is under it (~/.cache/tessera)."),
       // distributed: every backend
       also_spelled(
           integer("TESSERA_RANK", "MLX_RANK", "", 0, kMaxRank, "distributed", kUsed,
@@ -546,7 +556,7 @@ std::string markdown_table() {
         "`1`, `true`, `false`, `on`, `off`, `yes`, `no` in any case, and `0` always means off "
         "(MLX treats some variables as on whenever they are set). Integers are decimal and "
         "range-checked. A malformed value is an error that names the variable. Variables not "
-        "used by this build (Metal, CUDA, JACCL, and the parts not built yet: compile, MPI) are accepted and ignored. `tessera env` "
+        "used by this build (Metal, CUDA, JACCL, and the part not built yet: MPI) are accepted and ignored. `tessera env` "
         "prints the effective values and where each came from.\n\n"
      << "| name | MLX alias | type | default | used by this build | subsystem | description |\n"
      << "|---|---|---|---|---|---|---|\n";

@@ -317,5 +317,24 @@ struct ImagOp {
   float operator()(complex64_t x) const { return x.imag(); }
 };
 
+// For fused kernels (backend/cpu/compiled/codegen.cpp): whether an op has a vectorisable form
+// valid on part of its domain (sin, cos), and a call of that form that records in `slow` when an
+// argument was outside it. The kernel reruns a block exactly when any was.
+template <typename Op, typename... T>
+inline constexpr bool has_fast_path = requires(const Op& op, T... x) {
+  op.fast_ok(x...);
+  op.fast(x...);
+};
+
+template <typename Op, typename... T>
+inline auto fast_or_exact(const Op& op, unsigned& slow, T... x) {
+  if constexpr (has_fast_path<Op, T...>) {
+    slow |= !op.fast_ok(x...);
+    return op.fast(x...);
+  } else {
+    return op(x...);
+  }
+}
+
 }  // namespace ops
 }  // namespace tessera::cpu

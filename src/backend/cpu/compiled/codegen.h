@@ -1,0 +1,21 @@
+// C++ source for a Compiled primitive's kernel (codegen.cpp), built by jit.h.
+#pragma once
+
+#include <string>
+
+#include "compile/compiled.h"
+
+namespace tessera::cpu {
+
+// How the kernel reads one input, one character per input:
+//   'd' dense: row-contiguous with the output's size, read at the output's flat index;
+//   's' a single value (size 1 or every stride 0), read once;
+//   'r' / 'b' / 'g' strided, along the innermost dim with stride 1 / 0 / any.
+// With only 'd' and 's' inputs the kernel is one flat loop; otherwise it walks the collapsed
+// dims (ndim, shape, strides: one row of ndim strides per input).
+std::string fused_source(const Compiled& c, const std::string& layout);
+
+// The C++ type of a dtype's elements, as generated code spells it.
+const char* cpp_type(Dtype d);
+
+}  // namespace tessera::cpu

@@ -1,0 +1,151 @@
+// CPU kernels of compile's primitives (compile/compiled.h). Compiled runs the kernel built for
+// its program and the layout of its inputs, split over the intra-op pool; when no kernel can be
+// built it runs the steps one by one with the eager kernels (same values, more memory traffic).
+#include <iostream>
+#include <stdexcept>
+
+#include "backend/cpu/compiled/codegen.h"
+#include "backend/cpu/compiled/jit.h"
+#include "backend/cpu/elementwise.h"
+#include "compile/compiled.h"
+#include "core/thread_pool.h"
+
+namespace tessera {
+
+namespace {
+
+constexpr int kMaxDims = 32;  // the generated kernels' position array
+
+bool row_dense(const array& a, size_t n) {
+  return a.flags().row_contiguous && a.size() == n && a.data_size() == n;
+}
+
+// Dims merged where every input's strides allow it (size-1 dims dropped); false when more than
+// kMaxDims remain.
+bool collapse(const Shape& shape, const std::vector<array>& inputs, std::vector<int64_t>& cshape,
+              std::vector<std::vector<int64_t>>& cstrides) {
+  cshape.clear();
+  cstrides.assign(inputs.size(), {});
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    bool merge = !cshape.empty();
+    for (size_t k = 0; merge && k < inputs.size(); ++k) {
+      merge = cstrides[k].back() == inputs[k].strides()[d] * shape[d];
+    }
+    if (merge) {
+      cshape.back() *= shape[d];
+      for (size_t k = 0; k < inputs.size(); ++k) cstrides[k].back() = inputs[k].strides()[d];
+    } else {
+      cshape.push_back(shape[d]);
+      for (size_t k = 0; k < inputs.size(); ++k) cstrides[k].push_back(inputs[k].strides()[d]);
+    }
+  }
+  if (cshape.empty()) {
+    cshape.push_back(1);
+    for (auto& s : cstrides) s.push_back(0);
+  }
+  return cshape.size() <= static_cast<size_t>(kMaxDims);
+}
+
+// Step by step with the eager kernels (no compiler, or a layout the kernels do not take).
+void run_unfused(const Compiled& c, const std::vector<array>& inputs, std::vector<array>& outputs) {
+  std::vector<array> values;
+  const Shape& shape = outputs[0].shape();
+  for (auto& st : c.steps()) {
+    std::vector<array> args;
+    for (int a : st.args) args.push_back(a < 0 ? inputs[-a - 1] : values[a]);
+    array v(shape, st.dtype, st.primitive, args);
+    std::vector<array> outs{v};
+    st.primitive->eval_cpu(args, outs);
+    values.push_back(v);
+  }
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    outputs[o].copy_shared_buffer(values[c.output_steps()[o]]);
+  }
+}
+
+}  // namespace
+
+struct CompiledKernels {
+  // The kernel for `layout`, built on first use; null when none can be built (warned once: no
+  // compiler, or the compiler failed).
+  static cpu::FusedKernel get(Compiled& c, const std::string& layout) {
+    std::lock_guard<std::mutex> lock(c.kernels_mutex_);
+    auto it = c.kernels_.find(layout);
+    if (it != c.kernels_.end()) return it->second;
+    cpu::FusedKernel k = nullptr;
+    if (cpu::jit::compiler_available()) {
+      try {
+        k = cpu::jit::load(cpu::fused_source(c, layout));
+      } catch (const std::exception& e) {
+        static std::once_flag warned;
+        std::call_once(warned, [&] {
+          std::cerr << e.what() << "\n[compile] warning: fused kernels that fail to build run "
+                                   "step by step (same values, slower).\n";
+        });
+      }
+    }
+    c.kernels_.emplace(layout, k);
+    return k;
+  }
+};
+
+void Compiled::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  const size_t n = outputs[0].size();
+  std::vector<int64_t> cshape;
+  std::vector<std::vector<int64_t>> cstrides;
+  if (n == 0 || !collapse(outputs[0].shape(), inputs, cshape, cstrides)) {
+    run_unfused(*this, inputs, outputs);
+    return;
+  }
+  std::string layout;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const int64_t inner = cstrides[k].back();
+    layout += row_dense(inputs[k], n)          ? 'd'
+              : cpu::is_scalar_like(inputs[k]) ? 's'
+              : inner == 1                     ? 'r'
+              : inner == 0                     ? 'b'
+                                               : 'g';
+  }
+  cpu::FusedKernel kernel = CompiledKernels::get(*this, layout);
+  if (!kernel) {
+    run_unfused(*this, inputs, outputs);
+    return;
+  }
+  // Outputs take over dense inputs that nothing else holds (each input at most once): element i
+  // of an input is read before element i of the output is written.
+  std::vector<bool> taken(inputs.size(), false);
+  std::vector<void*> out_ptrs;
+  for (auto& o : outputs) {
+    bool donated = false;
+    for (size_t k = 0; k < inputs.size() && !donated; ++k) {
+      const array& in = inputs[k];
+      if (!taken[k] && layout[k] == 'd' && in.is_donatable() && in.dtype() == o.dtype()) {
+        o.copy_shared_buffer(in, in.strides(), in.flags(), n, in.offset());
+        taken[k] = donated = true;
+      }
+    }
+    if (!donated) o.set_data(allocator::malloc(o.nbytes()));
+    out_ptrs.push_back(o.raw_data());
+  }
+  std::vector<const void*> in_ptrs;
+  std::vector<int64_t> flat_strides;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    in_ptrs.push_back(inputs[k].raw_data());
+    flat_strides.insert(flat_strides.end(), cstrides[k].begin(), cstrides[k].end());
+  }
+  const int nd = static_cast<int>(cshape.size());
+  detail::parallel_for(n, cpu::kElementwiseGrain, [&](size_t b, size_t e) {
+    kernel(in_ptrs.data(), out_ptrs.data(), static_cast<int64_t>(b), static_cast<int64_t>(e), nd,
+           cshape.data(), flat_strides.data());
+  });
+}
+
+void CompileInput::eval_cpu(const std::vector<array>&, array&) {
+  throw std::invalid_argument(
+      "[compile] cannot evaluate an array computed from an input of a compiled function while "
+      "the function is traced (eval, item or data inside it): its value is not known yet. Return "
+      "it from the function instead, or call the function without compile.");
+}
+
+}  // namespace tessera

@@ -1,0 +1,202 @@
+// compile (tessera/compile.h): the cache of traced graphs per function and input signature,
+// tracing, and replay. See graph.h for the passes.
+#include "tessera/compile.h"
+
+#include <atomic>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+
+#include "backend/cpu/compiled/jit.h"
+#include "compile/compiled.h"
+#include "compile/graph.h"
+#include "tessera/config.h"
+#include "tessera/stream.h"
+
+namespace tessera {
+
+namespace {
+
+using compile_detail::Graph;
+
+constexpr int kModeUnset = -1;
+std::atomic<int> g_mode{kModeUnset};
+std::atomic<uint64_t> g_traces{0};
+
+struct Entry {
+  std::vector<Dtype> dtypes;
+  std::vector<Shape> shapes;  // with shapeless, only the ranks count
+  std::vector<uint64_t> constants;
+  Graph plain;                // simplified, unfused: replayed under the transforms
+  std::optional<Graph> fused;
+};
+
+// Never destroyed: compiled functions held by other static objects erase their entries when
+// they go, possibly after this file's statics would have been.
+std::mutex& g_cache_mutex = *new std::mutex;
+auto& g_cache = *new std::unordered_map<std::uintptr_t, std::vector<std::shared_ptr<const Entry>>>;
+
+bool matches(const Entry& e, const std::vector<array>& inputs, bool shapeless,
+             const std::vector<uint64_t>& constants) {
+  if (e.dtypes.size() != inputs.size() || e.constants != constants) return false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (e.dtypes[i] != inputs[i].dtype()) return false;
+    if (shapeless ? e.shapes[i].size() != inputs[i].ndim() : e.shapes[i] != inputs[i].shape()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::shared_ptr<const Entry> trace(const CompileFn& fun, const std::vector<array>& inputs,
+                                   std::vector<uint64_t> constants, CompileMode mode) {
+  ++g_traces;
+  auto e = std::make_shared<Entry>();
+  e->constants = std::move(constants);
+  std::vector<array> stand_ins;
+  const Stream s = to_stream({});
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    e->dtypes.push_back(inputs[i].dtype());
+    e->shapes.push_back(inputs[i].shape());
+    stand_ins.emplace_back(inputs[i].shape(), inputs[i].dtype(),
+                           std::make_shared<CompileInput>(s, static_cast<int>(i)),
+                           std::vector<array>{});
+  }
+  std::vector<array> outputs = fun(stand_ins);
+  e->plain = compile_detail::build_graph(stand_ins, outputs);
+  if (mode != CompileMode::no_simplify) compile_detail::simplify(e->plain);
+  if (mode == CompileMode::enabled && cpu::jit::compiler_available()) {
+    e->fused = e->plain;
+    compile_detail::fuse(*e->fused);
+  }
+  return e;
+}
+
+std::vector<array> replay(const Graph& g, const std::vector<array>& inputs, bool shapeless) {
+  std::vector<std::optional<array>> values(g.shapes.size());
+  for (int i = 0; i < g.num_inputs; ++i) values[i] = inputs[i];
+  for (auto& [v, a] : g.constants) values[v] = a;
+  std::vector<array> args;
+  for (auto& n : g.nodes) {
+    args.clear();
+    for (int v : n.inputs) args.push_back(*values[v]);
+    std::vector<Shape> shapes;
+    if (shapeless) {
+      shapes = n.primitive->output_shapes(args);
+    } else {
+      for (int v : n.outputs) shapes.push_back(g.shapes[v]);
+    }
+    if (n.outputs.size() == 1) {
+      values[n.outputs[0]].emplace(std::move(shapes[0]), g.dtypes[n.outputs[0]], n.primitive,
+                                   args);
+    } else {
+      std::vector<Dtype> dtypes;
+      for (int v : n.outputs) dtypes.push_back(g.dtypes[v]);
+      auto outs = array::make_arrays(std::move(shapes), dtypes, n.primitive, args);
+      for (size_t k = 0; k < outs.size(); ++k) values[n.outputs[k]] = outs[k];
+    }
+  }
+  std::vector<array> res;
+  for (int v : g.outputs) res.push_back(*values[v]);
+  return res;
+}
+
+// The transforms trace through the original primitives: replay the unfused graph when an input
+// or a captured constant is being traced by grad, vjp, jvp or vmap.
+bool under_transform(const Graph& g, const std::vector<array>& inputs) {
+  for (auto& a : inputs) {
+    if (a.is_tracer()) return true;
+  }
+  for (auto& [v, a] : g.constants) {
+    if (a.is_tracer()) return true;
+  }
+  return false;
+}
+
+std::vector<array> call(const CompileFn& fun, std::uintptr_t id, bool shapeless,
+                        const std::vector<uint64_t>& constants, const std::vector<array>& inputs) {
+  const CompileMode mode = compile_mode();
+  if (mode == CompileMode::disabled) return fun(inputs);
+  std::shared_ptr<const Entry> entry;
+  {
+    std::lock_guard<std::mutex> lock(g_cache_mutex);
+    for (auto& e : g_cache[id]) {
+      if (matches(*e, inputs, shapeless, constants)) {
+        entry = e;
+        break;
+      }
+    }
+  }
+  if (!entry) {
+    // Traced without the lock: the function may call other compiled functions.
+    entry = trace(fun, inputs, constants, mode);
+    std::lock_guard<std::mutex> lock(g_cache_mutex);
+    g_cache[id].push_back(entry);
+  }
+  const bool fused = entry->fused && mode == CompileMode::enabled &&
+                     !under_transform(entry->plain, inputs);
+  return replay(fused ? *entry->fused : entry->plain, inputs, shapeless);
+}
+
+}  // namespace
+
+CompileMode compile_mode() {
+  int m = g_mode.load(std::memory_order_relaxed);
+  if (m == kModeUnset) {
+    m = static_cast<int>(config::get_bool("TESSERA_DISABLE_COMPILE") ? CompileMode::disabled
+                                                                      : CompileMode::enabled);
+    int expected = kModeUnset;
+    if (!g_mode.compare_exchange_strong(expected, m)) m = expected;
+  }
+  return static_cast<CompileMode>(m);
+}
+
+void set_compile_mode(CompileMode mode) { g_mode.store(static_cast<int>(mode)); }
+void disable_compile() { set_compile_mode(CompileMode::disabled); }
+void enable_compile() { set_compile_mode(CompileMode::enabled); }
+
+CompileFn compile(CompileFn fun, bool shapeless) {
+  // Ids of std::function objects start above any address a function pointer or Python object
+  // could have; the cache entry goes with the last copy of the returned function.
+  static std::atomic<std::uintptr_t> next{std::uintptr_t{1} << 62};
+  const std::uintptr_t id = next++;
+  std::shared_ptr<void> erase(nullptr, [id](void*) { detail::compile_erase(id); });
+  return [fun = std::move(fun), id, shapeless, erase](const std::vector<array>& inputs) {
+    return call(fun, id, shapeless, {}, inputs);
+  };
+}
+
+CompileFn compile(std::vector<array> (*fun)(const std::vector<array>&), bool shapeless) {
+  return detail::compile(fun, reinterpret_cast<std::uintptr_t>(fun), shapeless);
+}
+
+namespace detail {
+
+CompileFn compile(CompileFn fun, std::uintptr_t fun_id, bool shapeless,
+                  std::vector<uint64_t> constants) {
+  return [fun = std::move(fun), fun_id, shapeless,
+          constants = std::move(constants)](const std::vector<array>& inputs) {
+    return call(fun, fun_id, shapeless, constants, inputs);
+  };
+}
+
+void compile_erase(std::uintptr_t fun_id) {
+  std::lock_guard<std::mutex> lock(g_cache_mutex);
+  g_cache.erase(fun_id);
+}
+
+void compile_clear_cache() {
+  {
+    std::lock_guard<std::mutex> lock(g_cache_mutex);
+    g_cache.clear();
+  }
+  cpu::jit::forget_loaded();
+}
+
+CompileStats compile_stats() {
+  return CompileStats{g_traces.load(), cpu::jit::builds(), cpu::jit::disk_hits()};
+}
+
+}  // namespace detail
+
+}  // namespace tessera

@@ -1,0 +1,80 @@
+// The primitives compile adds to a graph: Compiled (a fused run of elementwise ops, one kernel)
+// and CompileInput (what the traced function sees for an input). Front ends in
+// compile/compiled.cpp, kernels in backend/cpu/compiled/.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/primitive.h"
+
+namespace tessera {
+
+// One op of a fused run: `primitive` (its fused_functor() is `functor`) applied to `args`,
+// giving one value of `dtype`. args >= 0 name an earlier step, args < 0 the input -(arg + 1).
+struct FusedStep {
+  std::shared_ptr<Primitive> primitive;
+  std::string functor;
+  Dtype dtype;
+  std::vector<int> args;
+};
+
+namespace cpu {
+// A built fused kernel (backend/cpu/compiled/jit.h).
+using FusedKernel = void (*)(const void* const* in, void* const* out, int64_t begin, int64_t end,
+                             int ndim, const int64_t* shape, const int64_t* strides);
+}  // namespace cpu
+
+// Elementwise steps over inputs of one shape (the output's), run as one loop: each element of
+// every output is computed from the same element of the inputs without writing the
+// intermediates to memory. Outputs are the values of the steps named in `outputs`.
+class Compiled : public Primitive {
+ public:
+  Compiled(Stream s, std::vector<Dtype> input_dtypes, std::vector<FusedStep> steps,
+           std::vector<int> outputs);
+
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
+  TESSERA_DECLARE_TRANSFORMS
+  const char* name() const override { return "Compiled"; }
+  void print(std::ostream& os) const override;
+  bool is_equivalent(const Primitive& other) const override;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
+
+  const std::vector<Dtype>& input_dtypes() const { return input_dtypes_; }
+  const std::vector<FusedStep>& steps() const { return steps_; }
+  const std::vector<int>& output_steps() const { return outputs_; }
+  // The program as text: functors, dtypes and arguments of every step (equal programs compute
+  // equal values; the kernel cache is keyed by it).
+  const std::string& program() const { return program_; }
+  std::vector<Dtype> output_dtypes() const;
+  // The steps as ordinary lazy ops on `inputs` (the transforms differentiate and batch these).
+  std::vector<array> unfused(const std::vector<array>& inputs) const;
+
+ private:
+  std::vector<Dtype> input_dtypes_;
+  std::vector<FusedStep> steps_;
+  std::vector<int> outputs_;
+  std::string program_;
+  // Built kernels by input layout (backend/cpu/compiled/compiled.cpp); null: run step by step.
+  std::mutex kernels_mutex_;
+  std::unordered_map<std::string, cpu::FusedKernel> kernels_;
+  friend struct CompiledKernels;
+};
+
+// The traced function's view of input `index`: shape and dtype, no value. Evaluating it (or
+// anything computed from it) while the function is traced is an error naming compile.
+class CompileInput : public UnaryPrimitive {
+ public:
+  CompileInput(Stream s, int index) : UnaryPrimitive(s), index_(index) {}
+  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  const char* name() const override { return "CompileInput"; }
+  int index() const { return index_; }
+
+ private:
+  int index_;
+};
+
+}  // namespace tessera

@@ -1,0 +1,174 @@
+// Fusion (graph.h): elementwise nodes of one shape and stream join regions, each region of two
+// or more nodes becomes one Compiled node. A node joins the regions of its producers only when
+// no path leaves those regions and comes back into them through other nodes, so the fused graph
+// has no cycle. Which primitives are elementwise comes from the fusion table (fused_functor()),
+// never from a list here.
+#include <algorithm>
+#include <unordered_set>
+
+#include "compile/compiled.h"
+#include "compile/graph.h"
+
+namespace tessera::compile_detail {
+
+namespace {
+
+struct Regions {
+  std::vector<int> parent;                  // union-find over region ids (a region's first node)
+  std::vector<std::vector<int>> external;   // per root: values its members read from outside
+  int find(int r) {
+    while (parent[r] != r) r = parent[r] = parent[parent[r]];
+    return r;
+  }
+};
+
+bool contains(const std::vector<int>& s, int r) { return std::find(s.begin(), s.end(), r) != s.end(); }
+
+}  // namespace
+
+void fuse(Graph& g) {
+  const size_t nv = g.shapes.size(), nn = g.nodes.size();
+  std::vector<int> producer(nv, -1);
+  for (size_t i = 0; i < nn; ++i) {
+    for (int v : g.nodes[i].outputs) producer[v] = static_cast<int>(i);
+  }
+  auto fusable = [&](size_t i) {
+    const GraphNode& n = g.nodes[i];
+    if (!n.primitive->fused_functor() || n.outputs.size() != 1 || n.inputs.empty()) return false;
+    for (int v : n.inputs) {
+      if (g.shapes[v] != g.shapes[n.outputs[0]]) return false;
+    }
+    return true;
+  };
+  Regions rg;
+  rg.parent.resize(nn);
+  for (size_t i = 0; i < nn; ++i) rg.parent[i] = static_cast<int>(i);
+  rg.external.resize(nn);
+  std::vector<int> region(nn, -1);
+  std::vector<std::vector<int>> anc(nv);  // regions upstream of each value (ids, not roots)
+  auto member_of = [&](int v, const std::vector<int>& roots) {
+    const int p = producer[v];
+    return p >= 0 && region[p] >= 0 && contains(roots, rg.find(region[p]));
+  };
+  // No path from `roots` to `v` other than through the members themselves.
+  auto clear_of = [&](int v, const std::vector<int>& roots) {
+    for (int r : anc[v]) {
+      if (contains(roots, rg.find(r))) return false;
+    }
+    return true;
+  };
+  // Whether node i may join the union of `roots`.
+  auto may_join = [&](size_t i, const std::vector<int>& roots) {
+    for (int v : g.nodes[i].inputs) {
+      if (!member_of(v, roots) && !clear_of(v, roots)) return false;
+    }
+    for (int r : roots) {
+      for (int v : rg.external[r]) {
+        if (!member_of(v, roots) && !clear_of(v, roots)) return false;
+      }
+    }
+    return true;
+  };
+  for (size_t i = 0; i < nn; ++i) {
+    const GraphNode& n = g.nodes[i];
+    if (fusable(i)) {
+      std::vector<int> joined;
+      for (int v : n.inputs) {
+        const int p = producer[v];
+        if (p < 0 || region[p] < 0) continue;
+        const int r = rg.find(region[p]);
+        if (contains(joined, r) || g.nodes[p].primitive->stream() != n.primitive->stream()) {
+          continue;
+        }
+        std::vector<int> trial = joined;
+        trial.push_back(r);
+        if (may_join(i, trial)) joined = std::move(trial);
+      }
+      const int root = joined.empty() ? static_cast<int>(i) : joined[0];
+      for (int r : joined) {
+        rg.parent[r] = root;
+        if (r != root) {
+          auto& ext = rg.external[root];
+          ext.insert(ext.end(), rg.external[r].begin(), rg.external[r].end());
+        }
+      }
+      region[i] = root;
+      auto& ext = rg.external[root];
+      for (int v : n.inputs) ext.push_back(v);
+      // Values now produced inside the region are no longer external.
+      std::vector<int> kept;
+      for (int v : ext) {
+        if (!member_of(v, {root}) && !contains(kept, v)) kept.push_back(v);
+      }
+      ext = std::move(kept);
+    }
+    std::vector<int> up;
+    for (int v : n.inputs) up.insert(up.end(), anc[v].begin(), anc[v].end());
+    if (region[i] >= 0) up.push_back(region[i]);
+    std::sort(up.begin(), up.end());
+    up.erase(std::unique(up.begin(), up.end()), up.end());
+    for (int v : n.outputs) anc[v] = up;
+  }
+
+  // Members per region root, in graph order.
+  std::vector<std::vector<int>> members(nn);
+  for (size_t i = 0; i < nn; ++i) {
+    if (region[i] >= 0) members[rg.find(region[i])].push_back(static_cast<int>(i));
+  }
+  std::vector<int> root_of(nn, -1);
+  for (size_t r = 0; r < nn; ++r) {
+    if (members[r].size() < 2) continue;
+    for (int m : members[r]) root_of[m] = static_cast<int>(r);
+  }
+  // Values a fused region must hand out: read by a node outside it, or a function output.
+  std::unordered_set<int> used_outside(g.outputs.begin(), g.outputs.end());
+  for (size_t i = 0; i < nn; ++i) {
+    for (int v : g.nodes[i].inputs) {
+      const int p = producer[v];
+      if (p >= 0 && root_of[p] >= 0 && root_of[p] != root_of[i]) used_outside.insert(v);
+    }
+  }
+  std::vector<GraphNode> nodes;
+  for (size_t i = 0; i < nn; ++i) {
+    if (root_of[i] < 0) nodes.push_back(std::move(g.nodes[i]));
+  }
+  for (size_t r = 0; r < nn; ++r) {
+    if (members[r].size() < 2) continue;
+    std::vector<int> inputs;
+    std::vector<Dtype> input_dtypes;
+    std::vector<FusedStep> steps;
+    std::vector<int> out_steps, out_values;
+    std::unordered_map<int, int> step_of, input_of;
+    for (int m : members[r]) {
+      GraphNode& n = g.nodes[m];
+      FusedStep st{n.primitive, n.primitive->fused_functor(), g.dtypes[n.outputs[0]], {}};
+      for (int v : n.inputs) {
+        if (auto it = step_of.find(v); it != step_of.end()) {
+          st.args.push_back(it->second);
+          continue;
+        }
+        auto [it, inserted] = input_of.emplace(v, static_cast<int>(inputs.size()));
+        if (inserted) {
+          inputs.push_back(v);
+          input_dtypes.push_back(g.dtypes[v]);
+        }
+        st.args.push_back(-it->second - 1);
+      }
+      const int out = n.outputs[0];
+      step_of.emplace(out, static_cast<int>(steps.size()));
+      if (used_outside.count(out)) {
+        out_steps.push_back(static_cast<int>(steps.size()));
+        out_values.push_back(out);
+      }
+      steps.push_back(std::move(st));
+    }
+    auto stream = steps[0].primitive->stream();
+    auto prim = std::make_shared<Compiled>(stream, std::move(input_dtypes), std::move(steps),
+                                           std::move(out_steps));
+    nodes.push_back(GraphNode{std::move(prim), std::move(inputs), std::move(out_values)});
+  }
+  g.nodes = std::move(nodes);
+  prune_and_sort(g);
+}
+
+}  // namespace tessera::compile_detail

@@ -1,0 +1,52 @@
+// A traced function as compile keeps it: values by number, nodes reading and writing them.
+// graph.cpp builds, prunes and sorts it, simplify.cpp and fuse.cpp rewrite it, compile.cpp replays it.
+#pragma once
+
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "core/primitive.h"
+#include "tessera/array.h"
+
+namespace tessera::compile_detail {
+
+struct GraphNode {
+  std::shared_ptr<Primitive> primitive;
+  std::vector<int> inputs;   // value numbers
+  std::vector<int> outputs;  // value numbers, in the primitive's output order
+};
+
+struct Graph {
+  int num_inputs = 0;             // values [0, num_inputs) are the function's inputs
+  std::vector<Shape> shapes;  // per value (traced shapes)
+  std::vector<Dtype> dtypes;  // per value
+  std::unordered_map<int, array> constants;  // the constant values' arrays
+  std::vector<GraphNode> nodes;  // every node after the nodes producing its inputs
+  std::vector<int> outputs;      // the function's outputs
+
+  int add_value(const Shape& s, Dtype d) {
+    shapes.push_back(s);
+    dtypes.push_back(d);
+    return static_cast<int>(shapes.size()) - 1;
+  }
+};
+
+// The graph behind `outputs`, whose inputs are `inputs` (the traced function's stand-ins). It
+// stops at constants: arrays already evaluated or without a primitive, and tracers of an
+// enclosing transform; everything else the function computed is replayed on every call.
+Graph build_graph(const std::vector<array>& inputs, const std::vector<array>& outputs);
+
+// Equal constants merged (scalars of one dtype and value), common subexpressions merged (same
+// primitive by is_equivalent, same inputs), nodes whose outputs nothing reads removed.
+void simplify(Graph& g);
+
+// Runs of elementwise nodes of one shape become Compiled nodes (a node is elementwise when its
+// primitive names a fused_functor()).
+void fuse(Graph& g);
+
+// Removes the nodes no output depends on and puts the rest in an order where every node comes
+// after its inputs' producers.
+void prune_and_sort(Graph& g);
+
+}  // namespace tessera::compile_detail

@@ -1,0 +1,75 @@
+// Simplification of a traced graph (graph.h): equal scalar constants, then common
+// subexpressions, merged; then what no output reads is dropped.
+#include <cstring>
+#include <map>
+#include <string>
+#include <tuple>
+#include <typeinfo>
+
+#include "compile/graph.h"
+
+namespace tessera::compile_detail {
+
+namespace {
+
+// Constants up to this size are compared by value.
+constexpr size_t kSmallConstantBytes = 64;
+
+int find(std::vector<int>& rep, int v) {
+  while (rep[v] != v) v = rep[v] = rep[rep[v]];
+  return v;
+}
+
+}  // namespace
+
+void simplify(Graph& g) {
+  std::vector<int> rep(g.shapes.size());
+  for (size_t v = 0; v < rep.size(); ++v) rep[v] = static_cast<int>(v);
+
+  // Equal small constants: same dtype, shape and bytes.
+  std::map<std::tuple<int, Shape, std::string>, int> by_value;
+  for (auto& [v, a] : g.constants) {
+    if (!a.is_available() || a.nbytes() > kSmallConstantBytes || a.error()) continue;
+    if (!a.flags().row_contiguous || a.data_size() != a.size()) continue;
+    std::string bytes(static_cast<const char*>(a.raw_data()), a.nbytes());
+    auto key = std::make_tuple(static_cast<int>(a.dtype().val()), a.shape(), std::move(bytes));
+    auto [it, inserted] = by_value.emplace(std::move(key), v);
+    if (!inserted) rep[v] = it->second;
+  }
+
+  // Common subexpressions: the same kind of primitive (is_equivalent: parameters included) on
+  // the same inputs.
+  std::map<std::vector<size_t>, std::vector<size_t>> seen;  // (kind, inputs) -> node indices
+  std::vector<char> dropped(g.nodes.size(), 0);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    GraphNode& n = g.nodes[i];
+    for (int& v : n.inputs) v = find(rep, v);
+    std::vector<size_t> key{typeid(*n.primitive).hash_code(), n.outputs.size()};
+    for (int v : n.inputs) key.push_back(static_cast<size_t>(v));
+    auto& candidates = seen[key];
+    bool merged = false;
+    for (size_t c : candidates) {
+      const GraphNode& m = g.nodes[c];
+      bool same = m.primitive->is_equivalent(*n.primitive);
+      for (size_t k = 0; same && k < n.outputs.size(); ++k) {
+        same = g.shapes[m.outputs[k]] == g.shapes[n.outputs[k]] &&
+               g.dtypes[m.outputs[k]] == g.dtypes[n.outputs[k]];
+      }
+      if (same) {
+        for (size_t k = 0; k < n.outputs.size(); ++k) rep[n.outputs[k]] = m.outputs[k];
+        dropped[i] = merged = true;
+        break;
+      }
+    }
+    if (!merged) candidates.push_back(i);
+  }
+  std::vector<GraphNode> kept;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (!dropped[i]) kept.push_back(std::move(g.nodes[i]));
+  }
+  g.nodes = std::move(kept);
+  for (int& v : g.outputs) v = find(rep, v);
+  prune_and_sort(g);
+}
+
+}  // namespace tessera::compile_detail

@@ -1,0 +1,497 @@
+// compile: compiled results equal eager ones (fused kernels call the eager kernels' functors and
+// round where they round; only a contracted a*b+c may differ), tracing once per signature, simplification, composition
+// with the transforms, and the kernel cache on disk.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include "compile/compiled.h"
+#include "core/primitive.h"
+#include "test_util.h"
+#include "tessera/compile.h"
+#include "tessera/config.h"
+
+namespace tessera {
+namespace {
+
+namespace fs = std::filesystem;
+using test_util::random_array;
+
+// One kernel cache for the suite's processes (the pool-size runs share it, built once).
+class CacheDir : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    config::set_override("TESSERA_COMPILE_CACHE_DIR",
+                         std::string(TESSERA_BIN_DIR) + "/test-compile-cache");
+  }
+};
+const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new CacheDir);
+
+// The elements' bytes in row-major order (any layout), for bitwise comparison.
+std::string bytes_of(array a) {
+  eval(a);
+  std::string out;
+  const size_t item = a.itemsize();
+  const char* p = static_cast<const char*>(a.raw_data());
+  for (size_t i = 0; i < a.size(); ++i) {
+    size_t rem = i;
+    int64_t off = 0;
+    for (int d = static_cast<int>(a.ndim()) - 1; d >= 0; --d) {
+      off += static_cast<int64_t>(rem % a.shape()[d]) * a.strides()[d];
+      rem /= a.shape()[d];
+    }
+    out.append(p + off * static_cast<int64_t>(item), item);
+  }
+  return out;
+}
+
+void expect_bitwise_equal(const array& a, const array& b, const std::string& what) {
+  ASSERT_EQ(a.shape(), b.shape()) << what;
+  ASSERT_EQ(a.dtype(), b.dtype()) << what;
+  const std::string x = bytes_of(a), y = bytes_of(b);
+  const size_t item = a.itemsize();
+  size_t differ = 0, first = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::memcmp(x.data() + i * item, y.data() + i * item, item) != 0 && differ++ == 0) first = i;
+  }
+  if (differ) {
+    auto xv = test_util::values(a), yv = test_util::values(b);
+    ADD_FAILURE() << what << ": " << differ << " of " << a.size() << " elements differ, first at "
+                  << first << ": " << xv[first] << " vs " << yv[first];
+  }
+}
+
+// Integer and bool results must be equal bit for bit. Floating-point ones may differ where the
+// fused loop contracts a*b+c into one FMA (docs/compile.md): within 4 units in the last place of
+// the element plus 4 of the largest element (the scale an error carried through a cancellation
+// has); NaN and infinity where eager has them.
+void expect_close_to_eager(const array& got, const array& want, const std::string& what) {
+  if (!issubdtype(want.dtype(), inexact)) {
+    expect_bitwise_equal(got, want, what);
+    return;
+  }
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  ASSERT_EQ(got.dtype(), want.dtype()) << what;
+  if (want.dtype() == complex64) {
+    expect_close_to_eager(real(got), real(want), what + " (real part)");
+    expect_close_to_eager(imag(got), imag(want), what + " (imaginary part)");
+    return;
+  }
+  const double eps = want.dtype() == float64    ? 0x1p-52
+                     : want.dtype() == float32  ? 0x1p-23
+                     : want.dtype() == float16  ? 0x1p-10
+                                                : 0x1p-7;
+  auto g = test_util::values(got), w = test_util::values(want);
+  double scale = 0;
+  for (double v : w) {
+    if (std::isfinite(v)) scale = std::max(scale, std::fabs(v));
+  }
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    const bool ok = std::isnan(w[i]) ? std::isnan(g[i])
+                    : std::isinf(w[i]) ? g[i] == w[i]
+                                       : std::fabs(g[i] - w[i]) <= 4 * eps * (std::fabs(w[i]) + scale);
+    if (!ok && bad++ == 0) first = i;
+  }
+  if (bad) {
+    ADD_FAILURE() << what << ": " << bad << " of " << w.size() << " elements differ, first at "
+                  << first << ": compiled " << g[first] << ", eager " << w[first];
+  }
+}
+
+// The compiled and the eager results of `f` on `inputs`, output by output.
+void expect_same_as_eager(const CompileFn& f, const std::vector<array>& inputs,
+                          const std::string& what, bool shapeless = false) {
+  auto eager = f(inputs);
+  auto compiled = compile(f, shapeless)(inputs);
+  ASSERT_EQ(eager.size(), compiled.size());
+  for (size_t i = 0; i < eager.size(); ++i) {
+    expect_close_to_eager(compiled[i], eager[i], what + " output " + std::to_string(i));
+  }
+}
+
+// How many nodes of each primitive the graph behind `a` has (stops at evaluated arrays).
+std::map<std::string, int> primitive_counts(const array& a) {
+  std::map<std::string, int> counts;
+  std::set<std::uintptr_t> seen;
+  std::vector<array> stack{a};
+  while (!stack.empty()) {
+    array x = stack.back();
+    stack.pop_back();
+    if (!x.has_primitive() || x.is_available() || !seen.insert(x.primitive_id()).second) continue;
+    ++counts[x.primitive().name()];
+    for (auto& in : x.inputs()) stack.push_back(in);
+  }
+  return counts;
+}
+
+std::vector<array> chain(const std::vector<array>& in) {
+  const array& v = in[0];
+  return {tanh(exp(-v * v) * 0.5f + sin(v) - cos(v) * v / 3.0f + 1.0f)};
+}
+
+TEST(Compile, ChainMatchesEagerBitwiseForEveryShape) {
+  for (const Shape& s : std::vector<Shape>{{}, {0}, {1}, {7}, {1000, 33}, {2, 3, 0}}) {
+    array x = random_array(s, float32, 1) * 4.0f;
+    expect_same_as_eager(chain, {x}, "shape " + std::to_string(s.size()));
+  }
+}
+
+TEST(Compile, TheChainBecomesOneCompiledNode) {
+  array x = random_array({64}, float32, 2);
+  auto out = compile(chain)({x})[0];
+  auto counts = primitive_counts(out);
+  EXPECT_EQ(out.primitive().name(), std::string("Compiled"));
+  EXPECT_EQ(counts["Compiled"], 1);
+  EXPECT_EQ(counts["Sin"] + counts["Exp"] + counts["Multiply"], 0);
+  auto& c = dynamic_cast<Compiled&>(out.primitive());
+  EXPECT_EQ(c.steps().size(), 12u);  // every op of the chain, in one loop
+}
+
+TEST(Compile, ArgumentsOutsideTheFastRangeOfSinAndCosMatch) {
+  // Values beyond 2^20 take libm's sin/cos, in the same blocks as values that do not.
+  array x = array({1.0f, 3e7f, -2.5f, 1e30f, 0.25f, -4e9f}) * 1.0f;
+  auto f = [](const std::vector<array>& in) {
+    return std::vector<array>{sin(in[0]) * 2.0f + cos(in[0])};
+  };
+  expect_same_as_eager(f, {x}, "large arguments");
+}
+
+// Every fusable op applied to x (and y), each result an output of one fused function.
+std::vector<array> unary_all(const std::vector<array>& in, bool is_float, bool is_complex) {
+  const array x = in[0] + zeros_like(in[0]);  // the op's input is itself a fused value
+  std::vector<array> r{abs(x), negative(x), sign(x), square(x), astype(x, float32),
+                       astype(x, int32), astype(x, bool_), stop_gradient(x)};
+  if (is_float || is_complex) {
+    for (auto& v : {exp(x), log1p(abs(x)), sin(x), cos(x), tan(x), sinh(x), cosh(x), tanh(x),
+                    arcsinh(x), sqrt(abs(x)), rsqrt(abs(x) + 1.0f), log(abs(x) + 1.0f),
+                    log2(abs(x) + 1.0f), log10(abs(x) + 1.0f)}) {
+      r.push_back(v);
+    }
+  }
+  if (is_float) {
+    for (auto& v : {arcsin(x * 0.5f), arccos(x * 0.5f), arctan(x), arccosh(abs(x) + 1.0f),
+                    arctanh(x * 0.5f), expm1(x), sigmoid(x), erf(x), erfinv(x * 0.5f), floor(x),
+                    ceil(x), round(x)}) {
+      r.push_back(v);
+    }
+  }
+  if (is_complex) {
+    for (auto& v : {conjugate(x), real(x), imag(x)}) r.push_back(v);
+  }
+  return r;
+}
+
+std::vector<array> binary_all(const std::vector<array>& in, bool is_float, bool is_int) {
+  const array x = in[0] + zeros_like(in[0]);
+  const array y = in[1] + zeros_like(in[1]);
+  std::vector<array> r{add(x, y),   subtract(x, y), multiply(x, y),  maximum(x, y),
+                       minimum(x, y), equal(x, y),  not_equal(x, y), less(x, y),
+                       less_equal(x, y), greater(x, y), greater_equal(x, y),
+                       where(greater(x, y), x, y)};
+  if (is_float) {
+    for (auto& v : {divide(x, y), power(abs(x), y), arctan2(x, y), logaddexp(x, y),
+                    remainder(x, y), floor_divide(x, y)}) {
+      r.push_back(v);
+    }
+  }
+  if (is_int) {
+    const array shift = astype(abs(y) % 9, y.dtype());
+    for (auto& v : {floor_divide(x, y), remainder(x, y), bitwise_and(x, y), bitwise_or(x, y),
+                    bitwise_xor(x, y), bitwise_invert(x), left_shift(x, shift),
+                    right_shift(x, shift)}) {
+      r.push_back(v);
+    }
+  }
+  return r;
+}
+
+TEST(Compile, EveryFusableOpMatchesEagerForEveryDtype) {
+  for (Dtype d : {float32, float16, bfloat16, float64}) {
+    array x = random_array({257}, d, 3) * 3.0f;
+    array y = random_array({257}, d, 4) * 3.0f + 0.25f;  // divisors away from 0
+    auto un = [](const std::vector<array>& in) { return unary_all(in, true, false); };
+    auto bin = [](const std::vector<array>& in) { return binary_all(in, true, false); };
+    expect_same_as_eager(un, {x}, std::string("unary ") + dtype_name(d));
+    expect_same_as_eager(bin, {astype(x, d), astype(y, d)}, std::string("binary ") + dtype_name(d));
+  }
+  {
+    array x = astype(random_array({100}, float32, 5), complex64) * array(complex64_t(1.5f, -0.5f));
+    auto un = [](const std::vector<array>& in) { return unary_all(in, false, true); };
+    expect_same_as_eager(un, {x}, "unary complex64");
+  }
+  for (Dtype d : {int32, int64, uint8, int8, uint32}) {
+    array x = astype(random_array({300}, float32, 6) * 100.0f, d);
+    array y = astype(random_array({300}, float32, 7) * 20.0f, d);
+    y = where(equal(y, zeros_like(y)), ones_like(y), y);  // no division by zero
+    auto un = [](const std::vector<array>& in) { return unary_all(in, false, false); };
+    auto bin = [](const std::vector<array>& in) { return binary_all(in, false, true); };
+    expect_same_as_eager(un, {x}, std::string("unary ") + dtype_name(d));
+    expect_same_as_eager(bin, {x, y}, std::string("binary ") + dtype_name(d));
+  }
+  {
+    array x = greater(random_array({50}, float32, 8), array(0.0f));
+    array y = greater(random_array({50}, float32, 9), array(0.0f));
+    auto f = [](const std::vector<array>& in) {
+      const array a = logical_not(logical_not(in[0])), b = in[1];
+      return std::vector<array>{logical_and(a, b), logical_or(a, b), logical_not(a),
+                                add(a, b), astype(a, float32) * 2.0f};
+    };
+    expect_same_as_eager(f, {x, y}, "bool");
+  }
+}
+
+TEST(Compile, StridedBroadcastAndScalarInputs) {
+  auto f = [](const std::vector<array>& in) {
+    return std::vector<array>{tanh(in[0] * in[1] + in[1]) - in[2]};
+  };
+  array m = random_array({40, 30}, float32, 10);
+  array t = transpose(random_array({30, 40}, float32, 11));            // strided
+  array row = broadcast_to(random_array({30}, float32, 12), {40, 30});  // stride 0 outer
+  array col = broadcast_to(random_array({40, 1}, float32, 13), {40, 30});
+  array step = slice(random_array({80, 30}, float32, 14), {0, 0}, {80, 30}, {2, 1});
+  array one = broadcast_to(array(0.5f), {40, 30});
+  for (auto& [a, b, c] : std::vector<std::tuple<array, array, array>>{
+           {m, m, m}, {t, row, col}, {step, one, t}, {col, t, one}, {row, col, step}}) {
+    expect_same_as_eager(f, {a, b, c}, "layouts");
+  }
+}
+
+TEST(Compile, TracesOncePerSignature) {
+  int calls = 0;
+  auto f = [&calls](const std::vector<array>& in) {
+    ++calls;
+    return std::vector<array>{in[0] * in[1] + in[0]};
+  };
+  auto cf = compile(f);
+  array a = random_array({4}, float32, 1), b = random_array({4}, float32, 2);
+  cf({a, b});
+  cf({b, a});
+  EXPECT_EQ(calls, 1);
+  cf({astype(a, float16), astype(b, float16)});  // dtype change
+  EXPECT_EQ(calls, 2);
+  cf({random_array({5}, float32, 3), random_array({5}, float32, 4)});  // shape change
+  EXPECT_EQ(calls, 3);
+
+  int shapeless_calls = 0;
+  auto g = [&shapeless_calls](const std::vector<array>& in) {
+    ++shapeless_calls;
+    return std::vector<array>{exp(in[0]) * in[1] + in[0]};
+  };
+  auto sg = compile(g, true);
+  for (int n : {3, 8, 1, 100}) {
+    array x = random_array({n, 2}, float32, 5), y = random_array({n, 2}, float32, 6);
+    expect_close_to_eager(sg({x, y})[0], g({x, y})[0], "shapeless n=" + std::to_string(n));
+  }
+  EXPECT_EQ(shapeless_calls, 1 + 4);  // one trace; the 4 eager reference calls
+  sg({random_array({2}, float32, 7), random_array({2}, float32, 8)});  // rank change
+  EXPECT_EQ(shapeless_calls, 6);
+}
+
+TEST(Compile, CommonSubexpressionsAndEqualConstantsMerge) {
+  set_compile_mode(CompileMode::no_fuse);
+  auto f = [](const std::vector<array>& in) {
+    return std::vector<array>{exp(in[0]) * 2.0f + exp(in[0]) * 2.0f + log2(in[0]) + log10(in[0])};
+  };
+  array x = random_array({16}, float32, 1) + 2.0f;
+  auto out = compile(f)({x})[0];
+  auto counts = primitive_counts(out);
+  set_compile_mode(CompileMode::enabled);
+  EXPECT_EQ(counts["Exp"], 1);
+  EXPECT_EQ(counts["Multiply"], 1);
+  EXPECT_EQ(counts["Log2"], 1);  // Log keeps its base: log2 and log10 do not merge
+  EXPECT_EQ(counts["Log10"], 1);
+  expect_close_to_eager(out, f({x})[0], "simplified");
+}
+
+TEST(Compile, ComposesWithTheTransforms) {
+  auto f = [](const std::vector<array>& in) {
+    return std::vector<array>{sum(sin(in[0]) * in[0] + exp(-in[0] * in[1]))};
+  };
+  array x = random_array({6}, float32, 1), y = random_array({6}, float32, 2);
+  auto scalar = [](const VecFn& fn) {
+    return [fn](const std::vector<array>& in) { return fn(in)[0]; };
+  };
+  // grad of a compiled function
+  auto g_eager = grad(scalar(f), {0, 1})({x, y});
+  auto g_comp = grad(scalar(compile(f)), {0, 1})({x, y});
+  for (int i = 0; i < 2; ++i) expect_close_to_eager(g_comp[i], g_eager[i], "grad(compile)");
+  // compile of a function that calls grad (the backward pass fuses too)
+  auto gf = [f, scalar](const std::vector<array>& in) { return grad(scalar(f), {0, 1})(in); };
+  auto cg = compile(gf)({x, y});
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_TRUE(allclose(cg[i], g_eager[i], 1e-6, 1e-6).item<bool>()) << "compile(grad)";
+  }
+  // vmap of a compiled function, and compile inside compile
+  auto h = [](const std::vector<array>& in) { return std::vector<array>{cos(in[0]) * in[0] + 1.0f}; };
+  array batch = random_array({3, 5}, float32, 3);
+  expect_close_to_eager(vmap(compile(h))({batch})[0], vmap(VecFn(h))({batch})[0], "vmap(compile)");
+  auto outer = [h](const std::vector<array>& in) {
+    return std::vector<array>{compile(h)({in[0] * 2.0f})[0] - 1.0f};
+  };
+  expect_same_as_eager(outer, {batch}, "compile(compile)");
+}
+
+TEST(Compile, FusedNodeDifferentiatesThroughItsSteps) {
+  array x = random_array({5}, float32, 4);
+  auto out = compile(chain)({x})[0];
+  auto& c = dynamic_cast<Compiled&>(out.primitive());
+  array cot = random_array({5}, float32, 5);
+  auto g = c.vjp(out.inputs(), {cot}, {0}, {out});
+  auto ref = vjp(chain, {x}, {cot}).second;
+  EXPECT_TRUE(allclose(g[0], ref[0], 1e-6, 1e-6).item<bool>());
+}
+
+TEST(Compile, EvaluatingInsideTheTracedFunctionIsAnError) {
+  auto f = [](const std::vector<array>& in) {
+    array s = sum(in[0]);
+    eval(s);
+    return std::vector<array>{s};
+  };
+  try {
+    compile(f)({array({1.0f, 2.0f})});
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("[compile]"), std::string::npos) << e.what();
+  }
+  // Arrays that do not depend on the inputs evaluate as usual (constants of the graph).
+  auto g = [](const std::vector<array>& in) {
+    array c = full({1}, 3.0f);
+    return std::vector<array>{in[0] * c.item<float>()};
+  };
+  expect_same_as_eager(g, {array({1.0f, 2.0f})}, "constant evaluated while tracing");
+}
+
+TEST(Compile, DisabledCompileCallsTheFunctionEveryTime) {
+  int calls = 0;
+  auto f = [&calls](const std::vector<array>& in) {
+    ++calls;
+    return std::vector<array>{in[0] + 1.0f};
+  };
+  auto cf = compile(f);
+  disable_compile();
+  cf({array(1.0f)});
+  cf({array(1.0f)});
+  enable_compile();
+  EXPECT_EQ(calls, 2);
+  cf({array(1.0f)});
+  cf({array(1.0f)});
+  EXPECT_EQ(calls, 3);
+}
+
+// A private cache directory for one test.
+struct PrivateCache {
+  std::string dir;
+  PrivateCache() {
+    dir = std::string(TESSERA_BIN_DIR) + "/test-compile-cache-" + std::to_string(getpid());
+    fs::remove_all(dir);
+    config::set_override("TESSERA_COMPILE_CACHE_DIR", dir);
+    detail::compile_clear_cache();
+  }
+  ~PrivateCache() {
+    config::set_override("TESSERA_COMPILE_CACHE_DIR", std::string(TESSERA_BIN_DIR) +
+                                                          "/test-compile-cache");
+    config::set_override("TESSERA_COMPILE_CACHE_MAX_MB", std::nullopt);
+    detail::compile_clear_cache();
+    fs::remove_all(dir);
+  }
+  std::vector<fs::path> kernels() const {
+    std::vector<fs::path> k;
+    for (auto& e : fs::directory_iterator(dir)) k.push_back(e.path());
+    return k;
+  }
+};
+
+// A kernel no other test builds (its constant differs per process).
+std::vector<array> private_kernel(const std::vector<array>& in) {
+  return {exp(in[0]) * in[1] + in[1]};
+}
+
+TEST(Compile, KernelsComeFromTheDiskCacheAndACorruptedFileIsRebuilt) {
+  PrivateCache cache;
+  array x = random_array({100}, float32, 1), y = random_array({100}, float32, 2);
+  const array want = private_kernel({x, y})[0];
+  const auto s0 = detail::compile_stats();
+  expect_close_to_eager(compile(private_kernel)({x, y})[0], want, "cached kernel");
+  const auto s1 = detail::compile_stats();
+  EXPECT_EQ(s1.kernel_builds, s0.kernel_builds + 1);
+  auto files = cache.kernels();
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_EQ(files[0].extension(), ".so");
+
+  // As a new process would: the traced graphs and loaded kernels forgotten, the file reused.
+  detail::compile_clear_cache();
+  expect_close_to_eager(compile(private_kernel)({x, y})[0], want, "cached kernel");
+  const auto s2 = detail::compile_stats();
+  EXPECT_EQ(s2.kernel_builds, s1.kernel_builds);
+  EXPECT_EQ(s2.disk_hits, s1.disk_hits + 1);
+
+  // Truncated, then one byte flipped: detected, rebuilt, right values. (The damaged copy
+  // replaces the file, as a crashed writer's would; this process still maps the old one.)
+  for (int damage = 0; damage < 2; ++damage) {
+    std::string bytes;
+    {
+      std::ifstream f(files[0], std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(f), {});
+    }
+    if (damage == 0) {
+      bytes.resize(bytes.size() / 2);
+    } else {
+      bytes[bytes.size() / 3] ^= 0x5a;
+    }
+    const std::string tmp = cache.dir + "/damaged";
+    std::ofstream(tmp, std::ios::binary) << bytes;
+    fs::rename(tmp, files[0]);
+    detail::compile_clear_cache();
+    const auto before = detail::compile_stats();
+    expect_close_to_eager(compile(private_kernel)({x, y})[0], want, "cached kernel");
+    EXPECT_EQ(detail::compile_stats().kernel_builds, before.kernel_builds + 1) << damage;
+  }
+  EXPECT_EQ(cache.kernels().size(), 1u);  // no temporary files left
+}
+
+TEST(Compile, CacheIsBoundedLeastRecentlyUsedFirst) {
+  PrivateCache cache;
+  fs::create_directories(cache.dir);
+  // Three 600 KiB files: the oldest two go when a new kernel makes the total pass 1 MiB.
+  const auto now = fs::file_time_type::clock::now();
+  for (int i = 0; i < 3; ++i) {
+    const std::string p = cache.dir + "/old" + std::to_string(i) + ".so";
+    std::ofstream(p) << std::string(600 << 10, 'x');
+    fs::last_write_time(p, now - std::chrono::hours(10 - i));
+  }
+  config::set_override("TESSERA_COMPILE_CACHE_MAX_MB", "1");
+  array x = random_array({10}, float32, 1);
+  eval(compile(private_kernel)({x, x})[0]);
+  std::set<std::string> names;
+  for (auto& p : cache.kernels()) names.insert(p.filename().string());
+  EXPECT_EQ(names.count("old0.so"), 0u);
+  EXPECT_EQ(names.count("old1.so"), 0u);
+  EXPECT_EQ(names.count("old2.so"), 1u);
+  EXPECT_EQ(names.size(), 2u);
+}
+
+TEST(Primitive, EvalOnAGpuStreamNamesThePrimitive) {
+  class Probe : public UnaryPrimitive {
+   public:
+    using UnaryPrimitive::UnaryPrimitive;
+    void eval_cpu(const std::vector<array>&, array&) override {}
+    const char* name() const override { return "Probe"; }
+  };
+  Probe p(Stream{0, Device(Device::gpu)});
+  std::vector<array> in, out;
+  try {
+    p.eval(in, out);
+    FAIL() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("Probe"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tessera
