@@ -9,7 +9,7 @@ VENV ?= $(BUILD)/venv
 PY_BUILD ?= $(BUILD)/py
 PYTHON ?= python3
 
-.PHONY: all deps build python demo test test-long test-asan bench bench-dist bench-py docs clean
+.PHONY: all deps build python demo test test-long test-asan bench bench-dist bench-py bench-compile docs clean
 
 all: build
 
@@ -70,6 +70,11 @@ bench-dist: build
 bench-py: build
 	@bash scripts/bench_py_deps.sh $(BUILD)/bench-venv $(BUILD)/py-bench
 	$(BUILD)/bench-venv/bin/python benchmarks/python/bench_py.py
+
+# compile's speed-up against MLX, PyTorch (torch.compile), JAX (jax.jit) and NumPy.
+bench-compile: build
+	@bash scripts/bench_compile_deps.sh $(BUILD)/bench-venv $(BUILD)/py-bench
+	$(BUILD)/bench-venv/bin/python benchmarks/python/bench_compile.py
 
 # Regenerate docs/env.md from the configuration registry.
 docs: build

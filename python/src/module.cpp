@@ -11,6 +11,7 @@ NB_MODULE(core, m) {
   init_array(m);
   init_ops(m);
   init_transforms(m);
+  init_compile(m);
   init_random(m);
   init_linalg(m);
   init_fast(m);

@@ -3,6 +3,7 @@
 #include "tessera/compile.h"
 
 #include <atomic>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -29,7 +30,13 @@ struct Entry {
   std::vector<uint64_t> constants;
   Graph plain;                // simplified, unfused: replayed under the transforms
   std::optional<Graph> fused;
+  // Shapeless: the shape of every value for the inputs' shapes, found by replaying the plain
+  // graph (where every shape source exists), memoised per input shapes.
+  mutable std::mutex shapes_mutex;
+  mutable std::map<std::vector<Shape>, std::vector<Shape>> shape_tables;
 };
+
+constexpr size_t kMaxShapeTables = 64;
 
 // Never destroyed: compiled functions held by other static objects erase their entries when
 // they go, possibly after this file's statics would have been.
@@ -72,7 +79,11 @@ std::shared_ptr<const Entry> trace(const CompileFn& fun, const std::vector<array
   return e;
 }
 
-std::vector<array> replay(const Graph& g, const std::vector<array>& inputs, bool shapeless) {
+// The graph's nodes as new arrays on `inputs`. Output shapes are the traced ones, or those of
+// `shapes` (per value), or with `shapeless` and no table, recomputed node by node.
+std::vector<array> replay(const Graph& g, const std::vector<array>& inputs, bool shapeless,
+                          const std::vector<Shape>* shapes = nullptr,
+                          std::vector<Shape>* shapes_out = nullptr) {
   std::vector<std::optional<array>> values(g.shapes.size());
   for (int i = 0; i < g.num_inputs; ++i) values[i] = inputs[i];
   for (auto& [v, a] : g.constants) values[v] = a;
@@ -80,25 +91,56 @@ std::vector<array> replay(const Graph& g, const std::vector<array>& inputs, bool
   for (auto& n : g.nodes) {
     args.clear();
     for (int v : n.inputs) args.push_back(*values[v]);
-    std::vector<Shape> shapes;
-    if (shapeless) {
-      shapes = n.primitive->output_shapes(args);
+    std::vector<Shape> out_shapes;
+    if (shapes) {
+      for (int v : n.outputs) out_shapes.push_back((*shapes)[v]);
+    } else if (shapeless && !n.shape_sources.empty()) {
+      std::vector<Shape> sources;
+      for (int v : n.shape_sources) sources.push_back(values[v]->shape());
+      out_shapes = n.primitive->shapeless_output_shapes(args, sources);
+    } else if (shapeless) {
+      out_shapes = n.primitive->output_shapes(args);
     } else {
-      for (int v : n.outputs) shapes.push_back(g.shapes[v]);
+      for (int v : n.outputs) out_shapes.push_back(g.shapes[v]);
     }
     if (n.outputs.size() == 1) {
-      values[n.outputs[0]].emplace(std::move(shapes[0]), g.dtypes[n.outputs[0]], n.primitive,
+      values[n.outputs[0]].emplace(std::move(out_shapes[0]), g.dtypes[n.outputs[0]], n.primitive,
                                    args);
     } else {
       std::vector<Dtype> dtypes;
       for (int v : n.outputs) dtypes.push_back(g.dtypes[v]);
-      auto outs = array::make_arrays(std::move(shapes), dtypes, n.primitive, args);
+      auto outs = array::make_arrays(std::move(out_shapes), dtypes, n.primitive, args);
       for (size_t k = 0; k < outs.size(); ++k) values[n.outputs[k]] = outs[k];
+    }
+  }
+  if (shapes_out) {
+    shapes_out->assign(values.size(), Shape{});
+    for (size_t v = 0; v < values.size(); ++v) {
+      if (values[v]) (*shapes_out)[v] = values[v]->shape();
     }
   }
   std::vector<array> res;
   for (int v : g.outputs) res.push_back(*values[v]);
   return res;
+}
+
+// The fused graph on `inputs` with shapeless shapes: a fused run hides the values that the
+// broadcasts' shape sources name, so every value's shape comes from the plain graph.
+std::vector<array> replay_fused_shapeless(const Entry& e, const std::vector<array>& inputs) {
+  std::vector<Shape> key;
+  for (auto& a : inputs) key.push_back(a.shape());
+  std::vector<Shape> table;
+  {
+    std::lock_guard<std::mutex> lock(e.shapes_mutex);
+    if (auto it = e.shape_tables.find(key); it != e.shape_tables.end()) table = it->second;
+  }
+  if (table.empty()) {
+    replay(e.plain, inputs, true, nullptr, &table);
+    std::lock_guard<std::mutex> lock(e.shapes_mutex);
+    if (e.shape_tables.size() >= kMaxShapeTables) e.shape_tables.clear();
+    e.shape_tables.emplace(std::move(key), table);
+  }
+  return replay(*e.fused, inputs, true, &table);
 }
 
 // The transforms trace through the original primitives: replay the unfused graph when an input
@@ -135,7 +177,9 @@ std::vector<array> call(const CompileFn& fun, std::uintptr_t id, bool shapeless,
   }
   const bool fused = entry->fused && mode == CompileMode::enabled &&
                      !under_transform(entry->plain, inputs);
-  return replay(fused ? *entry->fused : entry->plain, inputs, shapeless);
+  if (!fused) return replay(entry->plain, inputs, shapeless);
+  if (shapeless) return replay_fused_shapeless(*entry, inputs);
+  return replay(*entry->fused, inputs, false);
 }
 
 }  // namespace

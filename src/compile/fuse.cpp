@@ -27,6 +27,9 @@ bool contains(const std::vector<int>& s, int r) { return std::find(s.begin(), s.
 }  // namespace
 
 void fuse(Graph& g) {
+  // A fused graph replays with the shapes of the plain one (compile.cpp), and a fused run may
+  // hide a value a broadcast's shape follows: shape sources are not edges here.
+  for (auto& n : g.nodes) n.shape_sources.clear();
   const size_t nv = g.shapes.size(), nn = g.nodes.size();
   std::vector<int> producer(nv, -1);
   for (size_t i = 0; i < nn; ++i) {

@@ -2,6 +2,8 @@
 #include "compile/graph.h"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 #include <unordered_set>
 
 namespace tessera::compile_detail {
@@ -60,6 +62,14 @@ Graph build_graph(const std::vector<array>& inputs, const std::vector<array>& ou
     g.nodes.push_back(std::move(node));
   }
   for (auto& o : outputs) g.outputs.push_back(value(o));
+  // Shape sources are arrays of this graph (the other operands of an elementwise op), each visited
+  // by now; one that is not keeps the traced shape.
+  for (auto& n : g.nodes) {
+    for (std::uintptr_t id : n.primitive->shape_sources()) {
+      if (auto it = value_of.find(id); it != value_of.end()) n.shape_sources.push_back(it->second);
+    }
+  }
+  prune_and_sort(g);
   return g;
 }
 
@@ -80,8 +90,10 @@ void prune_and_sort(Graph& g) {
     stack.pop_back();
     if (live[n]) continue;
     live[n] = 1;
-    for (int v : g.nodes[n].inputs) {
-      if (producer[v] >= 0 && !live[producer[v]]) stack.push_back(producer[v]);
+    for (const auto* vs : {&g.nodes[n].inputs, &g.nodes[n].shape_sources}) {
+      for (int v : *vs) {
+        if (producer[v] >= 0 && !live[producer[v]]) stack.push_back(producer[v]);
+      }
     }
   }
   std::vector<int> pending(g.nodes.size(), 0);
@@ -90,7 +102,9 @@ void prune_and_sort(Graph& g) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     if (!live[i]) continue;
     std::unordered_set<int> seen;
-    for (int v : g.nodes[i].inputs) {
+    std::vector<int> deps = g.nodes[i].inputs;
+    deps.insert(deps.end(), g.nodes[i].shape_sources.begin(), g.nodes[i].shape_sources.end());
+    for (int v : deps) {
       const int p = producer[v];
       if (p >= 0 && seen.insert(p).second) {
         ++pending[i];
@@ -115,6 +129,11 @@ void prune_and_sort(Graph& g) {
         std::push_heap(heap.begin(), heap.end(), cmp);
       }
     }
+  }
+  const size_t live_count = static_cast<size_t>(std::count(live.begin(), live.end(), 1));
+  if (order.size() != live_count) {
+    throw std::logic_error("[compile] the traced graph has a cycle (" +
+                           std::to_string(live_count - order.size()) + " nodes left unordered)");
   }
   g.nodes = std::move(order);
 }

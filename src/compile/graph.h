@@ -15,6 +15,8 @@ struct GraphNode {
   std::shared_ptr<Primitive> primitive;
   std::vector<int> inputs;   // value numbers
   std::vector<int> outputs;  // value numbers, in the primitive's output order
+  // Values whose shapes the output shapes follow (Primitive::shape_sources; shapeless replay).
+  std::vector<int> shape_sources = {};
 };
 
 struct Graph {

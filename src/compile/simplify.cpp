@@ -44,8 +44,10 @@ void simplify(Graph& g) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     GraphNode& n = g.nodes[i];
     for (int& v : n.inputs) v = find(rep, v);
-    std::vector<size_t> key{typeid(*n.primitive).hash_code(), n.outputs.size()};
+    for (int& v : n.shape_sources) v = find(rep, v);
+    std::vector<size_t> key{typeid(*n.primitive).hash_code(), n.outputs.size(), n.inputs.size()};
     for (int v : n.inputs) key.push_back(static_cast<size_t>(v));
+    for (int v : n.shape_sources) key.push_back(static_cast<size_t>(v));
     auto& candidates = seen[key];
     bool merged = false;
     for (size_t c : candidates) {

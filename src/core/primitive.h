@@ -58,6 +58,14 @@ class Primitive {
   virtual bool is_equivalent(const Primitive& other) const { return false; }
   // Output shapes for new input shapes (shapeless compile); throws when not supported.
   virtual std::vector<Shape> output_shapes(const std::vector<array>& inputs);
+  // Arrays, other than the inputs, whose shapes the output shape follows (the ids of those that
+  // still exist): a broadcast an elementwise op inserts follows the other operands. Shapeless compile recomputes the output shapes from them with
+  // shapeless_output_shapes.
+  virtual std::vector<std::uintptr_t> shape_sources() const { return {}; }
+  virtual std::vector<Shape> shapeless_output_shapes(const std::vector<array>& inputs,
+                                                     const std::vector<Shape>& source_shapes) {
+    return output_shapes(inputs);
+  }
 
   // Fusion table entry (compile reads this and nothing else): the header-only functor, in
   // backend/cpu/*_ops.h, that computes one output element of this primitive from one element of

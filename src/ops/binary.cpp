@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "ops/elementwise.h"
+#include "ops/shape.h"
 #include "ops/utils.h"
 #include "tessera/ops.h"
 
@@ -28,7 +29,9 @@ Dtype at_least_float(Dtype t) { return is_floating_point(t) ? t : promote_types(
 std::vector<array> prepare(const char* op, const array& a, const array& b, Dtype dtype,
                            StreamOrDevice s) {
   auto shape = detail::broadcast_shapes(op, a.shape(), b.shape());
-  return {broadcast_to(astype(a, dtype, s), shape, s), broadcast_to(astype(b, dtype, s), shape, s)};
+  const array ca = astype(a, dtype, s), cb = astype(b, dtype, s);
+  return {detail::broadcast_for_elementwise(ca, shape, {&cb}, s),
+          detail::broadcast_for_elementwise(cb, shape, {&ca}, s)};
 }
 
 template <typename P, typename... Args>
@@ -214,9 +217,10 @@ array where(const array& condition, const array& x, const array& y, StreamOrDevi
   auto dtype = promote_types(x.dtype(), y.dtype());
   auto shape = detail::broadcast_shapes(
       "where", detail::broadcast_shapes("where", condition.shape(), x.shape()), y.shape());
-  std::vector<array> inputs{broadcast_to(astype(condition, bool_, s), shape, s),
-                            broadcast_to(astype(x, dtype, s), shape, s),
-                            broadcast_to(astype(y, dtype, s), shape, s)};
+  const array c = astype(condition, bool_, s), cx = astype(x, dtype, s), cy = astype(y, dtype, s);
+  std::vector<array> inputs{detail::broadcast_for_elementwise(c, shape, {&cx, &cy}, s),
+                            detail::broadcast_for_elementwise(cx, shape, {&c, &cy}, s),
+                            detail::broadcast_for_elementwise(cy, shape, {&c, &cx}, s)};
   return array(std::move(shape), dtype, std::make_shared<Select>(to_stream(s)), std::move(inputs));
 }
 

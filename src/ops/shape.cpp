@@ -312,6 +312,40 @@ array broadcast_to(const array& a, const Shape& shape, StreamOrDevice s) {
   return array(shape, a.dtype(), std::make_shared<Broadcast>(to_stream(s), shape), {a});
 }
 
+Broadcast::Broadcast(Stream s, Shape shape, std::initializer_list<const array*> sources)
+    : UnaryPrimitive(s), shape_(std::move(shape)) {
+  size_t i = 0;
+  for (const array* a : sources) {
+    if (i < sources_.size()) sources_[i++] = a->weak_ref();
+  }
+}
+
+std::vector<std::uintptr_t> Broadcast::shape_sources() const {
+  std::vector<std::uintptr_t> ids;
+  for (auto& w : sources_) {
+    if (auto p = w.lock()) ids.push_back(reinterpret_cast<std::uintptr_t>(p.get()));
+  }
+  return ids;
+}
+
+std::vector<Shape> Broadcast::shapeless_output_shapes(const std::vector<array>& inputs,
+                                                      const std::vector<Shape>& source_shapes) {
+  if (source_shapes.empty()) return output_shapes(inputs);
+  Shape shape = inputs[0].shape();
+  for (auto& src : source_shapes) shape = detail::broadcast_shapes("broadcast", shape, src);
+  return {shape};
+}
+
+namespace detail {
+array broadcast_for_elementwise(const array& a, const Shape& shape,
+                                std::initializer_list<const array*> sources, StreamOrDevice s) {
+  if (a.shape() == shape) return a;
+  auto b = broadcast_shapes("broadcast_to", a.shape(), shape);  // checked by the caller too
+  return array(std::move(b), a.dtype(), std::make_shared<Broadcast>(to_stream(s), shape, sources),
+               {a});
+}
+}  // namespace detail
+
 std::vector<array> broadcast_arrays(const std::vector<array>& inputs, StreamOrDevice s) {
   auto shape = detail::broadcast_shapes("broadcast_arrays", inputs);
   std::vector<array> out;

@@ -1,25 +1,40 @@
 // Primitives of the shape family (front ends in shape.cpp, kernels in backend/cpu/shape.cpp).
 #pragma once
 
+#include <array>
+#include <initializer_list>
 #include <string>
 
 #include "core/primitive.h"
 
 namespace tessera {
 
-// View of the input with 0 strides along broadcast dims.
+// View of the input with 0 strides along broadcast dims. One an elementwise op inserts names the
+// other operands as its shape sources (shapeless compile broadcasts against their new shapes).
 class Broadcast : public UnaryPrimitive {
  public:
   Broadcast(Stream s, Shape shape) : UnaryPrimitive(s), shape_(std::move(shape)) {}
+  Broadcast(Stream s, Shape shape, std::initializer_list<const array*> sources);
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Broadcast"; }
   bool is_equivalent(const Primitive& other) const override;
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
+  std::vector<std::uintptr_t> shape_sources() const override;
+  std::vector<Shape> shapeless_output_shapes(const std::vector<array>& inputs,
+                                             const std::vector<Shape>& source_shapes) override;
 
  private:
   Shape shape_;
+  // Weak: a source that has gone (an operand the op did not keep) is simply not one any more.
+  std::array<std::weak_ptr<detail::ArrayDesc>, 2> sources_{};  // inline: no allocation per op
 };
+
+namespace detail {
+// broadcast_to(a, shape) for an elementwise op whose other operands are `sources`.
+array broadcast_for_elementwise(const array& a, const Shape& shape,
+                                std::initializer_list<const array*> sources, StreamOrDevice s);
+}  // namespace detail
 
 // View when the input's strides allow it, else a row-contiguous copy.
 class Reshape : public UnaryPrimitive {

@@ -289,6 +289,16 @@ TEST(Compile, TracesOncePerSignature) {
     expect_close_to_eager(sg({x, y})[0], g({x, y})[0], "shapeless n=" + std::to_string(n));
   }
   EXPECT_EQ(shapeless_calls, 1 + 4);  // one trace; the 4 eager reference calls
+  // Broadcasts the ops insert (scalars, a bias row) follow the other operand's new shape.
+  auto h = [](const std::vector<array>& in) {
+    return std::vector<array>{where(in[0] > 0.0f, in[0] * 2.0f + in[1], in[1] - 1.0f)};
+  };
+  auto sh = compile(h, true);
+  for (int n : {2, 7}) {
+    array x = random_array({n, 3}, float32, 9), bias = random_array({3}, float32, 10);
+    expect_close_to_eager(sh({x, bias})[0], h({x, bias})[0], "shapeless broadcast n=" +
+                                                                 std::to_string(n));
+  }
   sg({random_array({2}, float32, 7), random_array({2}, float32, 8)});  // rank change
   EXPECT_EQ(shapeless_calls, 6);
 }

@@ -1,0 +1,255 @@
+"""mx.compile: results against NumPy and against eager Tessera, tracing once per signature, the
+decorator forms, captured state (a compiled training step), composition with grad, the kernel
+cache shared by processes, and the path without a C++ compiler."""
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from functools import partial
+
+import numpy as np
+import pytest
+
+import tessera.core as mx
+
+
+@pytest.fixture(autouse=True)
+def kernel_cache(tmp_path_factory, monkeypatch):
+    # One cache for the session's tests (kernels built once); subprocesses get their own.
+    d = tmp_path_factory.getbasetemp() / "kernels"
+    monkeypatch.setenv("TESSERA_COMPILE_CACHE_DIR", str(d))
+    yield d
+
+
+def chain(v):
+    return mx.tanh(mx.exp(-v * v) * 0.5 + mx.sin(v) - mx.cos(v) * v / 3 + 1)
+
+
+def chain_np(v):
+    return np.tanh(np.exp(-v * v) * 0.5 + np.sin(v) - np.cos(v) * v / 3 + 1)
+
+
+def test_chain_matches_numpy_and_eager():
+    x = np.random.default_rng(0).standard_normal((300, 7)).astype(np.float32) * 3
+    got = mx.compile(chain)(mx.array(x))
+    np.testing.assert_allclose(np.asarray(got), chain_np(x.astype(np.float64)), rtol=2e-6, atol=2e-6)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(chain(mx.array(x))), rtol=1e-6, atol=1e-6)
+
+
+def test_integer_results_are_bitwise_eager():
+    rng = np.random.default_rng(1)
+    a = mx.array(rng.integers(-1000, 1000, 257, dtype=np.int32))
+    b = mx.array(rng.integers(1, 50, 257, dtype=np.int32))
+
+    def f(a, b):
+        return (a * b + a) % 7, (a // b) ^ (a << 2), mx.maximum(a, b) - mx.abs(a)
+
+    for got, want in zip(mx.compile(f)(a, b), f(a, b)):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    na, nb = np.asarray(a), np.asarray(b)
+    np.testing.assert_array_equal(np.asarray(mx.compile(f)(a, b)[0]), (na * nb + na) % 7)
+
+
+def test_decorator_forms_and_methods():
+    @mx.compile
+    def plain(x):
+        return x * 2 + 1
+
+    @mx.compile(shapeless=True)
+    def no_shape(x):
+        return mx.exp(x) - x
+
+    @partial(mx.compile, shapeless=True)
+    def with_partial(x):
+        return x * x
+
+    class Scale:
+        def __init__(self, k):
+            self.k = k
+
+        @mx.compile
+        def apply(self, x, k):
+            return x * k
+
+    x = mx.array([1.0, 2.0, 3.0])
+    np.testing.assert_allclose(np.asarray(plain(x)), [3, 5, 7])
+    for n in (3, 5):
+        v = mx.arange(n, dtype=mx.float32)
+        np.testing.assert_allclose(np.asarray(no_shape(v)), np.exp(np.arange(n)) - np.arange(n), rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(with_partial(v)), np.arange(n) ** 2)
+    # A plain object is not a tree of arrays: its method gets it as a constant-free argument
+    # only through functools.partial binding; a non-array, non-constant argument is refused.
+    with pytest.raises(ValueError, match="Scale"):
+        Scale(3).apply(x, 3)
+
+
+def test_traces_once_per_signature_and_constants_retrace():
+    calls = []
+
+    def f(x, scale, name=None):
+        calls.append(1)
+        return {"out": x * scale, "tag": name}
+
+    cf = mx.compile(f)
+    x = mx.ones(4)
+    assert cf(x, 2.0)["tag"] is None
+    cf(x + 1, 2.0)
+    assert len(calls) == 1
+    out = cf(x, 3.0)  # a new constant value
+    assert len(calls) == 2
+    np.testing.assert_allclose(np.asarray(out["out"]), [3, 3, 3, 3])
+    assert cf(x, 3.0, name="a")["tag"] == "a"
+    assert len(calls) == 3
+    cf(mx.ones(5), 3.0)  # a new shape
+    assert len(calls) == 4
+    cf(mx.ones(5, dtype=mx.float16), 3.0)  # a new dtype
+    assert len(calls) == 5
+
+
+def test_shapeless_recompiles_only_on_rank_or_dtype():
+    calls = []
+
+    def f(x, y):
+        calls.append(1)
+        return mx.exp(x) * y + x
+
+    cf = mx.compile(f, shapeless=True)
+    for n in (2, 9, 33):
+        x = np.linspace(-1, 1, 2 * n, dtype=np.float32).reshape(n, 2)
+        got = cf(mx.array(x), mx.array(x * 2))
+        np.testing.assert_allclose(np.asarray(got), np.exp(x) * x * 2 + x, rtol=1e-6)
+    assert len(calls) == 1
+    cf(mx.ones(3), mx.ones(3))
+    assert len(calls) == 2
+    # Scalars and a broadcast bias follow the new shapes.
+    g = mx.compile(lambda x, b: mx.maximum(x * 2 + b, 0.5), shapeless=True)
+    for n in (2, 5):
+        x = np.arange(3 * n, dtype=np.float32).reshape(n, 3) - 4
+        b = np.array([0.5, -1.0, 2.0], dtype=np.float32)
+        np.testing.assert_allclose(np.asarray(g(mx.array(x), mx.array(b))), np.maximum(x * 2 + b, 0.5))
+
+
+def test_captured_state_training_step_matches_eager():
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((64, 3)).astype(np.float32)
+    w_true = np.array([[1.5], [-2.0], [0.5]], dtype=np.float32)
+    Y = X @ w_true + 0.1
+
+    def loss(params, x, y):
+        return mx.mean(mx.square(x @ params["w"] + params["b"] - y))
+
+    def run(compiled):
+        params = {"w": mx.zeros((3, 1)), "b": mx.zeros((1,))}
+        state = [params]
+
+        def step(x, y):
+            lval, grads = mx.value_and_grad(loss)(state[0], x, y)
+            state[0] = {k: state[0][k] - 0.1 * grads[k] for k in grads}
+            return lval
+
+        if compiled:
+            step = mx.compile(step, inputs=state, outputs=state)
+        losses = []
+        for _ in range(60):
+            losses.append(step(mx.array(X), mx.array(Y)).item())
+        return state[0], losses
+
+    (p_c, l_c), (p_e, l_e) = run(True), run(False)
+    np.testing.assert_allclose(l_c, l_e, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(p_c["w"]), w_true, atol=0.02)
+    np.testing.assert_allclose(np.asarray(p_c["b"]), [0.1], atol=0.02)
+    assert l_c[-1] < l_c[0] * 0.01
+
+
+def test_grad_of_compiled_and_compiled_grad():
+    def f(x, y):
+        return mx.sum(mx.sin(x) * y + mx.exp(-x * y))
+
+    x, y = mx.array([0.1, 0.5, -1.0]), mx.array([2.0, -1.0, 0.3])
+    want = mx.grad(f, argnums=(0, 1))(x, y)
+    for got in (mx.grad(mx.compile(f), argnums=(0, 1))(x, y), mx.compile(mx.grad(f, argnums=(0, 1)))(x, y)):
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6, atol=1e-7)
+    xn, yn = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    dx = np.cos(xn) * yn - yn * np.exp(-xn * yn)
+    np.testing.assert_allclose(np.asarray(want[0]), dx, rtol=1e-5)
+
+
+def test_disable_and_enable_compile():
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        return x + 1
+
+    cf = mx.compile(f)
+    mx.disable_compile()
+    try:
+        cf(mx.array(1.0))
+        cf(mx.array(1.0))
+        assert len(calls) == 2
+    finally:
+        mx.enable_compile()
+    cf(mx.array(1.0))
+    cf(mx.array(1.0))
+    assert len(calls) == 3
+
+
+def test_eval_inside_compiled_function_is_an_error():
+    @mx.compile
+    def f(x):
+        return x * mx.sum(x).item()
+
+    with pytest.raises(ValueError, match=r"\[compile\]"):
+        f(mx.array([1.0, 2.0]))
+
+
+SCRIPT = textwrap.dedent(
+    """
+    import sys, time
+    import numpy as np
+    import tessera.core as mx
+    start = float(sys.argv[1])
+    while time.time() < start:
+        time.sleep(0.001)
+    x = np.linspace(-2, 2, 1000, dtype=np.float32)
+    got = mx.compile(lambda v: mx.tanh(v * 1.2345 + mx.sin(v)) * 2)(mx.array(x))
+    np.testing.assert_allclose(np.asarray(got), np.tanh(x * 1.2345 + np.sin(x)) * 2, rtol=1e-5, atol=1e-6)
+    got = mx.compile(lambda v: mx.exp(v) * 2 + v)(mx.array(x))
+    np.testing.assert_allclose(np.asarray(got), np.exp(x) * 2 + x, rtol=1e-5, atol=1e-6)
+    print("ok")
+    """
+)
+
+
+def run_script(env, args=()):
+    return subprocess.Popen(
+        [sys.executable, "-c", SCRIPT, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def test_four_processes_build_the_same_kernels_at_once(tmp_path):
+    env = dict(os.environ, TESSERA_COMPILE_CACHE_DIR=str(tmp_path / "cache"), TESSERA_NUM_THREADS="1")
+    start = str(time.time() + 1.0)
+    procs = [run_script(env, [start]) for _ in range(4)]
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        assert out.strip() == "ok"
+    files = sorted(os.listdir(tmp_path / "cache"))
+    assert len(files) == 2 and all(f.endswith(".so") for f in files), files  # no temporaries
+
+
+def test_without_a_compiler_warns_once_and_runs_unfused(tmp_path):
+    env = dict(os.environ, PATH=str(tmp_path), TESSERA_COMPILE_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop("TESSERA_COMPILE_CXX", None)
+    p = run_script(env, ["0"])
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    assert out.strip() == "ok"
+    assert err.count("no C++ compiler found") == 1, err
+    assert "c++, g++ and clang++" in err
+    assert not (tmp_path / "cache").exists() or not os.listdir(tmp_path / "cache")
