@@ -18,5 +18,6 @@
 #include "tessera/ops.h"
 #include "tessera/random.h"
 #include "tessera/stream.h"
+#include "tessera/trace.h"
 #include "tessera/transforms.h"
 #include "tessera/utils.h"

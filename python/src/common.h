@@ -60,6 +60,7 @@ void init_array(nb::module_& m);
 void init_ops(nb::module_& m);
 void init_transforms(nb::module_& m);
 void init_compile(nb::module_& m);
+void init_trace(nb::module_& m);
 void init_random(nb::module_& m);
 void init_linalg(nb::module_& m);
 void init_fast(nb::module_& m);

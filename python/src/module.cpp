@@ -12,6 +12,7 @@ NB_MODULE(core, m) {
   init_ops(m);
   init_transforms(m);
   init_compile(m);
+  init_trace(m);
   init_random(m);
   init_linalg(m);
   init_fast(m);

@@ -11,6 +11,7 @@
 #include "backend/cpu/compiled/jit.h"
 #include "compile/compiled.h"
 #include "compile/graph.h"
+#include "core/trace.h"
 #include "tessera/config.h"
 #include "tessera/stream.h"
 
@@ -58,6 +59,8 @@ bool matches(const Entry& e, const std::vector<array>& inputs, bool shapeless,
 std::shared_ptr<const Entry> trace(const CompileFn& fun, const std::vector<array>& inputs,
                                    std::vector<uint64_t> constants, CompileMode mode) {
   ++g_traces;
+  trace::instant("compile", "compile: trace (cache miss)",
+                 "\"inputs\":" + std::to_string(inputs.size()));
   auto e = std::make_shared<Entry>();
   e->constants = std::move(constants);
   std::vector<array> stand_ins;

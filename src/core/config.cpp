@@ -95,6 +95,9 @@ std::vector<VarInfo> build_registry() {
       path_var("TESSERA_COMPILE_CXX", "", "", "compile", kUsed,
                "C++ compiler that builds fused kernels (a name looked up in PATH, or a path); "
                "unset means the first of c++, g++, clang++ in PATH."),
+      path_var("TESSERA_TRACE", "", "", "core", kUsed,
+               "Record a timeline of every kernel and collective (Chrome trace / Perfetto JSON) "
+               "and write it to this path at exit; tessera launch --trace sets it per rank."),
       path_var("PATH", "", "", "system", kUsed,
                "Set by the system. compile looks for the C++ compiler in it."),
       path_var("HOME", "", "", "system", kUsed,

@@ -2,12 +2,14 @@
 // outputs, at most TESSERA_BFS_MAX_WIDTH wide, then depth-first), detach it, and hand each node
 // to its stream's worker. Kernel errors travel to every dependent and surface in wait().
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "core/interrupt.h"
 #include "core/scheduler.h"
+#include "core/trace.h"
 #include "core/transforms_impl.h"
 #include "core/primitive.h"
 #include "tessera/config.h"
@@ -24,6 +26,25 @@ bool needs_eval(const array& a) {
   return a.status() == array::Status::unscheduled && a.has_primitive();
 }
 
+// The trace slice of a kernel: its primitive, output shapes and dtypes, bytes written.
+void trace_kernel(const detail::Node& node, const std::vector<array>& outputs, int64_t t0) {
+  const int64_t t1 = trace::now_ns();
+  trace::current_kernel() = nullptr;
+  std::ostringstream name, args;
+  node.primitive->print(name);
+  size_t bytes = 0;
+  args << "\"outputs\":[";
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const array& o = outputs[i];
+    bytes += o.nbytes();
+    args << (i ? "," : "") << "\"" << dtype_name(o.dtype()) << '(';
+    for (size_t d = 0; d < o.ndim(); ++d) args << (d ? "," : "") << o.shape()[d];
+    args << ")\"";
+  }
+  args << "],\"bytes\":" << bytes;
+  trace::slice("kernel", name.str(), t0, t1, args.str());
+}
+
 // One node's kernel on its stream's worker thread.
 void run_node(const std::shared_ptr<detail::Node>& node, std::vector<array>& outputs) {
   std::exception_ptr error;
@@ -37,11 +58,14 @@ void run_node(const std::shared_ptr<detail::Node>& node, std::vector<array>& out
         std::string("[eval] interrupted (SIGINT) before ") + node->primitive->name() + " ran"));
   }
   if (!error) {
+    const int64_t t0 = trace::on() ? trace::now_ns() : 0;
+    if (t0) trace::current_kernel() = node->primitive->name();
     try {
       node->primitive->eval(node->inputs, outputs);
     } catch (...) {
       error = std::current_exception();
     }
+    if (t0) trace_kernel(*node, outputs, t0);
   }
   for (auto& o : outputs) {
     if (error) o.set_error(error);

@@ -3,6 +3,7 @@
 #include "core/scheduler.h"
 
 #include "core/fork.h"
+#include "core/trace.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -64,6 +65,7 @@ class StreamWorker {
 
  private:
   void run() {
+    trace::set_thread_name("stream");
     for (;;) {
       std::function<void()> f;
       {

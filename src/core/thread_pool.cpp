@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/fork.h"
+#include "core/trace.h"
 #include "tessera/config.h"
 
 namespace tessera::detail {
@@ -47,6 +48,7 @@ class ThreadPool {
  private:
   void run() {
     tl_in_pool_chunk = true;
+    trace::set_thread_name("pool");
     for (;;) {
       std::function<void()> f;
       {
@@ -125,9 +127,14 @@ void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_
   size_t per = (n + chunks - 1) / chunks;
   for (size_t c = 1; c < chunks; ++c) {
     size_t b = c * per, e = std::min(n, b + per);
-    pool().submit([&sh, &f, b, e] {
+    pool().submit([&sh, &f, b, e, kernel = trace::current_kernel()] {
       try {
+        const int64_t t0 = trace::on() ? trace::now_ns() : 0;
         if (b < e) f(b, e);
+        if (t0) {
+          trace::slice("pool", kernel ? kernel : "parallel_for", t0, trace::now_ns(),
+                       "\"elements\":" + std::to_string(e - b));
+        }
       } catch (...) {
         std::lock_guard<std::mutex> l(sh.mu);
         if (!sh.error) sh.error = std::current_exception();

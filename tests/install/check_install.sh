@@ -10,6 +10,8 @@ src=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 unset LD_LIBRARY_PATH
+# Kernels compile builds stay here (and the installed tree's headers are the ones it must use).
+export TESSERA_COMPILE_CACHE_DIR="$tmp/kernels"
 cmake --install "$build" --prefix "$tmp/prefix" > "$tmp/install.log"
 libdir=$(ls -d "$tmp"/prefix/lib* | head -n 1)
 cmake -S "$src/tests/install/consumer" -B "$tmp/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$tmp/prefix" > /dev/null
@@ -36,6 +38,9 @@ for f in "$tmp"/snippet_*.cpp; do
   fi
   if ! (cd "$tmp" && timeout 60 "$exe") > "$exe.out" 2>&1; then  # files they write land in $tmp
     echo "snippet $(basename "$f") failed:"; cat "$f"; cat "$exe.out"; exit 1
+  fi
+  if grep -q "warning" "$exe.out"; then  # e.g. compile's fused kernels not building
+    echo "snippet $(basename "$f") warned:"; cat "$exe.out"; exit 1
   fi
   n=$((n + 1))
 done

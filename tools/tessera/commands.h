@@ -12,4 +12,7 @@ namespace tessera::cli {
 int env_command(const std::vector<std::string>& args);
 int launch_command(const std::vector<std::string>& args);
 
+// Merges DIR/rank0.json ... rank<n-1>.json into DIR/trace.json (launch --trace); returns its path.
+std::string merge_rank_traces(const std::string& dir, int n);
+
 }  // namespace tessera::cli

@@ -31,7 +31,7 @@ namespace {
 const char* kLaunchUsage =
     "usage: tessera launch -n N [--backend ring] [--env K=V]... [--starting-port P]\n"
     "                      [--connections-per-ip C] [--cpu-bind auto|none] [--verbose]\n"
-    "                      [--no-prefix] [--grace S] [--mlx] [--] program [args...]\n"
+    "                      [--no-prefix] [--grace S] [--mlx] [--trace DIR] [--] program [args...]\n"
     "Runs N ranks of `program` on this host. A program ending in .py runs with $TESSERA_PYTHON\n"
     "(default python3; the command of the Python package sets its own interpreter); with --mlx\n"
     "it runs through `python -m tessera.mlx`, so `import mlx.core` gives Tessera.\n"
@@ -41,7 +41,9 @@ const char* kLaunchUsage =
     "SIGKILL after --grace seconds (default 5), and the exit status is the first failure's.\n"
     "--cpu-bind auto (the default) gives each rank its own share of the CPUs this launcher may\n"
     "use (N contiguous groups; with more ranks than CPUs, CPU rank mod count), so the kernel\n"
-    "cannot stack communicating ranks on one CPU; --cpu-bind none leaves placement to it.\n";
+    "cannot stack communicating ranks on one CPU; --cpu-bind none leaves placement to it.\n"
+    "--trace DIR records a timeline of every kernel and collective: DIR/rank<r>.json per rank\n"
+    "and DIR/trace.json with one process per rank on a common clock (Chrome trace / Perfetto).\n";
 
 // The CPUs this process may run on, ascending.
 std::vector<int> allowed_cpus() {
@@ -171,7 +173,7 @@ int launch_command(const std::vector<std::string>& args) {
   int n = 0, connections = 1, starting_port = 0;
   double grace = 5.0;
   bool verbose = false, prefix = true, bind = true, mlx = false;
-  std::string backend = "ring";
+  std::string backend = "ring", trace_dir;
   std::vector<std::string> extra_env, program;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -215,6 +217,8 @@ int launch_command(const std::vector<std::string>& args) {
       prefix = false;
     } else if (a == "--mlx") {
       mlx = true;
+    } else if (a == "--trace") {
+      trace_dir = value(a);
     } else if (a == "--") {
       program.assign(args.begin() + static_cast<long>(i) + 1, args.end());
       break;
@@ -251,7 +255,7 @@ int launch_command(const std::vector<std::string>& args) {
   std::vector<std::string> base_env;
   const std::vector<std::string> ours = {"TESSERA_RANK",      "MLX_RANK",           "TESSERA_HOSTFILE",
                                          "MLX_HOSTFILE",      "TESSERA_WORLD_SIZE", "MLX_WORLD_SIZE",
-                                         "TESSERA_JOB_TOKEN", "TESSERA_RING_VERBOSE"};
+                                         "TESSERA_JOB_TOKEN", "TESSERA_RING_VERBOSE", "TESSERA_TRACE"};
   bool memory_limit_given = false;
   std::string path_env = "/usr/bin:/bin";
   for (char** e = environ; *e; ++e) {
@@ -262,6 +266,15 @@ int launch_command(const std::vector<std::string>& args) {
     if (k == "PATH") path_env = kv.substr(5);  // execvp searches the launcher's own PATH
   }
   check_program(program[0], path_env);
+  if (!trace_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(trace_dir, ec);
+    if (ec) {
+      throw std::invalid_argument("[launch] --trace: cannot create the directory '" + trace_dir +
+                                  "': " + ec.message());
+    }
+    trace_dir = std::filesystem::absolute(trace_dir).string();
+  }
   for (const auto& kv : extra_env) memory_limit_given |= kv.rfind("TESSERA_MEMORY_LIMIT_MB=", 0) == 0;
   // Every local rank would default to 0.8 x RAM, so n of them could together ask for 0.8 n x RAM
   // and meet the kernel's OOM killer instead of our clear error: each gets its share instead.
@@ -309,6 +322,9 @@ int launch_command(const std::vector<std::string>& args) {
     specs[r].env.push_back("TESSERA_JOB_TOKEN=" + token);
     if (verbose) specs[r].env.push_back("TESSERA_RING_VERBOSE=1");
     for (auto& kv : extra_env) specs[r].env.push_back(kv);
+    if (!trace_dir.empty()) {
+      specs[r].env.push_back("TESSERA_TRACE=" + trace_dir + "/rank" + std::to_string(r) + ".json");
+    }
     specs[r].cpus = cpus_for_rank(cpus, n, r);
     if (verbose && !specs[r].cpus.empty()) {
       std::string list;
@@ -321,6 +337,9 @@ int launch_command(const std::vector<std::string>& args) {
   opt.grace_seconds = grace;
   opt.verbose = verbose;
   int code = supervise(specs, opt);
+  if (!trace_dir.empty()) {
+    std::fprintf(stderr, "[launch] trace: %s\n", merge_rank_traces(trace_dir, n).c_str());
+  }
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
   return code;

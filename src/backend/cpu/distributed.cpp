@@ -1,6 +1,10 @@
 // CPU kernels of the collectives: lay the data out row-contiguously (in place when the input
 // can be donated), then let the group's backend move the bytes. They run on the stream worker.
+#include <algorithm>
+#include <string>
+
 #include "backend/cpu/copy.h"
+#include "core/trace.h"
 #include "distributed/primitives.h"
 
 namespace tessera::distributed {
@@ -19,56 +23,100 @@ void prepare_in_place(const array& in, array& out) {
 
 detail::GroupImpl& impl(const Group& g) { return *g.raw_group(); }
 
+// A collective's trace slice (when tracing): op, bytes, peer, and the part of its duration spent
+// waiting for peers (summed over the threads that wait, at most the duration) versus moving data.
+class CollectiveTrace {
+ public:
+  CollectiveTrace(const char* op, const Group& g, size_t bytes, int peer = -1)
+      : op_(op), bytes_(bytes), peer_(peer), rank_(g.rank()), size_(g.size()) {
+    if (trace::on()) {
+      t0_ = trace::now_ns();
+      w0_ = trace::wait_ns();
+    }
+  }
+  CollectiveTrace(const CollectiveTrace&) = delete;
+  CollectiveTrace& operator=(const CollectiveTrace&) = delete;
+  ~CollectiveTrace() {
+    if (!t0_) return;
+    const int64_t t1 = trace::now_ns();
+    const int64_t wait = std::min(trace::wait_ns() - w0_, t1 - t0_);
+    std::string args = "\"bytes\":" + std::to_string(bytes_) + ",\"rank\":" +
+                       std::to_string(rank_) + ",\"group_size\":" + std::to_string(size_);
+    if (peer_ >= 0) args += ",\"peer\":" + std::to_string(peer_);
+    args += ",\"wait_us\":" + std::to_string(wait / 1000) +
+            ",\"move_us\":" + std::to_string((t1 - t0_ - wait) / 1000);
+    trace::slice("collective", op_, t0_, t1, args);
+  }
+
+ private:
+  const char* op_;
+  size_t bytes_;
+  int peer_, rank_, size_;
+  int64_t t0_ = 0, w0_ = 0;
+};
+
 }  // namespace
 
 void AllReduce::eval_cpu(const std::vector<array>& inputs, array& out) {
   const array& in = inputs[0];
+  const char* op = op_ == detail::ReduceOp::sum   ? "all_sum"
+                   : op_ == detail::ReduceOp::max ? "all_max"
+                                                  : "all_min";
   if (in.flags().row_contiguous && !in.is_donatable()) {
     out.set_data(allocator::malloc(out.nbytes()));
+    CollectiveTrace t(op, group(), in.nbytes());
     impl(group()).all_reduce(in.raw_data(), out.raw_data(), in.size(), in.dtype(), op_);
     return;
   }
   prepare_in_place(in, out);
+  CollectiveTrace t(op, group(), in.nbytes());
   impl(group()).all_reduce(out.raw_data(), out.raw_data(), out.size(), out.dtype(), op_);
 }
 
 void AllGather::eval_cpu(const std::vector<array>& inputs, array& out) {
   array in = cpu::ensure_row_contiguous(inputs[0]);
   out.set_data(allocator::malloc(out.nbytes()));
+  CollectiveTrace t("all_gather", group(), out.nbytes());
   impl(group()).all_gather(in.raw_data(), out.raw_data(), in.nbytes());
 }
 
 void ReduceScatter::eval_cpu(const std::vector<array>& inputs, array& out) {
   array in = cpu::ensure_row_contiguous(inputs[0]);
   out.set_data(allocator::malloc(out.nbytes()));
+  CollectiveTrace t("sum_scatter", group(), in.nbytes());
   impl(group()).reduce_scatter(in.raw_data(), out.raw_data(), out.size(), out.dtype(),
                                detail::ReduceOp::sum);
 }
 
 void Send::eval_cpu(const std::vector<array>& inputs, array& out) {
   array in = cpu::ensure_row_contiguous(inputs[0]);
+  CollectiveTrace t("send", group(), in.nbytes(), dst_);
   impl(group()).send(in.raw_data(), in.nbytes(), in.dtype(), dst_);
   out.copy_shared_buffer(in);
 }
 
 void Recv::eval_cpu(const std::vector<array>&, array& out) {
   out.set_data(allocator::malloc(out.nbytes()));
+  CollectiveTrace t("recv", group(), out.nbytes(), src_);
   impl(group()).recv(out.raw_data(), out.nbytes(), out.dtype(), src_);
 }
 
 void Broadcast::eval_cpu(const std::vector<array>& inputs, array& out) {
   prepare_in_place(inputs[0], out);
+  CollectiveTrace t("broadcast", group(), out.nbytes(), root_);
   impl(group()).broadcast(out.raw_data(), out.nbytes(), root_);
 }
 
 void AllToAll::eval_cpu(const std::vector<array>& inputs, array& out) {
   array in = cpu::ensure_row_contiguous(inputs[0]);
   out.set_data(allocator::malloc(out.nbytes()));
+  CollectiveTrace t("all_to_all", group(), in.nbytes());
   impl(group()).all_to_all(in.raw_data(), out.raw_data(), in.nbytes() / group().size());
 }
 
 void Barrier::eval_cpu(const std::vector<array>&, array& out) {
   out.set_data(allocator::malloc(0));
+  CollectiveTrace t("barrier", group(), 0);
   impl(group()).barrier();
 }
 

@@ -1,4 +1,5 @@
 // The pipelined duplex engine (see stream.h).
+#include "core/trace.h"
 #include "distributed/ring/stream.h"
 
 #include <poll.h>
@@ -267,6 +268,7 @@ void run_stream(Stream& st, const StreamEnv& env) {
     if (want_in) pf[np++] = {st.recv_link->sock.fd(), POLLIN, 0};
     if (np == 0) continue;  // cannot happen: a pending side without progress wants I/O
     int rc = 0;
+    trace::WaitScope waiting;
     for (int waited = 0;;) {  // in slices, so that an interrupt is seen within one
       const int slice = timeout_ms < 0 ? kInterruptSliceMs : std::min(kInterruptSliceMs, timeout_ms - waited);
       rc = ::poll(pf, static_cast<nfds_t>(np), slice);

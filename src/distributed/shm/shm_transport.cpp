@@ -1,4 +1,5 @@
 // Shared-memory collectives for ranks on one host (see shm_transport.h).
+#include "core/trace.h"
 #include "distributed/shm/shm_transport.h"
 
 #include <fcntl.h>
@@ -293,6 +294,7 @@ void ShmTransport::wait_for(int peer, Counter c, uint64_t target64, const WireHe
 
 void ShmTransport::wait_word(int peer, std::atomic<uint32_t>& w, uint64_t target64,
                              const WireHeader& mine, uint64_t unit, bool tiny) {
+  trace::WaitScope waiting;
   Control* ctl = segs_[static_cast<size_t>(peer)]->ctrl;
   const auto target = static_cast<uint32_t>(target64);
   // A first burst of polls without reading the clock: most waits end within it (not when

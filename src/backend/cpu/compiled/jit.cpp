@@ -22,6 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/trace.h"
 #include "distributed/sha256.h"
 #include "tessera/config.h"
 
@@ -236,7 +237,9 @@ FusedKernel build(const Toolchain& t, const std::string& dir, const std::string&
   std::vector<std::string> argv{t.cxx};
   argv.insert(argv.end(), t.args.begin(), t.args.end());
   argv.insert(argv.end(), {src, "-o", obj});
+  const int64_t t0 = trace::on() ? trace::now_ns() : 0;
   const int rc = run_compiler(argv, log);
+  if (t0) trace::slice("compile", "compile: compiler run", t0, trace::now_ns(), "\"kernel\":\"" + key + "\"");
   std::string out = read_file(log);
   std::error_code ec;
   fs::remove(src, ec);
@@ -301,6 +304,7 @@ FusedKernel load(const std::string& source) {
     k = open_kernel(path);
     if (k) {
       ++g_disk_hits;
+      trace::instant("compile", "compile: kernel from the disk cache", "\"kernel\":\"" + key + "\"");
       fs::last_write_time(path, fs::file_time_type::clock::now(), ec);  // recently used
     }
   }
