@@ -129,6 +129,8 @@ To cast_scalar(const From& v) {
     return cast_scalar<To>(v.real());
   } else if constexpr (std::is_same_v<To, bool>) {
     return static_cast<float>(v) != 0.0f || static_cast<double>(v) != 0.0;
+  } else if constexpr (std::is_same_v<From, bool>) {
+    return v ? static_cast<To>(1.0f) : static_cast<To>(0.0f);  // (a select vectorises)
   } else if constexpr (std::is_same_v<From, float16_t> || std::is_same_v<From, bfloat16_t>) {
     return static_cast<To>(static_cast<float>(v));
   } else {

@@ -140,10 +140,14 @@ struct PyCompiled {
         outs = tree_arrays(result);
         if (!outputs.is_none()) new_state = tree_arrays(outputs);
       } catch (...) {
-        if (!inputs.is_none()) tree_fill(inputs, state);
+        if (!inputs.is_none() && tree_arrays(inputs).size() == state.size()) {
+          tree_fill(inputs, state);
+        }
         throw;
       }
-      if (!inputs.is_none()) tree_fill(inputs, state);  // the containers hold no stand-ins
+      // The containers hold no stand-ins afterwards (state the function added is replaced when
+      // the outputs are written back).
+      if (!inputs.is_none() && tree_arrays(inputs).size() == state.size()) tree_fill(inputs, state);
       structures[key] = {structure_of(result), outs.size()};
       outs.insert(outs.end(), new_state.begin(), new_state.end());
       return outs;
@@ -177,7 +181,15 @@ void init_compile(nb::module_& m) {
       .def("__get__", [](nb::handle self, nb::handle instance, nb::handle) {
         return bind_method(self, instance);
       }, "instance"_a.none(), "owner"_a.none() = nb::none())
-      .def_prop_ro("__wrapped__", [](const PyCompiled& c) { return c.fun; });
+      .def_prop_ro("__wrapped__", [](const PyCompiled& c) { return c.fun; })
+      // The original's docstring, name and qualified name (instances of the class have no
+      // __name__ of their own, so __getattr__ supplies it).
+      .def_prop_ro("__doc__", [](const PyCompiled& c) { return nb::getattr(c.fun, "__doc__", nb::none()); })
+      .def("__getattr__", [](const PyCompiled& c, const std::string& name) -> nb::object {
+        if (name == "__name__" || name == "__qualname__") return nb::getattr(c.fun, name.c_str());
+        throw nb::attribute_error(("'_CompiledFunction' object has no attribute '" + name + "'").c_str());
+      });
+
 
   m.def(
       "compile",

@@ -33,6 +33,8 @@ nb::object tree_replace(nb::handle t, const std::vector<array>& leaves, size_t* 
   if (nb::isinstance<nb::list>(t)) {
     nb::list out;
     for (nb::handle e : t) out.append(tree_replace(e, leaves, pos));
+    // Subclasses of list keep their type (as MLX's trees do).
+    if (!PyList_CheckExact(t.ptr())) return t.type()(out);
     return out;
   }
   if (nb::isinstance<nb::tuple>(t)) {

@@ -504,6 +504,21 @@ int mode_setupkill() {
   if (fd < 0 || ftruncate(fd, 4096) != 0) return 1;
   std::printf("rank %d pid %d\n", g_rank, static_cast<int>(getpid()));
   std::fflush(stdout);
+  // Both ranks print before either dies: the launcher stops the survivor of the first death,
+  // and the test needs every pid. Wait (bounded) until every rank's segment exists.
+  for (int i = 0; i < 400; ++i) {
+    int seen = 0;
+    if (DIR* d = opendir("/dev/shm")) {
+      while (dirent* e = readdir(d)) {
+        const std::string n = e->d_name;
+        seen += n.rfind("tessera-", 0) == 0 && n.size() > 17 &&
+                n.compare(n.size() - 17, 17, "-00000000deadbeef") == 0;
+      }
+      closedir(d);
+    }
+    if (seen >= g_size) break;
+    usleep(5000);
+  }
   raise(SIGKILL);
   return 1;
 }

@@ -253,3 +253,24 @@ def test_without_a_compiler_warns_once_and_runs_unfused(tmp_path):
     assert err.count("no C++ compiler found") == 1, err
     assert "c++, g++ and clang++" in err
     assert not (tmp_path / "cache").exists() or not os.listdir(tmp_path / "cache")
+
+
+def test_state_the_function_adds_and_attributes_and_tree_types():
+    state = {}
+
+    @partial(mx.compile, inputs=state, outputs=state)
+    def accumulate(x):
+        """Adds x to the state."""
+        y = state.get("y", mx.array(0))
+        state["y"] = x + y
+        return x + 2 * y
+
+    assert accumulate(mx.array(1)).item() == 1 and state["y"].item() == 1
+    assert accumulate(mx.array(1)).item() == 3 and state["y"].item() == 2  # traced again: new state
+    assert accumulate.__name__ == "accumulate" and accumulate.__doc__ == "Adds x to the state."
+
+    class Pair(list):
+        pass
+
+    out = mx.compile(lambda p: Pair([p[0] + 1, p[1] * 2]))(Pair([mx.array(1), mx.array(2)]))
+    assert isinstance(out, Pair) and [v.item() for v in out] == [2, 4]
