@@ -64,6 +64,38 @@ std::vector<array> Compiled::unfused(const std::vector<array>& inputs) const {
   return outs;
 }
 
+CompiledReduce::CompiledReduce(Stream s, std::vector<Dtype> input_dtypes,
+                               std::vector<FusedStep> steps, int output,
+                               std::shared_ptr<Primitive> reduce, FusedReduce op,
+                               std::vector<int> axes)
+    : Compiled(s, std::move(input_dtypes), std::move(steps), {output}),
+      reduce_(std::move(reduce)),
+      op_(op),
+      axes_(std::move(axes)) {
+  program_ += op_ == FusedReduce::sum ? ";reduce sum" : op_ == FusedReduce::max ? ";reduce max"
+                                                                                 : ";reduce min";
+  for (int a : axes_) program_ += " " + std::to_string(a);
+}
+
+void CompiledReduce::print(std::ostream& os) const {
+  Compiled::print(os);
+  os << "+";
+  reduce_->print(os);
+}
+
+std::vector<Shape> CompiledReduce::output_shapes(const std::vector<array>& inputs) {
+  Shape out = inputs.at(0).shape();
+  for (int a : axes_) out[a] = 1;
+  return {out};
+}
+
+std::vector<array> CompiledReduce::unfused(const std::vector<array>& inputs) const {
+  array v = Compiled::unfused(inputs)[0];
+  Shape shape = v.shape();
+  for (int a : axes_) shape[a] = 1;
+  return {array(std::move(shape), v.dtype(), reduce_, {v})};
+}
+
 std::vector<array> Compiled::vjp(const std::vector<array>& primals,
                                  const std::vector<array>& cotangents,
                                  const std::vector<int>& argnums, const std::vector<array>&) {

@@ -51,9 +51,9 @@ class Compiled : public Primitive {
   const std::string& program() const { return program_; }
   std::vector<Dtype> output_dtypes() const;
   // The steps as ordinary lazy ops on `inputs` (the transforms differentiate and batch these).
-  std::vector<array> unfused(const std::vector<array>& inputs) const;
+  virtual std::vector<array> unfused(const std::vector<array>& inputs) const;
 
- private:
+ protected:
   std::vector<Dtype> input_dtypes_;
   std::vector<FusedStep> steps_;
   std::vector<int> outputs_;
@@ -62,6 +62,28 @@ class Compiled : public Primitive {
   std::mutex kernels_mutex_;
   std::unordered_map<std::string, cpu::FusedKernel> kernels_;
   friend struct CompiledKernels;
+};
+
+// A Compiled run whose one output is reduced (sum, max or min over `axes`, kept as size-1 dims)
+// in the same loop: the elementwise values are never written to memory. `reduce` is the
+// reduction's own primitive (its output shapes and derivatives, and the fallback).
+class CompiledReduce : public Compiled {
+ public:
+  CompiledReduce(Stream s, std::vector<Dtype> input_dtypes, std::vector<FusedStep> steps,
+                 int output, std::shared_ptr<Primitive> reduce, FusedReduce op,
+                 std::vector<int> axes);
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
+  const char* name() const override { return "CompiledReduce"; }
+  void print(std::ostream& os) const override;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
+  std::vector<array> unfused(const std::vector<array>& inputs) const override;
+  FusedReduce op() const { return op_; }
+  const std::vector<int>& axes() const { return axes_; }
+
+ private:
+  std::shared_ptr<Primitive> reduce_;
+  FusedReduce op_;
+  std::vector<int> axes_;
 };
 
 // The traced function's view of input `index`: shape and dtype, no value. Evaluating it (or

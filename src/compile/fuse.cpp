@@ -1,5 +1,6 @@
 // Fusion (graph.h): elementwise nodes of one shape and stream join regions, each region of two
-// or more nodes becomes one Compiled node. A node joins the regions of its producers only when
+// or more nodes becomes one Compiled node (a region feeding only a sum / max / min becomes one
+// CompiledReduce with it). A node joins the regions of its producers only when
 // no path leaves those regions and comes back into them through other nodes, so the fused graph
 // has no cycle. Which primitives are elementwise comes from the fusion table (fused_functor()),
 // never from a list here.
@@ -118,9 +119,44 @@ void fuse(Graph& g) {
   for (size_t i = 0; i < nn; ++i) {
     if (region[i] >= 0) members[rg.find(region[i])].push_back(static_cast<int>(i));
   }
+  // A region whose one value read outside it is read only by a fusable reduction (the table's
+  // fused_reduction) folds that reduction into its loop, even as a single node: sum(x * x)
+  // never writes x * x.
+  std::vector<std::vector<int>> readers(nv);
+  for (size_t i = 0; i < nn; ++i) {
+    for (int v : g.nodes[i].inputs) readers[v].push_back(static_cast<int>(i));
+  }
+  const std::unordered_set<int> is_output(g.outputs.begin(), g.outputs.end());
+  std::vector<int> reduce_of(nn, -1);  // per region root: the reduction it folds in
+  std::vector<char> folded(nn, 0);     // reductions folded into a region
+  for (size_t r = 0; r < nn; ++r) {
+    if (members[r].empty()) continue;
+    std::vector<int> read_outside;
+    for (int m : members[r]) {
+      const int v = g.nodes[m].outputs[0];
+      bool outside = is_output.count(v) != 0;
+      for (int c : readers[v]) outside = outside || region[c] < 0 || rg.find(region[c]) != int(r);
+      if (outside) read_outside.push_back(v);
+    }
+    if (read_outside.size() != 1) continue;
+    const int v = read_outside[0];
+    if (is_output.count(v) || readers[v].size() != 1) continue;
+    const int red = readers[v][0];
+    const GraphNode& n = g.nodes[red];
+    std::vector<int> axes;
+    const auto op = n.primitive->fused_reduction(&axes);
+    const Dtype d = g.dtypes[v];
+    if (op == Primitive::FusedReduce::none || n.outputs.size() != 1 || n.inputs.size() != 1 ||
+        (d != float32 && d != float64) || g.dtypes[n.outputs[0]] != d ||
+        n.primitive->stream() != g.nodes[members[r][0]].primitive->stream()) {
+      continue;
+    }
+    reduce_of[r] = red;
+    folded[red] = 1;
+  }
   std::vector<int> root_of(nn, -1);
   for (size_t r = 0; r < nn; ++r) {
-    if (members[r].size() < 2) continue;
+    if (members[r].size() < 2 && reduce_of[r] < 0) continue;
     for (int m : members[r]) root_of[m] = static_cast<int>(r);
   }
   // Values a fused region must hand out: read by a node outside it, or a function output.
@@ -133,10 +169,10 @@ void fuse(Graph& g) {
   }
   std::vector<GraphNode> nodes;
   for (size_t i = 0; i < nn; ++i) {
-    if (root_of[i] < 0) nodes.push_back(std::move(g.nodes[i]));
+    if (root_of[i] < 0 && !folded[i]) nodes.push_back(std::move(g.nodes[i]));
   }
   for (size_t r = 0; r < nn; ++r) {
-    if (members[r].size() < 2) continue;
+    if (members[r].size() < 2 && reduce_of[r] < 0) continue;
     std::vector<int> inputs;
     std::vector<Dtype> input_dtypes;
     std::vector<FusedStep> steps;
@@ -166,6 +202,16 @@ void fuse(Graph& g) {
       steps.push_back(std::move(st));
     }
     auto stream = steps[0].primitive->stream();
+    if (reduce_of[r] >= 0) {
+      GraphNode& red = g.nodes[reduce_of[r]];
+      std::vector<int> axes;
+      const auto op = red.primitive->fused_reduction(&axes);
+      auto prim = std::make_shared<CompiledReduce>(stream, std::move(input_dtypes),
+                                                   std::move(steps), step_of.at(red.inputs[0]),
+                                                   red.primitive, op, std::move(axes));
+      nodes.push_back(GraphNode{std::move(prim), std::move(inputs), red.outputs});
+      continue;
+    }
     auto prim = std::make_shared<Compiled>(stream, std::move(input_dtypes), std::move(steps),
                                            std::move(out_steps));
     nodes.push_back(GraphNode{std::move(prim), std::move(inputs), std::move(out_values)});

@@ -73,6 +73,11 @@ class Primitive {
   // that compile must not fuse (the default). Only one-output primitives whose inputs and
   // output have one shape may name one.
   virtual const char* fused_functor() const { return nullptr; }
+  // Fusion table entry for reductions: a primitive that reduces `axes` of its one input with
+  // sum, max or min (output keeping them as size-1 dims), into whose loop compile may fuse the
+  // elementwise ops that produce the input. Empty axes: not fusable (the default).
+  enum class FusedReduce { none, sum, max, min };
+  virtual FusedReduce fused_reduction(std::vector<int>* axes) const { return FusedReduce::none; }
 
  private:
   Stream stream_;

@@ -57,7 +57,8 @@ Buffer& buffer() {
     Registry& r = registry();
     std::lock_guard<std::mutex> lock(r.mu);
     nb->tid = r.next_tid++;
-    nb->name = "thread " + std::to_string(nb->tid);
+    // The process's main thread (which evaluates inline when its stream is idle), or another.
+    nb->name = (gettid() == getpid() ? "main (" : "thread (") + std::to_string(nb->tid) + ")";
     r.buffers.push_back(nb);
     return nb;
   }();

@@ -23,6 +23,12 @@ class Reduce : public UnaryPrimitive {
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
   ReduceType type() const { return type_; }
   const std::vector<int>& axes() const { return axes_; }
+  // Fusion table entry: sum, max and min fuse with their elementwise producers.
+  FusedReduce fused_reduction(std::vector<int>* axes) const override {
+    *axes = axes_;
+    return type_ == Sum ? FusedReduce::sum : type_ == Max ? FusedReduce::max
+           : type_ == Min ? FusedReduce::min : FusedReduce::none;
+  }
 
  private:
   ReduceType type_;

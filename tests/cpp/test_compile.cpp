@@ -246,6 +246,50 @@ TEST(Compile, EveryFusableOpMatchesEagerForEveryDtype) {
   }
 }
 
+TEST(Compile, ElementwiseProducersFuseIntoSumMaxAndMin) {
+  auto f = [](const std::vector<array>& in) {
+    const array& x = in[0];
+    return std::vector<array>{sum(x * x), max(exp(x) - 1.0f, -1), min(x * 3.0f, {0}),
+                              sum(abs(x), -1, true)};
+  };
+  for (const Shape& s : std::vector<Shape>{{1 << 20}, {64, 1000}, {3, 70000}, {5, 1}}) {
+    array x = random_array(s, float32, 21);
+    expect_same_as_eager(f, {x}, "reductions " + std::to_string(s[0]));
+    expect_same_as_eager(f, {astype(x, float64)}, "float64 reductions");
+  }
+  // The value reduced over all axes is never materialised: one node, no Multiply kernel.
+  array x = random_array({1000}, float32, 22);
+  auto fused = compile([](const std::vector<array>& in) {
+    return std::vector<array>{sum(in[0] * in[0])};
+  })({x})[0];
+  auto counts = primitive_counts(fused);
+  EXPECT_EQ(counts["CompiledReduce"], 1);
+  EXPECT_EQ(counts["Multiply"] + counts["Sum"], 0);
+  // Against a closed form: sum of squares of 0..n-1.
+  array r = arange(0, 3000, 1, float64);
+  auto sq = compile([](const std::vector<array>& in) {
+    return std::vector<array>{sum(in[0] * in[0])};
+  })({r})[0];
+  EXPECT_EQ(sq.item<double>(), 2999.0 * 3000.0 * 5999.0 / 6.0);
+  auto empty = compile([](const std::vector<array>& in) {
+    return std::vector<array>{sum(in[0] * in[0])};
+  })({zeros({0})})[0];
+  EXPECT_EQ(empty.item<float>(), 0.0f);
+  // NaN propagates through a fused max; a transposed input takes the step-by-step path.
+  array nan_in = array({1.0f, NAN, 3.0f, 2.0f});
+  auto m = compile([](const std::vector<array>& in) {
+    return std::vector<array>{max(in[0] * 2.0f)};
+  })({nan_in})[0];
+  EXPECT_TRUE(std::isnan(m.item<float>()));
+  array t = transpose(random_array({30, 40}, float32, 23));
+  expect_same_as_eager(f, {t}, "transposed");
+  // Its derivative goes through the unfused steps.
+  array red = fused.inputs()[0];  // sum without keepdims reshapes the reduced output
+  auto& c = dynamic_cast<Compiled&>(red.primitive());
+  auto g = c.vjp(red.inputs(), {ones({1})}, {0}, {red});
+  EXPECT_TRUE(allclose(g[0], 2.0f * x).item<bool>());
+}
+
 TEST(Compile, StridedBroadcastAndScalarInputs) {
   auto f = [](const std::vector<array>& in) {
     return std::vector<array>{tanh(in[0] * in[1] + in[1]) - in[2]};

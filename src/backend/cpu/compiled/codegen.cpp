@@ -32,15 +32,18 @@ namespace {
 // The loop body: read every non-scalar input at element `idx` (its offset expression per
 // layout), run the steps, store the outputs at `out_idx`.
 // With `fast`, ops with a fast form use it (fast_or_exact) and the outputs go to the block
-// buffers b<o>.
+// buffers b<o>. With `index`, inputs are read at that flat index and no output is stored (a
+// reduction combines the last step's value).
 void emit_body(std::ostringstream& os, const Compiled& c, const std::string& layout,
-               bool strided, bool fast = false) {
+               bool strided, bool fast = false, const char* index = nullptr) {
   const auto& in = c.input_dtypes();
   for (size_t k = 0; k < in.size(); ++k) {
     const char t = layout[k];
     if (t == 's') continue;
     os << "      const " << cpp_type(in[k]) << " x" << k << " = p" << k << '[';
-    if (t == 'd') {
+    if (index) {
+      os << index;
+    } else if (t == 'd') {
       os << (strided ? "i + j" : "i");
     } else if (t == 'r') {
       os << "o" << k << " + j";
@@ -71,7 +74,7 @@ void emit_body(std::ostringstream& os, const Compiled& c, const std::string& lay
     os << ");\n";
   }
   const auto& outs = c.output_steps();
-  for (size_t o = 0; o < outs.size(); ++o) {
+  for (size_t o = 0; o < outs.size() && !index; ++o) {
     if (fast) {
       os << "      b" << o << "[i - c] = t" << outs[o] << ";\n";
     } else {
@@ -157,6 +160,58 @@ std::string fused_source(const Compiled& c, const std::string& layout) {
     os << "      o" << k << " += st" << k << "[d - 1] - shape[d] * st" << k << "[d];\n";
   }
   os << "    }\n  }\n}\n";
+  return os.str();
+}
+
+std::string fused_reduce_source(const CompiledReduce& c, const std::string& layout) {
+  const auto& in = c.input_dtypes();
+  const char* t = cpp_type(c.output_dtypes()[0]);
+  const std::string v = "t" + std::to_string(c.output_steps()[0]);
+  std::string init, combine;
+  switch (c.op()) {
+    case Primitive::FusedReduce::sum:
+      init = std::string(t) + "(0)";
+      combine = "a + b";
+      break;
+    case Primitive::FusedReduce::max:
+      init = "-std::numeric_limits<" + std::string(t) + ">::infinity()";
+      combine = "((b > a) | (b != b)) ? b : a";  // NaN wins, as the eager kernel
+      break;
+    default:
+      init = "std::numeric_limits<" + std::string(t) + ">::infinity()";
+      combine = "((b < a) | (b != b)) ? b : a";
+      break;
+  }
+  std::ostringstream os;
+  os << "// Tessera fused reduction: " << c.program() << "\n// layout " << layout << "\n"
+     << "#include <cstdint>\n#include <limits>\n#include \"backend/cpu/binary_ops.h\"\n"
+        "#include \"backend/cpu/unary_ops.h\"\n\n"
+     << "static inline " << t << " combine(" << t << " a, " << t << " b) { return " << combine
+     << "; }\n\n"
+        "extern \"C\" void tessera_fused(const void* const* in, void* const* out, int64_t b, "
+        "int64_t e, int, const int64_t*, const int64_t*) {\n";
+  for (size_t k = 0; k < in.size(); ++k) {
+    const char* ti = cpp_type(in[k]);
+    os << "  const " << ti << "* p" << k << " = static_cast<const " << ti << "*>(in[" << k
+       << "]);\n";
+    if (layout[k] == 's') os << "  const " << ti << " x" << k << " = p" << k << "[0];\n";
+  }
+  os << "  " << t << " acc = " << init << ";\n  if (e - b < 32) {\n"
+     << "    for (int64_t i = b; i < e; ++i) {\n";
+  emit_body(os, c, layout, false, false, "i");
+  os << "      acc = combine(acc, " << v << ");\n    }\n"
+     << "    *static_cast<" << t << "*>(out[0]) = acc;\n    return;\n  }\n"
+     << "  " << t << " lanes[16];\n  for (int l = 0; l < 16; ++l) lanes[l] = " << init << ";\n"
+     << "  int64_t i = b;\n  for (; i + 16 <= e; i += 16) {\n#pragma GCC unroll 16\n"
+     << "    for (int l = 0; l < 16; ++l) {\n      const int64_t k = i + l;\n";
+  emit_body(os, c, layout, false, false, "k");
+  os << "      lanes[l] = combine(lanes[l], " << v << ");\n    }\n  }\n"
+     << "  for (; i < e; ++i) {\n";
+  emit_body(os, c, layout, false, false, "i");
+  os << "      acc = combine(acc, " << v << ");\n  }\n"
+     << "  for (int w = 8; w > 0; w /= 2) {\n"
+     << "    for (int l = 0; l < w; ++l) lanes[l] = combine(lanes[l], lanes[l + w]);\n  }\n"
+     << "  *static_cast<" << t << "*>(out[0]) = combine(lanes[0], acc);\n}\n";
   return os.str();
 }
 

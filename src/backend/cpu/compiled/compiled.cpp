@@ -1,6 +1,7 @@
 // CPU kernels of compile's primitives (compile/compiled.h). Compiled runs the kernel built for
 // its program and the layout of its inputs, split over the intra-op pool; when no kernel can be
 // built it runs the steps one by one with the eager kernels (same values, more memory traffic).
+#include <algorithm>
 #include <iostream>
 #include <stdexcept>
 
@@ -76,7 +77,11 @@ struct CompiledKernels {
     cpu::FusedKernel k = nullptr;
     if (cpu::jit::compiler_available()) {
       try {
-        k = cpu::jit::load(cpu::fused_source(c, layout));
+        // "reduce:<layout>" asks for a CompiledReduce's kernel.
+        const bool reduce = layout.rfind("reduce:", 0) == 0;
+        k = cpu::jit::load(reduce ? cpu::fused_reduce_source(dynamic_cast<CompiledReduce&>(c),
+                                                             layout.substr(7))
+                                  : cpu::fused_source(c, layout));
       } catch (const std::exception& e) {
         static std::once_flag warned;
         std::call_once(warned, [&] {
@@ -139,6 +144,96 @@ void Compiled::eval_cpu(const std::vector<array>& inputs, std::vector<array>& ou
     kernel(in_ptrs.data(), out_ptrs.data(), static_cast<int64_t>(b), static_cast<int64_t>(e), nd,
            cshape.data(), flat_strides.data());
   });
+}
+
+namespace {
+
+constexpr size_t kReduceBlock = size_t{1} << 14;  // the eager reduction's block (reduce.cpp)
+
+template <typename T>
+T combine(Primitive::FusedReduce op, T a, T b) {
+  switch (op) {
+    case Primitive::FusedReduce::max: return ((b > a) | (b != b)) ? b : a;
+    case Primitive::FusedReduce::min: return ((b < a) | (b != b)) ? b : a;
+    default: return a + b;
+  }
+}
+
+// out[o] = reduction of the fused value over the flat elements [o * R, (o + 1) * R), blocked
+// and combined as the eager reduction blocks and combines a contiguous row.
+template <typename T>
+void reduce_rows(cpu::FusedKernel kernel, Primitive::FusedReduce op,
+                 const std::vector<const void*>& in, T* out, size_t O, size_t R) {
+  auto one = [&](size_t b, size_t e) {
+    T r;
+    void* o[1] = {&r};
+    kernel(in.data(), o, static_cast<int64_t>(b), static_cast<int64_t>(e), 0, nullptr, nullptr);
+    return r;
+  };
+  if (R <= 2 * kReduceBlock) {
+    const size_t grain = std::max<size_t>(1, (size_t{1} << 15) / std::max<size_t>(R, 1));
+    detail::parallel_for(O, grain, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) out[i] = one(i * R, (i + 1) * R);
+    });
+    return;
+  }
+  const size_t nblocks = (R + kReduceBlock - 1) / kReduceBlock;
+  std::vector<T> partial(nblocks);
+  for (size_t i = 0; i < O; ++i) {
+    cpu::parallel_blocks(R, kReduceBlock, [&](size_t lo, size_t hi) {
+      partial[lo / kReduceBlock] = one(i * R + lo, i * R + hi);
+    });
+    for (size_t w = 1; w < nblocks; w *= 2) {
+      for (size_t k = 0; k + w < nblocks; k += 2 * w) {
+        partial[k] = combine(op, partial[k], partial[k + w]);
+      }
+    }
+    out[i] = partial[0];
+  }
+}
+
+}  // namespace
+
+// Flat layouts whose reduced dims all follow the kept ones take the fused kernel; anything else
+// computes the value step by step and reduces it with the reduction's own kernel.
+void CompiledReduce::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  array& out = outputs[0];
+  const Shape& shape = inputs[0].shape();
+  const size_t n = inputs[0].size();
+  bool trailing = n > 0, reducing = false;
+  size_t R = 1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    const bool red = std::find(axes_.begin(), axes_.end(), static_cast<int>(d)) != axes_.end();
+    if (red) R *= static_cast<size_t>(shape[d]);
+    trailing = trailing && (red || !reducing);
+    reducing = reducing || red;
+  }
+  std::string layout;
+  for (auto& in : inputs) {
+    layout += row_dense(in, n) ? 'd' : cpu::is_scalar_like(in) ? 's' : 'g';
+  }
+  cpu::FusedKernel kernel = nullptr;
+  if (trailing && layout.find('g') == std::string::npos) {
+    kernel = CompiledKernels::get(*this, "reduce:" + layout);
+  }
+  if (!kernel) {
+    array v(shape, steps()[output_steps()[0]].dtype, nullptr, {});
+    std::vector<array> vs{v};
+    run_unfused(*this, inputs, vs);
+    std::vector<array> rin{vs[0]}, routs{out};
+    reduce_->eval_cpu(rin, routs);
+    return;
+  }
+  std::vector<const void*> in_ptrs;
+  for (auto& in : inputs) in_ptrs.push_back(in.raw_data());
+  out.set_data(allocator::malloc(out.nbytes()));
+  const size_t O = n / R;
+  if (out.dtype() == float32) {
+    reduce_rows(kernel, op_, in_ptrs, out.data<float>(), O, R);
+  } else {
+    reduce_rows(kernel, op_, in_ptrs, out.data<double>(), O, R);
+  }
 }
 
 void CompileInput::eval_cpu(const std::vector<array>&, array&) {
