@@ -500,12 +500,13 @@ int mode_selfkill() {
 int mode_setupkill() {
   const std::string name = "/tessera-" + std::to_string(getpid()) + "-" + std::to_string(g_rank) +
                            "-00000000deadbeef";
-  const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-  if (fd < 0 || ftruncate(fd, 4096) != 0) return 1;
   std::printf("rank %d pid %d\n", g_rank, static_cast<int>(getpid()));
   std::fflush(stdout);
-  // Both ranks print before either dies: the launcher stops the survivor of the first death,
-  // and the test needs every pid. Wait (bounded) until every rank's segment exists.
+  const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0 || ftruncate(fd, 4096) != 0) return 1;
+  // Every rank prints before any dies: the launcher stops the survivors of the first death, and
+  // the test needs every pid. A rank's segment exists once it has printed: wait (bounded) for
+  // all of them.
   for (int i = 0; i < 400; ++i) {
     int seen = 0;
     if (DIR* d = opendir("/dev/shm")) {
