@@ -20,6 +20,10 @@ void copy_typed(const array& src, array& dst) {
     detail::parallel_for(n, kElementwiseGrain, [&](size_t b, size_t e) {
       if constexpr (std::is_same_v<S, D>) {
         std::memcpy(d + b, s + b, (e - b) * sizeof(D));
+      } else if constexpr (std::is_same_v<S, bool>) {
+        // Read as bytes: g++ does not vectorise loads of bool (a bool must be 0 or 1).
+        const uint8_t* u = reinterpret_cast<const uint8_t*>(s);
+        for (size_t i = b; i < e; ++i) d[i] = detail::cast_scalar<D, uint8_t>(u[i]);
       } else {
         for (size_t i = b; i < e; ++i) d[i] = detail::cast_scalar<D, S>(s[i]);
       }

@@ -4,6 +4,7 @@
 #include "backend/cpu/compiled/codegen.h"
 
 #include <sstream>
+#include <vector>
 
 namespace tessera::cpu {
 
@@ -40,7 +41,8 @@ void emit_body(std::ostringstream& os, const Compiled& c, const std::string& lay
   for (size_t k = 0; k < in.size(); ++k) {
     const char t = layout[k];
     if (t == 's') continue;
-    os << "      const " << cpp_type(in[k]) << " x" << k << " = p" << k << '[';
+    os << "      const " << cpp_type(in[k]) << " x" << k << " = " << (in[k] == bool_ ? "0 != " : "")
+       << "p" << k << '[';
     if (index) {
       os << index;
     } else if (t == 'd') {
@@ -83,6 +85,20 @@ void emit_body(std::ostringstream& os, const Compiled& c, const std::string& lay
   }
 }
 
+// The input pointers p<k>, and the single values x<k> of 's' inputs read once. Bool inputs
+// are read as bytes (g++ does not vectorise loads of bool) and compared with 0.
+void emit_inputs(std::ostringstream& os, const std::vector<Dtype>& in, const std::string& layout) {
+  for (size_t k = 0; k < in.size(); ++k) {
+    const char* t = in[k] == bool_ ? "uint8_t" : cpp_type(in[k]);
+    os << "  const " << t << "* p" << k << " = static_cast<const " << t << "*>(in[" << k
+       << "]);\n";
+    if (layout[k] == 's') {
+      os << "  const " << cpp_type(in[k]) << " x" << k << " = " << (in[k] == bool_ ? "0 != " : "")
+         << "p" << k << "[0];\n";
+    }
+  }
+}
+
 }  // namespace
 
 std::string fused_source(const Compiled& c, const std::string& layout) {
@@ -94,12 +110,7 @@ std::string fused_source(const Compiled& c, const std::string& layout) {
         "#include \"backend/cpu/unary_ops.h\"\n\n"
         "extern \"C\" void tessera_fused(const void* const* in, void* const* out, int64_t b, "
         "int64_t e, int nd, const int64_t* shape, const int64_t* st) {\n";
-  for (size_t k = 0; k < in.size(); ++k) {
-    const char* t = cpp_type(in[k]);
-    os << "  const " << t << "* p" << k << " = static_cast<const " << t << "*>(in[" << k
-       << "]);\n";
-    if (layout[k] == 's') os << "  const " << t << " x" << k << " = p" << k << "[0];\n";
-  }
+  emit_inputs(os, in, layout);
   const auto dts = c.output_dtypes();
   for (size_t o = 0; o < dts.size(); ++o) {
     const char* t = cpp_type(dts[o]);
@@ -190,12 +201,7 @@ std::string fused_reduce_source(const CompiledReduce& c, const std::string& layo
      << "; }\n\n"
         "extern \"C\" void tessera_fused(const void* const* in, void* const* out, int64_t b, "
         "int64_t e, int, const int64_t*, const int64_t*) {\n";
-  for (size_t k = 0; k < in.size(); ++k) {
-    const char* ti = cpp_type(in[k]);
-    os << "  const " << ti << "* p" << k << " = static_cast<const " << ti << "*>(in[" << k
-       << "]);\n";
-    if (layout[k] == 's') os << "  const " << ti << " x" << k << " = p" << k << "[0];\n";
-  }
+  emit_inputs(os, in, layout);
   os << "  " << t << " acc = " << init << ";\n  if (e - b < 32) {\n"
      << "    for (int64_t i = b; i < e; ++i) {\n";
   emit_body(os, c, layout, false, false, "i");

@@ -130,7 +130,17 @@ Toolchain find_toolchain() {
   std::ostringstream id;
   id << real.string() << ' ' << st.st_size << ' ' << st.st_mtime << '\n';
   for (auto& a : t.args) id << a << ' ';
-  id << "\ntessera " TESSERA_VERSION_STRING "\n" << cpu_features();
+  id << "\ntessera " TESSERA_VERSION_STRING "\n" << cpu_features() << '\n';
+  // The headers the kernels include are part of their source: a change to a functor must not
+  // hand out kernels built from the old one.
+  for (auto& dir : include_args()) {
+    const std::string d = dir.substr(2);  // without -I
+    for (const char* h : {"backend/cpu/unary_ops.h", "backend/cpu/binary_ops.h",
+                          "backend/cpu/numeric.h", "backend/cpu/vector_math.h",
+                          "tessera/types.h"}) {
+      if (fs::exists(d + "/" + h)) id << h << ' ' << to_hex(sha256(read_file(d + "/" + h))) << '\n';
+    }
+  }
   t.identity = id.str();
   return t;
 }

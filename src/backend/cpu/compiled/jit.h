@@ -1,6 +1,6 @@
 // Building fused kernels with the system C++ compiler, and the on-disk kernel cache
-// (docs/compile.md): a kernel is a shared object keyed by its source, the compiler's identity,
-// the flags, Tessera's version and the CPU's features; written under a temporary name and renamed,
+// (docs/compile.md): a kernel is a shared object keyed by its source (with the headers it
+// includes), the compiler's identity, the flags, Tessera's version and the CPU's features; written under a temporary name and renamed,
 // so ranks that build the same kernel at once do not collide; checked (a SHA-256 trailer) before
 // it is loaded, so a truncated or corrupted file is rebuilt; the directory is bounded in size,
 // least recently used out first.
