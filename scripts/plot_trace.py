@@ -37,14 +37,17 @@ def main():
     row = {key: i for i, key in enumerate(used)}
 
     fig, ax = plt.subplots(figsize=(12, 0.45 * len(used) + 1.5))
-    for e in slices:
+    # Collectives run inside their kernel's slice: drawn last, as a narrower bar on top.
+    order = {"kernel": 0, "pool": 1, "compile": 2, "collective": 3}
+    for e in sorted(slices, key=lambda e: order.get(e.get("cat"), 0)):
         y = row[(e["pid"], e["tid"])]
         x0, w = (e["ts"] - lo) / 1e3, e["dur"] / 1e3
-        ax.barh(y, w, left=x0, height=0.8, color=COLOURS.get(e.get("cat"), "#999999"),
+        h = 0.5 if e.get("cat") == "collective" else 0.8
+        ax.barh(y, w, left=x0, height=h, color=COLOURS.get(e.get("cat"), "#999999"),
                 edgecolor="black", linewidth=0.2)
         wait = e.get("args", {}).get("wait_us")
         if e.get("cat") == "collective" and wait:
-            ax.barh(y, wait / 1e3, left=x0, height=0.8, color="none", hatch="///",
+            ax.barh(y, wait / 1e3, left=x0, height=0.5, color="none", hatch="///",
                     edgecolor="#7f3f00", linewidth=0)
     labels = [f"{procs.get(p, p)}: {threads.get((p, t), t)}" for p, t in used]
     ax.set_yticks(range(len(used)), labels)
@@ -53,7 +56,8 @@ def main():
     ax.set_xlim(0, (hi - lo) / 1e3)
     handles = [Patch(color=c, label=k) for k, c in COLOURS.items()]
     handles.append(Patch(facecolor="white", hatch="///", edgecolor="#7f3f00", label="waiting for a peer"))
-    ax.legend(handles=handles, loc="upper right", fontsize="small")
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=len(handles),
+              fontsize="small", frameon=False)
     ax.set_title("Tessera timeline trace")
     fig.tight_layout()
     fig.savefig(args.out, dpi=110)
