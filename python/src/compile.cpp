@@ -132,6 +132,11 @@ struct PyCompiled {
       size_t pos = 0;
       nb::object a = tree_replace(args, arg_leaves, &pos);
       nb::object kw = tree_replace(kwargs, arg_leaves, &pos);
+      // The containers hold no stand-ins afterwards (state the function added is replaced when
+      // the outputs are written back).
+      auto restore = [&] {
+        if (!inputs.is_none() && tree_arrays(inputs).size() == state.size()) tree_fill(inputs, state);
+      };
       if (!inputs.is_none()) tree_fill(inputs, state_leaves);
       nb::object result;
       std::vector<array> outs, new_state;
@@ -140,14 +145,10 @@ struct PyCompiled {
         outs = tree_arrays(result);
         if (!outputs.is_none()) new_state = tree_arrays(outputs);
       } catch (...) {
-        if (!inputs.is_none() && tree_arrays(inputs).size() == state.size()) {
-          tree_fill(inputs, state);
-        }
+        restore();
         throw;
       }
-      // The containers hold no stand-ins afterwards (state the function added is replaced when
-      // the outputs are written back).
-      if (!inputs.is_none() && tree_arrays(inputs).size() == state.size()) tree_fill(inputs, state);
+      restore();
       structures[key] = {structure_of(result), outs.size()};
       outs.insert(outs.end(), new_state.begin(), new_state.end());
       return outs;

@@ -114,7 +114,13 @@ TEST(Trace, TesseraTraceRecordsAWholeRunWrittenAtExit) {
   auto r = test_util::run_command(cmd);
   ASSERT_EQ(r.code, 0) << r.out;
   const json t = read_json(path);
-  EXPECT_TRUE(t.contains("traceEvents"));
+  std::vector<json> adds;  // the child's ones(4) + 1.0f: one Add (after Full and Broadcast)
+  for (auto& k : events(t, "kernel")) {
+    if (k["name"] == "Add") adds.push_back(k);
+  }
+  ASSERT_EQ(adds.size(), 1u) << t.dump();
+  EXPECT_EQ(adds[0]["args"]["outputs"][0], "float32(4)");
+  EXPECT_EQ(adds[0]["args"]["bytes"], 16);
   std::filesystem::remove(path);
 }
 

@@ -28,8 +28,10 @@ detail::GroupImpl& impl(const Group& g) { return *g.raw_group(); }
 class CollectiveTrace {
  public:
   CollectiveTrace(const char* op, const Group& g, size_t bytes, int peer = -1)
-      : op_(op), bytes_(bytes), peer_(peer), rank_(g.rank()), size_(g.size()) {
+      : op_(op), bytes_(bytes), peer_(peer) {
     if (trace::on()) {
+      rank_ = g.rank();
+      size_ = g.size();
       t0_ = trace::now_ns();
       w0_ = trace::wait_ns();
     }
@@ -51,7 +53,7 @@ class CollectiveTrace {
  private:
   const char* op_;
   size_t bytes_;
-  int peer_, rank_, size_;
+  int peer_, rank_ = 0, size_ = 0;
   int64_t t0_ = 0, w0_ = 0;
 };
 

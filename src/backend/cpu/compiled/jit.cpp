@@ -121,7 +121,8 @@ Toolchain find_toolchain() {
 #if defined(__x86_64__)
   t.args.push_back("-mprefer-vector-width=512");
 #endif
-  for (auto& i : include_args()) t.args.push_back(i);
+  const std::vector<std::string> includes = include_args();
+  t.args.insert(t.args.end(), includes.begin(), includes.end());
   // The compiler by its resolved file, size and time: an upgrade changes the key.
   std::error_code ec;
   const fs::path real = fs::canonical(t.cxx, ec);
@@ -133,7 +134,7 @@ Toolchain find_toolchain() {
   id << "\ntessera " TESSERA_VERSION_STRING "\n" << cpu_features() << '\n';
   // The headers the kernels include are part of their source: a change to a functor must not
   // hand out kernels built from the old one.
-  for (auto& dir : include_args()) {
+  for (auto& dir : includes) {
     const std::string d = dir.substr(2);  // without -I
     for (const char* h : {"backend/cpu/unary_ops.h", "backend/cpu/binary_ops.h",
                           "backend/cpu/numeric.h", "backend/cpu/vector_math.h",
