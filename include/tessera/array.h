@@ -91,10 +91,6 @@ class array {
 
   // Identity of the underlying descriptor (stable while any handle lives).
   std::uintptr_t id() const { return reinterpret_cast<std::uintptr_t>(desc_.get()); }
-  // A weak reference to this array (compile's shape sources hold them); while it can be locked,
-  // the pointer is the array's id().
-  std::weak_ptr<detail::ArrayDesc> weak_ref() const { return desc_; }
-
   // --- graph (valid while the array is unscheduled) ---
   bool has_primitive() const;
   Primitive& primitive() const;

@@ -12,6 +12,7 @@
 #include "compile/compiled.h"
 #include "compile/graph.h"
 #include "core/trace.h"
+#include "core/transforms_impl.h"
 #include "tessera/config.h"
 #include "tessera/stream.h"
 
@@ -72,7 +73,11 @@ std::shared_ptr<const Entry> trace(const CompileFn& fun, const std::vector<array
                            std::make_shared<CompileInput>(s, static_cast<int>(i)),
                            std::vector<array>{});
   }
-  std::vector<array> outputs = fun(stand_ins);
+  std::vector<array> outputs;
+  {
+    detail::InCompileTrace tracing;
+    outputs = fun(stand_ins);
+  }
   e->plain = compile_detail::build_graph(stand_ins, outputs);
   if (mode != CompileMode::no_simplify) compile_detail::simplify(e->plain);
   if (mode == CompileMode::enabled && cpu::jit::compiler_available()) {
@@ -95,8 +100,14 @@ std::vector<array> replay(const Graph& g, const std::vector<array>& inputs, bool
     args.clear();
     for (int v : n.inputs) args.push_back(*values[v]);
     std::vector<Shape> out_shapes;
+    std::shared_ptr<Primitive> prim = n.primitive;
     if (shapes) {
       for (int v : n.outputs) out_shapes.push_back((*shapes)[v]);
+      if (!n.shape_inputs.empty()) {
+        std::vector<Shape> read;
+        for (int v : n.shape_inputs) read.push_back((*shapes)[v]);
+        prim = n.primitive->bind_input_shapes(read);
+      }
     } else if (shapeless && !n.shape_sources.empty()) {
       std::vector<Shape> sources;
       for (int v : n.shape_sources) sources.push_back(values[v]->shape());
@@ -107,12 +118,12 @@ std::vector<array> replay(const Graph& g, const std::vector<array>& inputs, bool
       for (int v : n.outputs) out_shapes.push_back(g.shapes[v]);
     }
     if (n.outputs.size() == 1) {
-      values[n.outputs[0]].emplace(std::move(out_shapes[0]), g.dtypes[n.outputs[0]], n.primitive,
-                                   args);
+      values[n.outputs[0]].emplace(std::move(out_shapes[0]), g.dtypes[n.outputs[0]],
+                                   std::move(prim), args);
     } else {
       std::vector<Dtype> dtypes;
       for (int v : n.outputs) dtypes.push_back(g.dtypes[v]);
-      auto outs = array::make_arrays(std::move(out_shapes), dtypes, n.primitive, args);
+      auto outs = array::make_arrays(std::move(out_shapes), dtypes, std::move(prim), args);
       for (size_t k = 0; k < outs.size(); ++k) values[n.outputs[k]] = outs[k];
     }
   }
@@ -161,7 +172,9 @@ bool under_transform(const Graph& g, const std::vector<array>& inputs) {
 std::vector<array> call(const CompileFn& fun, std::uintptr_t id, bool shapeless,
                         const std::vector<uint64_t>& constants, const std::vector<array>& inputs) {
   const CompileMode mode = compile_mode();
-  if (mode == CompileMode::disabled) return fun(inputs);
+  // Inside another compiled function's trace, the outer graph takes this one's ops (and fuses
+  // them with its own): replaying this graph there would hide its shape sources from the outer one.
+  if (mode == CompileMode::disabled || detail::in_compile_trace()) return fun(inputs);
   std::shared_ptr<const Entry> entry;
   {
     std::lock_guard<std::mutex> lock(g_cache_mutex);

@@ -31,6 +31,19 @@ void fuse(Graph& g) {
   // A fused graph replays with the shapes of the plain one (compile.cpp), and a fused run may
   // hide a value a broadcast's shape follows: shape sources are not edges here.
   for (auto& n : g.nodes) n.shape_sources.clear();
+  // A node that reads only its inputs' shapes does not read their data: bound to the traced
+  // shapes, it loses its inputs, so it never keeps a value of a fused run in memory.
+  for (auto& n : g.nodes) {
+    if (n.inputs.empty()) continue;
+    std::vector<Shape> read;
+    for (int v : n.inputs) read.push_back(g.shapes[v]);
+    if (auto bound = n.primitive->bind_input_shapes(read)) {
+      n.primitive = std::move(bound);
+      n.shape_inputs = std::move(n.inputs);
+      n.inputs.clear();
+    }
+  }
+  prune_and_sort(g);
   const size_t nv = g.shapes.size(), nn = g.nodes.size();
   std::vector<int> producer(nv, -1);
   for (size_t i = 0; i < nn; ++i) {

@@ -38,6 +38,9 @@ Graph build_graph(const std::vector<array>& inputs, const std::vector<array>& ou
       for (auto& in : a.inputs()) {
         if (!visited(in)) stack.emplace_back(in, false);
       }
+      for (auto& src : a.primitive().shape_sources()) {
+        if (!visited(src)) stack.emplace_back(src, false);
+      }
       continue;
     }
     // An array an enclosing transform traces (compile called inside grad, with the closure
@@ -54,6 +57,8 @@ Graph build_graph(const std::vector<array>& inputs, const std::vector<array>& ou
     }
     GraphNode node{a.primitive_ptr(), {}, {}};
     for (auto& in : a.inputs()) node.inputs.push_back(value(in));
+    for (auto& src : a.primitive().shape_sources()) node.shape_sources.push_back(value(src));
+    a.primitive().clear_shape_sources();
     for (auto& o : a.outputs()) {
       const int v = g.add_value(o.shape(), o.dtype());
       value_of.emplace(o.id(), v);
@@ -62,13 +67,6 @@ Graph build_graph(const std::vector<array>& inputs, const std::vector<array>& ou
     g.nodes.push_back(std::move(node));
   }
   for (auto& o : outputs) g.outputs.push_back(value(o));
-  // Shape sources are arrays of this graph (the other operands of an elementwise op), each visited
-  // by now; one that is not keeps the traced shape.
-  for (auto& n : g.nodes) {
-    for (std::uintptr_t id : n.primitive->shape_sources()) {
-      if (auto it = value_of.find(id); it != value_of.end()) n.shape_sources.push_back(it->second);
-    }
-  }
   prune_and_sort(g);
   return g;
 }

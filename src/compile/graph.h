@@ -17,6 +17,10 @@ struct GraphNode {
   std::vector<int> outputs;  // value numbers, in the primitive's output order
   // Values whose shapes the output shapes follow (Primitive::shape_sources; shapeless replay).
   std::vector<int> shape_sources = {};
+  // Fused graph: the values whose shapes an input-less shape reader (Primitive::
+  // bind_input_shapes) was bound to. Not edges: a shapeless replay reads them from the plain
+  // graph's shape table and binds the primitive again.
+  std::vector<int> shape_inputs = {};
 };
 
 struct Graph {

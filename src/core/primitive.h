@@ -4,6 +4,7 @@
 // overrides eval_gpu. Each family declares its primitives in src/ops/<family>.h.
 #pragma once
 
+#include <memory>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -58,10 +59,13 @@ class Primitive {
   virtual bool is_equivalent(const Primitive& other) const { return false; }
   // Output shapes for new input shapes (shapeless compile); throws when not supported.
   virtual std::vector<Shape> output_shapes(const std::vector<array>& inputs);
-  // Arrays, other than the inputs, whose shapes the output shape follows (the ids of those that
-  // still exist): a broadcast an elementwise op inserts follows the other operands. Shapeless compile recomputes the output shapes from them with
+  // Arrays, other than the inputs, whose shapes the output shape follows, recorded while compile
+  // traces: a broadcast an elementwise op inserts follows the other operands, a sum's gradient
+  // the summed input. compile's graph takes them as values (clear_shape_sources then drops
+  // them), and a shapeless replay recomputes the output shapes from their new shapes with
   // shapeless_output_shapes.
-  virtual std::vector<std::uintptr_t> shape_sources() const { return {}; }
+  virtual std::vector<array> shape_sources() const { return {}; }
+  virtual void clear_shape_sources() {}
   virtual std::vector<Shape> shapeless_output_shapes(const std::vector<array>& inputs,
                                                      const std::vector<Shape>& source_shapes) {
     return output_shapes(inputs);
@@ -78,6 +82,13 @@ class Primitive {
   // elementwise ops that produce the input. Empty axes: not fusable (the default).
   enum class FusedReduce { none, sum, max, min };
   virtual FusedReduce fused_reduction(std::vector<int>* axes) const { return FusedReduce::none; }
+  // For a primitive that reads only its inputs' shapes, never their data (mean's divisor): the
+  // same computation as an input-less primitive for inputs of `shapes`. compile's fusion binds
+  // such nodes, so reading a shape never keeps a fused value in memory. nullptr (the default):
+  // the primitive reads data.
+  virtual std::shared_ptr<Primitive> bind_input_shapes(const std::vector<Shape>& shapes) const {
+    return nullptr;
+  }
 
  private:
   Stream stream_;

@@ -1,14 +1,26 @@
-// Per-thread tracing depth used by vjp/jvp/vmap/compile (core/transforms_impl.h).
+// Per-thread tracing depths of vjp/jvp/vmap and of compile (core/transforms_impl.h).
 #include "core/transforms_impl.h"
 
 namespace tessera::detail {
 
 namespace {
 thread_local int tl_tracing_depth = 0;
+thread_local int tl_compile_trace_depth = 0;
 }
 
 bool in_tracing() { return tl_tracing_depth > 0; }
 InTracing::InTracing() { ++tl_tracing_depth; }
 InTracing::~InTracing() { --tl_tracing_depth; }
+
+bool in_compile_trace() { return tl_compile_trace_depth > 0; }
+InCompileTrace::InCompileTrace() { ++tl_compile_trace_depth; }
+InCompileTrace::~InCompileTrace() { --tl_compile_trace_depth; }
+
+std::vector<array> shape_sources_while_compiling(std::initializer_list<const array*> arrays) {
+  std::vector<array> out;
+  if (!in_compile_trace()) return out;
+  for (const array* a : arrays) out.push_back(*a);
+  return out;
+}
 
 }  // namespace tessera::detail

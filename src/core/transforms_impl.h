@@ -1,6 +1,12 @@
 // Engine-private state shared by the transforms: whether a function is being traced (vjp/jvp/
-// vmap/compile), so arrays built meanwhile are marked as tracers and not detached on eval.
+// vmap), so arrays built meanwhile are marked as tracers and not detached on eval; and whether
+// compile is tracing one.
 #pragma once
+
+#include <initializer_list>
+#include <vector>
+
+#include "tessera/array.h"
 
 namespace tessera::detail {
 
@@ -13,5 +19,21 @@ struct InTracing {
   InTracing(const InTracing&) = delete;
   InTracing& operator=(const InTracing&) = delete;
 };
+
+// Whether compile is tracing a function on this thread. Values the ops would compute from
+// shapes (mean's divisor) become graph nodes then, so a shapeless replay recomputes them.
+bool in_compile_trace();
+
+// RAII: marks the current thread as tracing for compile while alive.
+struct InCompileTrace {
+  InCompileTrace();
+  ~InCompileTrace();
+  InCompileTrace(const InCompileTrace&) = delete;
+  InCompileTrace& operator=(const InCompileTrace&) = delete;
+};
+
+// `arrays`, copied, while compile traces; nothing otherwise. What a primitive keeps as its
+// shape sources (Primitive::shape_sources), so eager ops pay nothing for them.
+std::vector<array> shape_sources_while_compiling(std::initializer_list<const array*> arrays);
 
 }  // namespace tessera::detail

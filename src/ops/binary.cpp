@@ -268,18 +268,20 @@ std::pair<std::vector<array>, int> align_batch_axes(const std::vector<array>& in
   }
   std::vector<array> out;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    auto shape = inputs[i].shape();
+    // Size-1 dims come in by expand_dims (which shapeless compile replays on new shapes).
+    const int rank = static_cast<int>(inputs[i].ndim());
     if (axes[i] < 0) {
       // Its dims line up with the others' element dims (right-aligned); the batch axis is
       // a size-1 dim at to_ax, wherever that is.
-      shape.insert(shape.begin(), ndim - 1 - shape.size(), 1);
-      shape.insert(shape.begin() + to_ax, 1);
-      out.push_back(reshape(inputs[i], shape, s));
+      std::vector<int> ones{to_ax};
+      for (int d = 0; d < static_cast<int>(ndim) - 1 - rank; ++d) ones.push_back(d < to_ax ? d : d + 1);
+      out.push_back(expand_dims(inputs[i], ones, s));
       continue;
     }
-    const int lead = static_cast<int>(ndim - shape.size());
-    shape.insert(shape.begin(), static_cast<size_t>(lead), 1);
-    array x = reshape(inputs[i], shape, s);
+    const int lead = static_cast<int>(ndim) - rank;
+    std::vector<int> ones(static_cast<size_t>(lead));
+    std::iota(ones.begin(), ones.end(), 0);
+    array x = expand_dims(inputs[i], ones, s);
     if (axes[i] >= 0 && lead + axes[i] != to_ax) {
       std::vector<int> perm(ndim);
       std::iota(perm.begin(), perm.end(), 0);

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "core/transforms_impl.h"
 #include "ops/creation.h"
 #include "ops/utils.h"
 #include "tessera/ops.h"
@@ -84,6 +85,10 @@ array full(Shape shape, array vals, StreamOrDevice s) {
   return full(std::move(shape), std::move(vals), dtype, s);
 }
 array full_like(const array& a, array vals, Dtype dtype, StreamOrDevice s) {
+  if (vals.size() == 1 && vals.ndim() <= a.ndim()) {
+    auto v = astype(reshape(std::move(vals), Shape{}, s), dtype, s);
+    return array(a.shape(), dtype, std::make_shared<Full>(to_stream(s), a), {std::move(v)});
+  }
   Shape shape = detail::broadcast_shapes("full_like", a.shape(), vals.shape());
   return full(std::move(shape), std::move(vals), dtype, s);
 }
@@ -93,13 +98,17 @@ array full_like(const array& a, array vals, StreamOrDevice s) {
 array zeros(const Shape& shape, Dtype dtype, StreamOrDevice s) {
   return full(shape, array(false), dtype, s);
 }
-array zeros_like(const array& a, StreamOrDevice s) { return zeros(a.shape(), a.dtype(), s); }
-array zeros_like(const array& a, Dtype dtype, StreamOrDevice s) { return zeros(a.shape(), dtype, s); }
+array zeros_like(const array& a, StreamOrDevice s) { return full_like(a, array(false), a.dtype(), s); }
+array zeros_like(const array& a, Dtype dtype, StreamOrDevice s) {
+  return full_like(a, array(false), dtype, s);
+}
 array ones(const Shape& shape, Dtype dtype, StreamOrDevice s) {
   return full(shape, array(true), dtype, s);
 }
-array ones_like(const array& a, StreamOrDevice s) { return ones(a.shape(), a.dtype(), s); }
-array ones_like(const array& a, Dtype dtype, StreamOrDevice s) { return ones(a.shape(), dtype, s); }
+array ones_like(const array& a, StreamOrDevice s) { return full_like(a, array(true), a.dtype(), s); }
+array ones_like(const array& a, Dtype dtype, StreamOrDevice s) {
+  return full_like(a, array(true), dtype, s);
+}
 
 // ---- derivatives ----
 
@@ -172,6 +181,15 @@ std::pair<std::vector<array>, std::vector<int>> Full::vmap(const std::vector<arr
   out.insert(out.begin(), v.shape(0));
   return {{copy(broadcast_to(reshape(v, ones, stream()), out, stream()), stream())}, {0}};
 }
+Full::Full(Stream s, const array& like)
+    : UnaryPrimitive(s), shape_(like.shape()), sources_(detail::shape_sources_while_compiling({&like})) {}
+
+std::vector<Shape> Full::shapeless_output_shapes(const std::vector<array>& inputs,
+                                                 const std::vector<Shape>& source_shapes) {
+  if (source_shapes.empty()) return output_shapes(inputs);
+  return {source_shapes[0]};
+}
+
 bool Full::is_equivalent(const Primitive& other) const {
   auto* o = dynamic_cast<const Full*>(&other);
   return o && o->shape_ == shape_;

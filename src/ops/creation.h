@@ -8,16 +8,24 @@ namespace tessera {
 
 // Broadcast a 0-d input (already of the output dtype) to the output shape.
 // Input: the 0-d fill value; output: `shape` filled with it.
+// `shape` filled with the 0-d input. One made by a *_like op follows the shape of the array it
+// was made like (its shape source, for shapeless compile).
 class Full : public UnaryPrimitive {
  public:
   Full(Stream s, Shape shape) : UnaryPrimitive(s), shape_(std::move(shape)) {}
+  Full(Stream s, const array& like);
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Full"; }
   bool is_equivalent(const Primitive& other) const override;
+  std::vector<array> shape_sources() const override { return sources_; }
+  void clear_shape_sources() override { sources_.clear(); }
+  std::vector<Shape> shapeless_output_shapes(const std::vector<array>& inputs,
+                                             const std::vector<Shape>& source_shapes) override;
 
  private:
   Shape shape_;
+  std::vector<array> sources_;  // while compile traces (see Broadcast)
 };
 
 class Arange : public UnaryPrimitive {
@@ -56,6 +64,9 @@ class Copy : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_TRANSFORMS
   TESSERA_PRIMITIVE_NAME(Copy)
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {
+    return {inputs[0].shape()};
+  }
 };
 
 }  // namespace tessera

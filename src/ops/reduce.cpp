@@ -4,7 +4,9 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "core/transforms_impl.h"
 #include "ops/reduce.h"
+#include "ops/shape.h"
 #include "ops/utils.h"
 #include "tessera/ops.h"
 
@@ -14,7 +16,6 @@ namespace {
 
 struct ReducePlan {
   Shape keep_shape;       // reduced dims set to 1
-  Shape squeezed_shape;   // reduced dims removed
   std::vector<int> axes;  // sorted, non-negative
   bool noop;              // every reduced dim already has size 1
 };
@@ -48,7 +49,6 @@ ReducePlan plan_reduce(const char* op, const Shape& shape, const std::vector<int
       p.keep_shape.push_back(1);
     } else {
       p.keep_shape.push_back(shape[d]);
-      p.squeezed_shape.push_back(shape[d]);
     }
   }
   return p;
@@ -75,7 +75,8 @@ array make_reduce(const array& a, const std::vector<int>& axes, bool keepdims, R
   array out = p.noop ? astype(a, out_dtype, s)
                      : array(p.keep_shape, out_dtype,
                              std::make_shared<Reduce>(to_stream(s), type, p.axes), {a});
-  return keepdims ? out : reshape(out, p.squeezed_shape, s);
+  // Squeeze, not a reshape to the traced shape: a shapeless compile replays it on new shapes.
+  return keepdims ? out : squeeze(out, p.axes, s);
 }
 
 // Number of elements reduced by `axes` (already validated).
@@ -156,7 +157,7 @@ array make_arg_reduce(const array& a, int axis, bool keepdims, ArgReduce::Reduce
   array out = p.noop ? zeros(p.keep_shape, uint32, s)
                      : array(p.keep_shape, uint32,
                              std::make_shared<ArgReduce>(to_stream(s), type, p.axes[0]), {a});
-  return keepdims ? out : reshape(out, p.squeezed_shape, s);
+  return keepdims ? out : squeeze(out, p.axes, s);
 }
 
 array whole_arg_reduce(const array& a, bool keepdims, ArgReduce::ReduceType type, const char* op,
@@ -194,13 +195,24 @@ array count_nonzero(const array& a, const std::vector<int>& axes, bool keepdims,
   return sum(nz, axes, keepdims, s);
 }
 
+namespace {
+// The number of elements along `axes` of `a` (its reciprocal when `inverted`) as a scalar of
+// `dtype`: a constant, or while compile traces a node that a shapeless replay recomputes.
+array element_count(const array& a, const std::vector<int>& axes, bool inverted, Dtype dtype,
+                    StreamOrDevice s) {
+  std::vector<int> norm = reduce_axes("element count", axes, static_cast<int>(a.ndim()));
+  auto prim = std::make_shared<NumberOfElements>(to_stream(s), std::move(norm), inverted, dtype);
+  if (!detail::in_compile_trace()) return array(prim->value(a.shape()), dtype);
+  return array(Shape{}, dtype, std::move(prim), {stop_gradient(a, s)});
+}
+}  // namespace
+
 array mean(const array& a, bool keepdims, StreamOrDevice s) { return mean(a, all_axes(a), keepdims, s); }
 array mean(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
   reduce_axes("mean", axes, static_cast<int>(a.ndim()));
   auto dtype = at_least_float(a.dtype());
   // 1/0 = inf makes the mean of an empty reduction 0 * inf = nan, as NumPy.
-  double inv = 1.0 / static_cast<double>(reduced_count(a, axes));
-  return multiply(sum(a, axes, keepdims, s), array(inv, dtype), s);
+  return multiply(sum(a, axes, keepdims, s), element_count(a, axes, true, dtype, s), s);
 }
 array mean(const array& a, int axis, bool keepdims, StreamOrDevice s) {
   return mean(a, std::vector<int>{axis}, keepdims, s);
@@ -218,12 +230,15 @@ array var(const array& a, const std::vector<int>& axes, bool keepdims, int ddof,
   auto sq = cplx ? real(multiply(d, conjugate(d, s), s), s) : square(d, s);
   if (cplx) dtype = float32;
   auto v = sum(sq, axes, keepdims, s);
-  double n = static_cast<double>(reduced_count(a, axes));
-  if (ddof != 0) {
-    double denom = std::max(n - static_cast<double>(ddof), 0.0);
-    return divide(v, array(denom, dtype), s);
+  if (ddof == 0) return multiply(v, element_count(a, axes, true, dtype, s), s);
+  if (!detail::in_compile_trace()) {
+    double n = static_cast<double>(reduced_count(a, axes));
+    return divide(v, array(std::max(n - static_cast<double>(ddof), 0.0), dtype), s);
   }
-  return multiply(v, array(1.0 / n, dtype), s);
+  auto n = element_count(a, axes, false, float64, s);
+  auto denom = maximum(subtract(n, array(static_cast<double>(ddof), float64), s),
+                       array(0.0, float64), s);
+  return divide(v, astype(denom, dtype, s), s);
 }
 array var(const array& a, int axis, bool keepdims, int ddof, StreamOrDevice s) {
   return var(a, std::vector<int>{axis}, keepdims, ddof, s);
@@ -298,7 +313,8 @@ std::vector<array> Reduce::vjp(const std::vector<array>& primals,
   const array& cotan = cotangents[0];
   auto s = stream();
   switch (type_) {
-    case Sum: return {broadcast_to(cotan, in.shape(), s)};
+    // The broadcast follows the input's shape (shapeless compile replays it on new shapes).
+    case Sum: return {detail::broadcast_for_elementwise(cotan, in.shape(), {&in}, s)};
     case Prod: return {multiply(conjugate(exclusive_prod(in, axes_, s), s), cotan, s)};
     case Max:
     case Min: {
@@ -346,6 +362,48 @@ std::pair<std::vector<array>, std::vector<int>> Reduce::vmap(const std::vector<a
              : (type_ == Sum || type_ == Prod) ? sum_dtype(in.dtype())
                                                : in.dtype();
   return {{array(out_shape, dt, std::make_shared<Reduce>(stream(), type_, raxes), {in})}, {bax}};
+}
+
+// ---- NumberOfElements ----
+
+double NumberOfElements::value(const Shape& shape) const {
+  double n = 1;
+  for (int ax : axes_) n *= static_cast<double>(shape[ax]);
+  return inverted_ ? 1.0 / n : n;
+}
+
+bool NumberOfElements::is_equivalent(const Primitive& other) const {
+  auto* o = dynamic_cast<const NumberOfElements*>(&other);
+  return o && o->axes_ == axes_ && o->inverted_ == inverted_ && o->dtype_ == dtype_ &&
+         o->bound_ == bound_;
+}
+
+std::shared_ptr<Primitive> NumberOfElements::bind_input_shapes(
+    const std::vector<Shape>& shapes) const {
+  auto p = std::make_shared<NumberOfElements>(stream(), axes_, inverted_, dtype_);
+  p->bound_ = value(shapes.at(0));
+  return p;
+}
+
+std::vector<array> NumberOfElements::vjp(const std::vector<array>& primals,
+                                         const std::vector<array>&, const std::vector<int>&,
+                                         const std::vector<array>&) {
+  return {zeros_like(primals[0], stream())};
+}
+
+std::vector<array> NumberOfElements::jvp(const std::vector<array>&, const std::vector<array>&,
+                                         const std::vector<int>&) {
+  return {zeros(Shape{}, dtype_, stream())};
+}
+
+std::pair<std::vector<array>, std::vector<int>> NumberOfElements::vmap(
+    const std::vector<array>& inputs, const std::vector<int>& axes) {
+  std::vector<int> counted = axes_;
+  if (axes[0] >= 0) {
+    for (auto& a : counted) a += a >= axes[0] ? 1 : 0;
+  }
+  auto prim = std::make_shared<NumberOfElements>(stream(), std::move(counted), inverted_, dtype_);
+  return {{array(Shape{}, dtype_, std::move(prim), {inputs[0]})}, {-1}};
 }
 
 // ---- ArgReduce ----

@@ -35,6 +35,30 @@ class Reduce : public UnaryPrimitive {
   std::vector<int> axes_;
 };
 
+// The number of elements along `axes` of its input (or its reciprocal when `inverted`), as a
+// scalar of `dtype`: mean's and var's divisor while compile traces, so that a shapeless replay
+// divides by the count of the new shape. It reads only its input's shape; bound to a shape
+// (bind_input_shapes) it has no input.
+class NumberOfElements : public UnaryPrimitive {
+ public:
+  NumberOfElements(Stream s, std::vector<int> axes, bool inverted, Dtype dtype)
+      : UnaryPrimitive(s), axes_(std::move(axes)), inverted_(inverted), dtype_(dtype) {}
+  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  TESSERA_DECLARE_TRANSFORMS
+  const char* name() const override { return "NumberOfElements"; }
+  bool is_equivalent(const Primitive& other) const override;
+  std::vector<Shape> output_shapes(const std::vector<array>&) override { return {Shape{}}; }
+  std::shared_ptr<Primitive> bind_input_shapes(const std::vector<Shape>& shapes) const override;
+  // The value for an input of `shape`.
+  double value(const Shape& shape) const;
+
+ private:
+  std::vector<int> axes_;
+  bool inverted_;
+  Dtype dtype_;
+  double bound_ = -1;  // the value, once bound to a shape (then there is no input)
+};
+
 // Index (uint32) of the first min/max along `axis`; the output keeps the axis with size 1.
 class ArgReduce : public UnaryPrimitive {
  public:
@@ -44,6 +68,11 @@ class ArgReduce : public UnaryPrimitive {
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return type_ == ArgMin ? "ArgMin" : "ArgMax"; }
   bool is_equivalent(const Primitive& other) const override;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {
+    Shape out = inputs[0].shape();
+    out[axis_] = 1;
+    return {out};
+  }
 
  private:
   ReduceType type_;
@@ -60,6 +89,9 @@ class Scan : public UnaryPrimitive {
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override;
   bool is_equivalent(const Primitive& other) const override;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {
+    return {inputs[0].shape()};
+  }
 
  private:
   ReduceType type_;
@@ -76,6 +108,9 @@ class Softmax : public UnaryPrimitive {
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Softmax"; }
   bool is_equivalent(const Primitive& other) const override;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {
+    return {inputs[0].shape()};
+  }
 
  private:
   bool precise_;
@@ -88,6 +123,11 @@ class LogSumExp : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_TRANSFORMS
   TESSERA_PRIMITIVE_NAME(LogSumExp)
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {
+    Shape out = inputs[0].shape();
+    out.back() = 1;
+    return {out};
+  }
 };
 
 }  // namespace tessera

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "core/transforms_impl.h"
 #include "ops/shape.h"
 #include "ops/utils.h"
 #include "tessera/ops.h"
@@ -313,20 +314,8 @@ array broadcast_to(const array& a, const Shape& shape, StreamOrDevice s) {
 }
 
 Broadcast::Broadcast(Stream s, Shape shape, std::initializer_list<const array*> sources)
-    : UnaryPrimitive(s), shape_(std::move(shape)) {
-  size_t i = 0;
-  for (const array* a : sources) {
-    if (i < sources_.size()) sources_[i++] = a->weak_ref();
-  }
-}
-
-std::vector<std::uintptr_t> Broadcast::shape_sources() const {
-  std::vector<std::uintptr_t> ids;
-  for (auto& w : sources_) {
-    if (auto p = w.lock()) ids.push_back(reinterpret_cast<std::uintptr_t>(p.get()));
-  }
-  return ids;
-}
+    : UnaryPrimitive(s), shape_(std::move(shape)),
+      sources_(detail::shape_sources_while_compiling(sources)) {}
 
 std::vector<Shape> Broadcast::shapeless_output_shapes(const std::vector<array>& inputs,
                                                       const std::vector<Shape>& source_shapes) {

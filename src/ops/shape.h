@@ -20,14 +20,15 @@ class Broadcast : public UnaryPrimitive {
   const char* name() const override { return "Broadcast"; }
   bool is_equivalent(const Primitive& other) const override;
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
-  std::vector<std::uintptr_t> shape_sources() const override;
+  std::vector<array> shape_sources() const override { return sources_; }
+  void clear_shape_sources() override { sources_.clear(); }
   std::vector<Shape> shapeless_output_shapes(const std::vector<array>& inputs,
                                              const std::vector<Shape>& source_shapes) override;
 
  private:
   Shape shape_;
-  // Weak: a source that has gone (an operand the op did not keep) is simply not one any more.
-  std::array<std::weak_ptr<detail::ArrayDesc>, 2> sources_{};  // inline: no allocation per op
+  // Kept only while compile traces (no cost per op otherwise), until build_graph takes them.
+  std::vector<array> sources_;
 };
 
 namespace detail {

@@ -46,7 +46,9 @@ std::vector<array> Broadcast::vjp(const std::vector<array>& primals,
     if (i < lead || (in_shape[i - lead] == 1 && shape_[i] != 1)) axes.push_back(i);
   }
   array g = axes.empty() ? cotangents[0] : sum(cotangents[0], axes, true, stream());
-  return {reshape(g, in_shape, stream())};
+  std::vector<int> leading(static_cast<size_t>(lead));
+  std::iota(leading.begin(), leading.end(), 0);
+  return {squeeze(g, leading, stream())};
 }
 
 std::vector<array> Broadcast::jvp(const std::vector<array>&, const std::vector<array>& tangents,
@@ -114,10 +116,10 @@ std::pair<std::vector<array>, std::vector<int>> Transpose::vmap(const std::vecto
 
 // ---- ExpandDims / Squeeze ----
 
-std::vector<array> ExpandDims::vjp(const std::vector<array>& primals,
-                                   const std::vector<array>& cotangents, const std::vector<int>&,
-                                   const std::vector<array>&) {
-  return {reshape(cotangents[0], primals[0].shape(), stream())};
+// Each the other's inverse (not a reshape to the traced shape, so shapeless compile replays them).
+std::vector<array> ExpandDims::vjp(const std::vector<array>&, const std::vector<array>& cotangents,
+                                   const std::vector<int>&, const std::vector<array>&) {
+  return {squeeze(cotangents[0], axes_, stream())};
 }
 
 std::vector<array> ExpandDims::jvp(const std::vector<array>&, const std::vector<array>& tangents,
@@ -132,10 +134,9 @@ std::pair<std::vector<array>, std::vector<int>> ExpandDims::vmap(const std::vect
   return {{expand_dims(x, shifted(axes_), stream())}, {0}};
 }
 
-std::vector<array> Squeeze::vjp(const std::vector<array>& primals,
-                                const std::vector<array>& cotangents, const std::vector<int>&,
-                                const std::vector<array>&) {
-  return {reshape(cotangents[0], primals[0].shape(), stream())};
+std::vector<array> Squeeze::vjp(const std::vector<array>&, const std::vector<array>& cotangents,
+                                const std::vector<int>&, const std::vector<array>&) {
+  return {expand_dims(cotangents[0], axes_, stream())};
 }
 
 std::vector<array> Squeeze::jvp(const std::vector<array>&, const std::vector<array>& tangents,

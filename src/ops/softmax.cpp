@@ -99,6 +99,8 @@ array logsumexp(const array& a, const std::vector<int>& axes_in, bool keepdims, 
     Shape shape = x.shape();
     shape.back() = 1;
     auto out = array(std::move(shape), dtype, std::make_shared<LogSumExp>(to_stream(s)), {x});
+    // One axis: keep / squeeze it (no reshape to the traced shape: shapeless compile replays it).
+    if (axes.size() == 1) return keepdims ? out : squeeze(out, axes, s);
     return reshape(out, keepdims ? keep : squeezed, s);
   }
   if (axes.empty()) return astype(a, at_least_float(a.dtype()), s);
@@ -106,7 +108,7 @@ array logsumexp(const array& a, const std::vector<int>& axes_in, bool keepdims, 
   auto out = add(log(sum(exp(subtract(a, m, s), s), axes, true, s), s), m, s);
   // A max of +-inf would give inf - inf = nan above; the answer is the max itself.
   out = where(isinf(m, s), m, out, s);
-  return keepdims ? out : reshape(out, squeezed, s);
+  return keepdims ? out : squeeze(out, axes, s);
 }
 
 array logsumexp(const array& a, int axis, bool keepdims, StreamOrDevice s) {

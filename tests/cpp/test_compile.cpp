@@ -347,6 +347,92 @@ TEST(Compile, TracesOncePerSignature) {
   EXPECT_EQ(shapeless_calls, 6);
 }
 
+// Row means, column variances (ddof 1) and the mean of the squares (fused into one reduction),
+// from the shapes of each call: the divisors are nodes of the graph, not
+// the traced shape's counts. The reference is computed here in double from the elements.
+TEST(Compile, ShapelessMeanAndVarDivideByTheNewCount) {
+  auto f = [](const std::vector<array>& in) {
+    const array& x = in[0];
+    return std::vector<array>{mean(x, 1), var(x, 0, false, 1), mean(x * x)};
+  };
+  auto cf = compile(f, true);
+  for (auto [r, c] : std::vector<std::pair<int, int>>{{3, 4}, {6, 9}, {2, 2}}) {
+    const std::string what = std::to_string(r) + "x" + std::to_string(c);
+    array x = random_array({r, c}, float32, r * 10 + c);
+    auto out = cf({x});
+    auto v = test_util::values(x);
+    std::vector<double> rows(r, 0), cols(c, 0), cvar(c, 0);
+    double sq = 0;
+    for (int i = 0; i < r; ++i) {
+      for (int j = 0; j < c; ++j) {
+        rows[i] += v[i * c + j] / c;
+        cols[j] += v[i * c + j] / r;
+        sq += v[i * c + j] * v[i * c + j] / (r * c);
+      }
+    }
+    for (int i = 0; i < r; ++i) {
+      for (int j = 0; j < c; ++j) cvar[j] += std::pow(v[i * c + j] - cols[j], 2) / (r - 1);
+    }
+    auto near = [&](const array& got, const std::vector<double>& want, const std::string& name) {
+      auto g = test_util::values(got);
+      ASSERT_EQ(g.size(), want.size()) << what << " " << name;
+      for (size_t k = 0; k < want.size(); ++k) {
+        EXPECT_NEAR(g[k], want[k], 1e-5 * (1 + std::fabs(want[k]))) << what << " " << name << " " << k;
+      }
+    };
+    near(out[0], rows, "mean axis 1");
+    near(out[1], cvar, "var axis 0 ddof 1");
+    near(out[2], {sq}, "mean(x * x)");
+  }
+  // vmap inside the shapeless function: the count is of the per-example shape.
+  auto g = [](const std::vector<array>& in) {
+    auto row_mean = [](const std::vector<array>& a) { return std::vector<array>{mean(a[0])}; };
+    return vmap(VecFn(row_mean))(in);
+  };
+  auto cg = compile(g, true);
+  for (int n : {3, 8}) {
+    array x = random_array({2, n}, float32, n);
+    auto got = test_util::values(cg({x})[0]);
+    auto v = test_util::values(x);
+    for (int b = 0; b < 2; ++b) {
+      double want = 0;
+      for (int j = 0; j < n; ++j) want += v[b * n + j] / n;
+      EXPECT_NEAR(got[b], want, 1e-5) << "vmap(mean), n=" << n;
+    }
+  }
+}
+
+// Gradients traced inside a shapeless function follow the new shapes too: the broadcasts and
+// fills of the backward pass take their shapes from the forward values. The gradient of a row
+// mean is 1/columns (closed form); the others equal the eager gradient.
+TEST(Compile, ShapelessGradientsFollowTheNewShapes) {
+  std::vector<std::pair<std::string, std::function<array(const array&)>>> fns = {
+      {"sum(mean(x, 1))", [](const array& x) { return sum(mean(x, 1)); }},
+      {"sum(x * 2)", [](const array& x) { return sum(x * 2.0f); }},
+      {"softmax", [](const array& x) { return sum(softmax(x, std::vector<int>{1}) * x); }},
+      {"logsumexp", [](const array& x) { return sum(logsumexp(x, std::vector<int>{1})); }},
+      {"where", [](const array& x) { return sum(where(x > 0.0f, x, x * x)); }},
+      {"prod", [](const array& x) { return sum(prod(x + 2.0f, 1)); }},
+      {"max", [](const array& x) { return sum(max(x, 0)); }},
+  };
+  for (auto& [name, fn] : fns) {
+    auto f = fn;
+    auto cf = compile([f](const std::vector<array>& in) { return std::vector<array>{grad(f)(in[0])}; },
+                      true);
+    for (auto [r, c] : std::vector<std::pair<int, int>>{{2, 3}, {5, 4}}) {
+      array x = random_array({r, c}, float32, r + c);
+      const std::string what = name + " " + std::to_string(r) + "x" + std::to_string(c);
+      array got = cf({x})[0];
+      if (name == "sum(mean(x, 1))") {
+        ASSERT_EQ(got.shape(), x.shape()) << what;
+        for (double v : test_util::values(got)) EXPECT_NEAR(v, 1.0 / c, 1e-7) << what;
+      } else {
+        expect_close_to_eager(got, grad(f)(x), what);
+      }
+    }
+  }
+}
+
 TEST(Compile, CommonSubexpressionsAndEqualConstantsMerge) {
   set_compile_mode(CompileMode::no_fuse);
   auto f = [](const std::vector<array>& in) {

@@ -55,13 +55,14 @@ RingOptions options(bool shm, double timeout_s = 20) {
   return o;
 }
 
-// Runs f(group, rank) on n threads, one RingGroup each; rethrows the first failure.
+// Runs f(group, rank) on n threads, one RingGroup each; fails with every rank's error, in the
+// order they happened (the first is the cause, the others usually its consequences).
 void run_ranks(int n, const RingOptions& opt, const std::function<void(RingGroup&, int)>& f,
                int conns = 1) {
   Hostfile hf = free_hostfile(n, conns);
   std::vector<std::thread> ts;
   std::mutex mu;
-  std::string first_error;
+  std::string errors;
   for (int r = 0; r < n; ++r) {
     ts.emplace_back([&, r] {
       try {
@@ -69,12 +70,12 @@ void run_ranks(int n, const RingOptions& opt, const std::function<void(RingGroup
         f(g, r);
       } catch (const std::exception& e) {
         std::lock_guard<std::mutex> lk(mu);
-        if (first_error.empty()) first_error = "rank " + std::to_string(r) + ": " + e.what();
+        errors += "\nrank " + std::to_string(r) + ": " + e.what();
       }
     });
   }
   for (auto& t : ts) t.join();
-  if (!first_error.empty()) FAIL() << first_error;
+  if (!errors.empty()) FAIL() << "ranks failed:" << errors;
 }
 
 // std::vector without the vector<bool> specialisation (bool buffers need data()).

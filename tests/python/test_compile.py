@@ -132,6 +132,24 @@ def test_shapeless_recompiles_only_on_rank_or_dtype():
         np.testing.assert_allclose(np.asarray(g(mx.array(x), mx.array(b))), np.maximum(x * 2 + b, 0.5))
 
 
+def test_shapeless_normalisation_and_its_gradient_use_each_call_shape():
+    # A layer norm's mean and variance divide by the row length of each call, and so does the
+    # gradient (NumPy reference: the closed form of the normalisation and of d sum(mean) / dx).
+    def norm(x):
+        mu = mx.mean(x, axis=-1, keepdims=True)
+        return (x - mu) * mx.rsqrt(mx.var(x, axis=-1, keepdims=True) + 1e-5)
+
+    cnorm = mx.compile(norm, shapeless=True)
+    cgrad = mx.compile(mx.grad(lambda x: mx.mean(x, axis=1).sum()), shapeless=True)
+    rng = np.random.default_rng(3)
+    for shape in ((2, 8), (5, 3), (1, 17)):
+        x = rng.standard_normal(shape).astype(np.float32)
+        want = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
+        np.testing.assert_allclose(np.asarray(cnorm(mx.array(x))), want, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(np.asarray(cgrad(mx.array(x))), np.full(shape, 1 / shape[1]),
+                                   rtol=1e-6)
+
+
 def test_captured_state_training_step_matches_eager():
     rng = np.random.default_rng(2)
     X = rng.standard_normal((64, 3)).astype(np.float32)

@@ -446,6 +446,15 @@ void arg_reduce_typed(const array& in_any, array& out, int axis) {
 
 }  // namespace
 
+void NumberOfElements::eval_cpu(const std::vector<array>& inputs, array& out) {
+  const double v = inputs.empty() ? bound_ : value(inputs[0].shape());
+  out.set_data(allocator::malloc(out.nbytes()));
+  detail::dispatch_dtype(out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    *out.data<T>() = detail::cast_scalar<T, double>(v);
+  });
+}
+
 void Reduce::eval_cpu(const std::vector<array>& inputs, array& out) {
   const array& in = inputs[0];
   detail::dispatch_dtype(in.dtype(), [&](auto tag) {

@@ -361,8 +361,11 @@ void ShmTransport::wait_word(int peer, std::atomic<uint32_t>& w, uint64_t target
         char b;
         ssize_t n = ::recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-          // Its process may still be going away: give the pid check a moment to see it.
+          // A peer that posted what we wait for and then left (its last op done) is no
+          // failure: the post came before the close, so it is visible now. Otherwise its process
+          // may still be going away: give the pid check a moment to see it.
           for (int i = 0; i < 20; ++i) {
+            if (reached(w.load(std::memory_order_acquire), target)) return;
             std::string story = peer_failure(ctx, peer);
             if (!story.empty()) throw std::runtime_error(story);
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
