@@ -200,6 +200,12 @@ nb::object make_vmap(nb::callable fun, nb::object in_axes, nb::object out_axes) 
 }
 
 // custom_function: a decorator whose object calls `fun` and takes rules with .vjp / .jvp / .vmap.
+// As MLX, a rule of a one-argument function receives that argument itself (not a 1-tuple),
+// and the tangents of the inputs not differentiated are None.
+nb::object rule_args(const nb::object& args) {
+  return nb::len(args) == 1 ? nb::object(args[0]) : args;
+}
+
 struct PyCustomFunction {
   explicit PyCustomFunction(nb::callable f) : fun(std::move(f)) {}
   nb::callable fun;
@@ -224,7 +230,7 @@ struct PyCustomFunction {
                                         const std::vector<array>& cotangents,
                                         const std::vector<array>& outputs) {
         nb::gil_scoped_acquire gil;
-        nb::object p = tree_replace(*args_obj, primals);
+        nb::object p = rule_args(tree_replace(*args_obj, primals));
         nb::object c = tree_replace(*out_tree, cotangents);
         nb::object o = tree_replace(*out_tree, outputs);
         nb::object g = (*r)(p, c, o);
@@ -241,11 +247,15 @@ struct PyCustomFunction {
       jvp_fn = [r, args_obj](const std::vector<array>& primals, const std::vector<array>& tangents,
                              const std::vector<int>& argnums) {
         nb::gil_scoped_acquire gil;
-        // Tangents of the inputs not differentiated are zeros, as MLX passes them.
-        std::vector<array> full;
-        for (size_t i = 0; i < primals.size(); ++i) full.push_back(zeros_like(primals[i]));
-        for (size_t k = 0; k < argnums.size(); ++k) full[static_cast<size_t>(argnums[k])] = tangents[k];
-        nb::object g = (*r)(tree_replace(*args_obj, primals), tree_replace(*args_obj, full));
+        nb::object t = tree_replace(*args_obj, primals);
+        // Leaves in the order of the primals: the differentiated ones get their tangent.
+        std::vector<nb::object> by_leaf(primals.size(), nb::none());
+        for (size_t k = 0; k < argnums.size(); ++k) {
+          by_leaf[static_cast<size_t>(argnums[k])] = nb::cast(tangents[k]);
+        }
+        size_t leaf = 0;
+        nb::object tans = tree_map_arrays(t, [&](nb::handle) { return by_leaf[leaf++]; });
+        nb::object g = (*r)(rule_args(t), rule_args(tans));
         return tree_arrays(g);
       };
     }
@@ -253,9 +263,13 @@ struct PyCustomFunction {
       PyRef r(*vmap_rule);
       vmap_fn = [r, args_obj](const std::vector<array>& inputs, const std::vector<int>& axes) {
         nb::gil_scoped_acquire gil;
-        nb::list ax;
-        for (int a : axes) ax.append(a < 0 ? nb::none() : nb::cast(a));
-        nb::object res = (*r)(tree_replace(*args_obj, inputs), nb::tuple(ax));
+        // The axes as a tree of the arguments (None for an input not batched).
+        size_t leaf = 0;
+        nb::object ax = tree_map_arrays(*args_obj, [&](nb::handle) {
+          const int a = axes[leaf++];
+          return a < 0 ? nb::none() : nb::cast(a);
+        });
+        nb::object res = (*r)(rule_args(tree_replace(*args_obj, inputs)), rule_args(ax));
         if (!nb::isinstance<nb::tuple>(res) || nb::len(res) != 2) {
           throw std::invalid_argument("[custom_function] the vmap rule must return (outputs, out_axes)");
         }

@@ -25,31 +25,35 @@ std::vector<array> tree_arrays(nb::handle tree) {
   return out;
 }
 
-nb::object tree_replace(nb::handle t, const std::vector<array>& leaves, size_t* pos) {
-  if (nb::isinstance<array>(t)) {
-    if (*pos >= leaves.size()) throw std::logic_error("[tree] fewer leaves than arrays");
-    return nb::cast(leaves[(*pos)++]);
-  }
+nb::object tree_map_arrays(nb::handle t, const std::function<nb::object(nb::handle)>& f) {
+  if (nb::isinstance<array>(t)) return f(t);
   if (nb::isinstance<nb::list>(t)) {
     nb::list out;
-    for (nb::handle e : t) out.append(tree_replace(e, leaves, pos));
+    for (nb::handle e : t) out.append(tree_map_arrays(e, f));
     // Subclasses of list keep their type (as MLX's trees do).
     if (!PyList_CheckExact(t.ptr())) return t.type()(out);
     return out;
   }
   if (nb::isinstance<nb::tuple>(t)) {
     nb::list out;
-    for (nb::handle e : t) out.append(tree_replace(e, leaves, pos));
+    for (nb::handle e : t) out.append(tree_map_arrays(e, f));
     // Named tuples keep their type.
     if (nb::hasattr(t, "_fields")) return t.type()(*nb::tuple(out));
     return nb::tuple(out);
   }
   if (nb::isinstance<nb::dict>(t)) {
     nb::dict out;
-    for (auto [k, v] : nb::borrow<nb::dict>(t)) out[k] = tree_replace(v, leaves, pos);
+    for (auto [k, v] : nb::borrow<nb::dict>(t)) out[k] = tree_map_arrays(v, f);
     return out;
   }
   return nb::borrow(t);
+}
+
+nb::object tree_replace(nb::handle t, const std::vector<array>& leaves, size_t* pos) {
+  return tree_map_arrays(t, [&](nb::handle) {
+    if (*pos >= leaves.size()) throw std::logic_error("[tree] fewer leaves than arrays");
+    return nb::cast(leaves[(*pos)++]);
+  });
 }
 
 void tree_visit_with_prefix(nb::handle t, nb::handle prefix,

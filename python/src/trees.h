@@ -10,6 +10,8 @@ namespace tessera::python {
 
 // The array leaves of `tree` in order (dicts in insertion order).
 std::vector<array> tree_arrays(nb::handle tree);
+// `tree` with each array leaf replaced, in order, by f(leaf).
+nb::object tree_map_arrays(nb::handle tree, const std::function<nb::object(nb::handle)>& f);
 // `tree` with its array leaves replaced, in order, by `leaves[*pos]...` (advances *pos).
 nb::object tree_replace(nb::handle tree, const std::vector<array>& leaves, size_t* pos);
 inline nb::object tree_replace(nb::handle tree, const std::vector<array>& leaves) {

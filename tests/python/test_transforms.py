@@ -91,6 +91,50 @@ def test_custom_function_rules_are_used():
     assert mx.grad(lambda t: f(t).sum())(x).item() == 7.0
 
 
+def test_custom_function_rules_receive_arguments_as_mlx_passes_them():
+    # One argument (here a list) is passed as itself, several as a tuple; the tangent of an input
+    # not differentiated is None.
+    @mx.custom_function
+    def total(parts):
+        return parts[0] + 2 * parts[1]
+
+    @total.vjp
+    def total_vjp(parts, cotangent, output):
+        assert isinstance(parts, list) and len(parts) == 2
+        return [cotangent * 10, cotangent * 20]
+
+    a, b = mx.array([1.0, 2.0]), mx.array([3.0, 4.0])
+    ga, gb = mx.grad(lambda p: total(p).sum())([a, b])
+    assert ga.tolist() == [10.0, 10.0] and gb.tolist() == [20.0, 20.0]
+
+    @mx.custom_function
+    def mul(x, y):
+        return x * y
+
+    seen = []
+
+    @mul.jvp
+    def mul_jvp(primals, tangents):
+        x, y = primals
+        tx, ty = tangents
+        seen.append((tx is None, ty is None))
+        return tx * y * 3
+
+    _, (t,) = mx.jvp(lambda x: mul(x, b), [a], [mx.ones(2)])
+    assert seen == [(False, True)] and t.tolist() == [9.0, 12.0]
+
+    @mx.custom_function
+    def twice(x):
+        return 2 * x
+
+    @twice.vmap
+    def twice_vmap(x, axis):
+        assert axis == 0
+        return 2 * x + 1, 0
+
+    assert mx.vmap(twice)(mx.zeros((3, 2))).tolist() == [[1.0, 1.0]] * 3
+
+
 def test_checkpoint_gives_the_same_gradient():
     f = lambda x: mx.sin(x * x).sum()  # noqa: E731
     x = mx.array([0.1, 0.7, -1.3])
