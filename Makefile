@@ -9,7 +9,7 @@ VENV ?= $(BUILD)/venv
 PY_BUILD ?= $(BUILD)/py
 PYTHON ?= python3
 
-.PHONY: all deps build python demo test test-long test-asan bench bench-dist bench-py bench-compile docs clean
+.PHONY: all deps build python demo demo-cpp bench-train test test-long test-asan bench bench-dist bench-py bench-compile docs clean
 
 all: build
 
@@ -32,9 +32,13 @@ python: $(VENV)/.ready
 	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(VENV)/bin/pip install -q --no-build-isolation \
 	  --config-settings=build-dir=$(PY_BUILD) .
 
-# The main job: the MLP trained in one process (value_and_grad + SGD), then data-parallel over
-# 4 ranks started by `tessera launch` (gradients averaged with all_sum in 32 MiB buckets).
-demo: build
+# The main job: an MLP trained data-parallel on scikit-learn's handwritten digits over 4 ranks
+# started by `tessera launch` (tessera.nn, SGD, nn.average_gradients), from the package in $(VENV).
+demo: python
+	$(VENV)/bin/tessera launch -n 4 examples/python/data_parallel.py
+
+# The C++ demos: the MLP in one process, then data-parallel over 4 ranks.
+demo-cpp: build
 	./$(BUILD)/train_mlp
 	./$(BUILD)/tessera launch -n 4 ./$(BUILD)/data_parallel
 
@@ -65,6 +69,11 @@ bench: build
 bench-dist: build
 	@bash scripts/bench_dist_deps.sh
 	./$(BUILD)/bench_collectives --rounds 3 --json $(BUILD)/bench_collectives.json
+
+# Training steps against PyTorch (DDP over Gloo), JAX (jit) and MLX, at 1, 2 and 4 ranks.
+bench-train:
+	@bash scripts/bench_py_deps.sh $(BUILD)/bench-venv $(BUILD)/py-bench
+	$(BUILD)/bench-venv/bin/python benchmarks/python/bench_train.py
 
 # The Python layer's per-call costs against MLX, NumPy and PyTorch (one shared benchmark venv).
 bench-py: build

@@ -46,10 +46,12 @@ Graph build_graph(const std::vector<array>& inputs, const std::vector<array>& ou
     // An array an enclosing transform traces (compile called inside grad, with the closure
     // holding it) must stay itself: the transform differentiates through it. It is one when it is
     // a tracer not computed from this function's inputs.
+    // Its shape sources count: a broadcast of a constant that follows an input's shape is no
+    // constant.
     bool depends = false;
-    for (auto& in : a.inputs()) {
-      const int v = value_of.at(in.id());
-      depends = depends || g.constants.count(v) == 0;
+    const std::vector<array> sources = a.primitive().shape_sources();
+    for (const auto* arrays : {&a.inputs(), &sources}) {
+      for (auto& in : *arrays) depends = depends || g.constants.count(value_of.at(in.id())) == 0;
     }
     if (!depends && a.is_tracer()) {
       value(a);
@@ -57,7 +59,7 @@ Graph build_graph(const std::vector<array>& inputs, const std::vector<array>& ou
     }
     GraphNode node{a.primitive_ptr(), {}, {}};
     for (auto& in : a.inputs()) node.inputs.push_back(value(in));
-    for (auto& src : a.primitive().shape_sources()) node.shape_sources.push_back(value(src));
+    for (auto& src : sources) node.shape_sources.push_back(value(src));
     a.primitive().clear_shape_sources();
     for (auto& o : a.outputs()) {
       const int v = g.add_value(o.shape(), o.dtype());

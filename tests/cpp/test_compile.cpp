@@ -415,6 +415,15 @@ TEST(Compile, ShapelessGradientsFollowTheNewShapes) {
       {"prod", [](const array& x) { return sum(prod(x + 2.0f, 1)); }},
       {"max", [](const array& x) { return sum(max(x, 0)); }},
   };
+  // First called under grad (its inputs tracers), then on a new shape: the broadcast of the
+  // constant follows the input (it is a node of the graph, not a traced constant).
+  auto relu = compile([](const std::vector<array>& in) {
+    return std::vector<array>{maximum(in[0], array(0.0f))};
+  }, true);
+  array w = random_array({3, 5}, float32, 1);
+  grad([&](const array& x) { return sum(relu({matmul(x, w)})[0]); })(random_array({2, 3}, float32, 2));
+  array x4 = random_array({4, 5}, float32, 3);
+  expect_close_to_eager(relu({x4})[0], maximum(x4, array(0.0f)), "relu traced under grad, new shape");
   for (auto& [name, fn] : fns) {
     auto f = fn;
     auto cf = compile([f](const std::vector<array>& in) { return std::vector<array>{grad(f)(in[0])}; },
