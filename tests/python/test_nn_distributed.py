@@ -174,3 +174,26 @@ def test_data_parallel_example_learns_keeps_ranks_equal_and_resumes(tmp_path):
     assert sorted(full.files) == sorted(resumed.files)
     for k in full.files:
         assert np.array_equal(full[k], resumed[k]), k
+
+
+TP_EXAMPLE = os.path.join(os.path.dirname(EXAMPLE), "tensor_parallel.py")
+
+
+def final_loss(out):
+    return float(out.split("final loss ")[1].split()[0])
+
+
+@pytest.mark.parametrize("n", [2, pytest.param(4, marks=pytest.mark.long)])
+def test_tensor_parallel_example_matches_one_process(tmp_path, n):
+    # A smaller model than the example's default, 100 steps: the loss falls, and the sharded
+    # run's loss equals the one-process run's within 1e-4.
+    args = ["--steps", "100", "--dims", "64", "--context", "32", "--batch", "8", "--print-every", "50"]
+    one = subprocess.run([sys.executable, TP_EXAMPLE, *args], capture_output=True, text=True,
+                         timeout=300, cwd=tmp_path)
+    assert one.returncode == 0, one.stderr
+    r = subprocess.run([TESSERA, "launch", "-n", str(n), TP_EXAMPLE, *args], capture_output=True,
+                       text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    first = float(one.stdout.split("step    1  loss ")[1].split()[0])
+    assert final_loss(one.stdout) < first - 1.0, one.stdout
+    assert abs(final_loss(r.stdout) - final_loss(one.stdout)) < 1e-4, (one.stdout, r.stdout)

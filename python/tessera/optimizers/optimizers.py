@@ -1,0 +1,1026 @@
+"""The optimizers of ``mlx.optimizers``: the :class:`Optimizer` base and its update rules.
+
+An optimizer works leaf by leaf: :meth:`Optimizer.apply_gradients` walks the gradient tree
+together with the parameter tree and the optimizer's state tree and calls
+:meth:`Optimizer.apply_single` on each (gradient, parameter, per-parameter state) triple. The
+state of an optimizer is one tree, :attr:`Optimizer.state`: ``"step"`` (a ``uint64`` count of
+the updates applied so far), the scheduled or fixed hyper-parameters such as
+``"learning_rate"`` (arrays), and, at each parameter's path, a dict of that parameter's arrays
+(``{"m": ..., "v": ...}`` for Adam).
+
+Everything an update computes is an array operation, so an update never waits for the device
+and can be traced by :func:`tessera.core.compile`. The quantities that depend only on the step
+and a dtype (the learning rate cast to the gradient's dtype, Adam's bias corrections, ...) are
+computed once per :meth:`~Optimizer.apply_gradients` call and reused for every parameter.
+"""
+
+from typing import Callable, Optional, Tuple, Union
+
+import tessera.core as mx
+from tessera.utils import tree_map, tree_merge, tree_reduce
+
+__all__ = [
+    "Optimizer",
+    "MultiOptimizer",
+    "SGD",
+    "RMSprop",
+    "Adagrad",
+    "AdaDelta",
+    "Adam",
+    "AdamW",
+    "Adamax",
+    "Lion",
+    "Adafactor",
+    "Muon",
+    "clip_grad_norm",
+]
+
+_array = mx.array
+
+
+def _rebuild(node, children):
+    # The same kind of sequence as ``node``; a namedtuple takes its items as arguments.
+    kind = type(node)
+    if kind is list:
+        return children
+    return kind(*children) if hasattr(node, "_fields") else kind(children)
+
+
+def _apply_tree(apply, gradients, parameters, state):
+    # Walks ``gradients`` (which decides the structure of the result) and looks the matching
+    # parameter and per-parameter state up by key or index.
+    if type(gradients) is _array:
+        return apply(gradients, parameters, state)
+    if isinstance(gradients, dict):
+        return {
+            k: _apply_tree(apply, g, parameters[k], state[k]) for k, g in gradients.items()
+        }
+    if isinstance(gradients, (list, tuple)):
+        return _rebuild(
+            gradients,
+            [_apply_tree(apply, g, parameters[i], state[i]) for i, g in enumerate(gradients)],
+        )
+    return apply(gradients, parameters, state)
+
+
+def _empty_states(tree):
+    # One empty dict for every leaf of ``tree``, in ``tree``'s structure.
+    return tree_map(lambda _: {}, tree)
+
+
+def _fill_state(parameters, state):
+    """Returns ``state`` with a (possibly empty) entry for every leaf of ``parameters``.
+
+    Entries already present are kept (they may hold a restored state); dicts are filled in
+    place, sequences are returned as new lists or tuples.
+    """
+    if isinstance(parameters, (list, tuple)):
+        items = list(state)
+        for i in range(min(len(items), len(parameters))):
+            items[i] = _fill_state(parameters[i], items[i])
+        items.extend(_empty_states(list(parameters[len(items):])))
+        return tuple(items) if isinstance(parameters, tuple) else items
+    if isinstance(parameters, dict):
+        for key, value in parameters.items():
+            if key in state:
+                state[key] = _fill_state(value, state[key])
+            else:
+                state[key] = _empty_states(value)
+        return state
+    return state
+
+
+def _init_leaves(init_single, parameters, state):
+    # Calls ``init_single`` for every parameter whose state dict is still empty.
+    if isinstance(parameters, dict):
+        for key, value in parameters.items():
+            _init_leaves(init_single, value, state[key])
+    elif isinstance(parameters, (list, tuple)):
+        for i, value in enumerate(parameters):
+            _init_leaves(init_single, value, state[i])
+    elif not state:
+        init_single(parameters, state)
+
+
+class Optimizer:
+    """The base class of the optimizers.
+
+    A derived class states its update for one parameter (:meth:`apply_single`) and the
+    per-parameter state it needs (:meth:`init_single`); the base class applies them over whole
+    trees of parameters, counts the steps and evaluates the schedules.
+
+    Args:
+        schedulers (dict, optional): Maps the name of a state entry (such as
+            ``"learning_rate"``) to a function of the step; the entry is set from it before
+            every update. Default: ``None``.
+    """
+
+    def __init__(self, schedulers=None):
+        self._initialized = False
+        self._state = {"step": mx.array(0, mx.uint64)}
+        self._schedulers = dict(schedulers or {})
+        # Per-step values shared by all parameters; a dict only while apply_gradients runs.
+        self._step_cache = None
+
+    def update(self, model, gradients: dict):
+        """Applies ``gradients`` to the parameters of ``model`` and updates ``model`` in place.
+
+        Args:
+            model (tessera.nn.Module): The model to update; anything with an ``update(params)``
+                method whose items are its parameters.
+            gradients (dict): A tree of gradients with the structure of (part of) the model's
+                parameters, as :func:`tessera.nn.value_and_grad` returns.
+        """
+        model.update(self.apply_gradients(gradients, model))
+
+    def init(self, parameters: dict):
+        """Creates the optimizer's state for the parameters in ``parameters``.
+
+        The state is created on the first :meth:`apply_gradients` anyway; calling this first
+        makes :attr:`state` complete before any update. Entries already in the state (for
+        example a state restored from a file) are kept.
+
+        Args:
+            parameters (dict): A tree of parameters.
+
+        Example:
+            >>> optimizer = optim.SGD(learning_rate=1e-1, momentum=0.9)
+            >>> optimizer.init({"weight": mx.zeros((2, 2)), "bias": mx.zeros((2,))})
+            >>> list(optimizer.state)
+            ['step', 'learning_rate', 'weight', 'bias']
+        """
+        if not isinstance(parameters, dict):
+            # The state dict holds "step" next to the parameters' entries, so the top of the
+            # tree must be a dict too.
+            raise TypeError(
+                f"optimizer parameters must be a dict tree, not {type(parameters).__name__}"
+            )
+        _fill_state(parameters, self._state)
+        _init_leaves(self.init_single, parameters, self._state)
+        self._initialized = True
+
+    def init_single(self, parameter: mx.array, state: dict):
+        """Fills ``state`` with the optimizer's arrays for one parameter (derived classes).
+
+        Args:
+            parameter (array): The parameter the state belongs to.
+            state (dict): The parameter's (empty) state dict, to fill in place.
+        """
+        raise NotImplementedError()
+
+    def apply_gradients(self, gradients: dict, parameters: dict):
+        """Returns the parameters after one update with ``gradients``.
+
+        Creates the state on the first call, sets the scheduled entries of the state from the
+        current step, then increments the step and updates every parameter.
+        ``model.update(optimizer.apply_gradients(grads, model))`` is :meth:`update`.
+
+        Args:
+            gradients (dict): A tree of gradients.
+            parameters (dict): A tree of parameters holding at least the paths of
+                ``gradients``; it may hold more.
+
+        Returns:
+            The updated parameters, in the structure of ``gradients``.
+        """
+        if not self._initialized:
+            self.init(gradients)
+        state = self.state
+        for name, schedule in self._schedulers.items():
+            value = schedule(state["step"])
+            state[name] = value if isinstance(value, _array) else mx.array(value)
+        state["step"] = state["step"] + 1
+        self._step_cache = {}
+        try:
+            return _apply_tree(self.apply_single, gradients, parameters, state)
+        finally:
+            self._step_cache = None
+
+    def apply_single(self, gradient: mx.array, parameter: mx.array, state: dict):
+        """Returns one parameter after its update (derived classes).
+
+        Args:
+            gradient (array): The gradient of ``parameter``.
+            parameter (array): The parameter to update.
+            state (dict): The parameter's state dict; the new state is written into it.
+
+        Returns:
+            array: The updated parameter.
+        """
+        raise NotImplementedError()
+
+    @property
+    def state(self):
+        """The optimizer's state, a tree (dict) of arrays."""
+        return self._state
+
+    @state.setter
+    def state(self, state: dict):
+        self._initialized = False
+        self._state = state
+
+    @property
+    def step(self):
+        """The number of updates applied so far (a ``uint64`` array)."""
+        return self.state["step"]
+
+    @property
+    def learning_rate(self):
+        """The learning rate (an array); assigning a number or an array sets it."""
+        return self.state["learning_rate"]
+
+    @learning_rate.setter
+    def learning_rate(self, learning_rate: Union[float, mx.array]):
+        self.state["learning_rate"] = mx.array(learning_rate)
+
+    def _maybe_schedule(self, name: str, param: Union[float, Callable[[mx.array], mx.array]]):
+        """Stores hyper-parameter ``name`` in the state; a callable ``param`` is a schedule
+        that is re-evaluated before every update."""
+        if callable(param):
+            self._schedulers[name] = param
+            value = param(self.step)
+            value = value if isinstance(value, _array) else mx.array(value)
+        else:
+            value = mx.array(param)
+        self.state[name] = value
+
+    # Per-step values. Everything below depends only on the step, the hyper-parameters and a
+    # dtype, so inside one apply_gradients call it is computed once and shared.
+
+    def _per_step(self, key, make):
+        cache = self._step_cache
+        if cache is None:
+            return make()
+        value = cache.get(key)
+        if value is None:
+            value = cache[key] = make()
+        return value
+
+    def _lr(self, dtype):
+        # The learning rate cast to ``dtype``.
+        cache = self._step_cache
+        if cache is None:
+            return self.learning_rate.astype(dtype)
+        value = cache.get(dtype)
+        if value is None:
+            value = cache[dtype] = self.learning_rate.astype(dtype)
+        return value
+
+
+class MultiOptimizer(Optimizer):
+    """Updates different parameters with different optimizers.
+
+    Each parameter goes to the first optimizer whose filter accepts it; a filter is called with
+    the parameter's dotted path (as :func:`tessera.utils.tree_flatten` names it) and its
+    gradient. The last optimizer takes every parameter no filter accepted and has no filter.
+
+    Args:
+        optimizers (list[Optimizer]): The optimizers to delegate to.
+        filters (list[Callable[[str, array], bool]], optional): One predicate for each
+            optimizer but the last. Default: none (a single optimizer).
+
+    Example:
+        >>> optimizer = optim.MultiOptimizer(
+        ...     [optim.Muon(1e-2), optim.AdamW(1e-3)], [lambda path, g: g.ndim >= 2])
+    """
+
+    def __init__(self, optimizers, filters: Optional[list] = None):
+        super().__init__()
+        self._state = {}
+        filters = list(filters or [])
+        if len(filters) != len(optimizers) - 1:
+            raise ValueError(
+                f"Given {len(filters)} filters but {len(optimizers) - 1} needed."
+            )
+        self.optimizers = optimizers
+        self.filters = filters + [lambda *args, **kwargs: True]
+
+    def _split_dictionary(self, gradients: dict):
+        """Splits ``gradients`` into one tree per optimizer (each keeps the containers on the
+        way to its leaves; a sequence keeps its length, with ``{}`` where it has nothing)."""
+        count = len(self.optimizers)
+        if count == 1:
+            return [gradients]
+        filters = self.filters
+
+        def split(node, path):
+            # One subtree per optimizer, None where an optimizer gets nothing from ``node``.
+            if isinstance(node, dict):
+                children = [(k, split(v, f"{path}.{k}" if path else str(k))) for k, v in node.items()]
+                parts = []
+                for i in range(count):
+                    part = {k: c[i] for k, c in children if c[i] is not None}
+                    parts.append(part or None)
+                return parts
+            if isinstance(node, (list, tuple)):
+                children = [split(v, f"{path}.{i}" if path else str(i)) for i, v in enumerate(node)]
+                parts = []
+                for i in range(count):
+                    if all(c[i] is None for c in children):
+                        parts.append(None)
+                    else:
+                        parts.append(_rebuild(node, [{} if c[i] is None else c[i] for c in children]))
+                return parts
+            parts = [None] * count
+            for i, accept in enumerate(filters):
+                if accept(path, node):
+                    parts[i] = node
+                    break
+            return parts
+
+        return [{} if part is None else part for part in split(gradients, "")]
+
+    def init(self, parameters: dict):
+        """Creates the state of every optimizer for the parameters it is given.
+
+        Args:
+            parameters (dict): A tree of parameters.
+        """
+        for optimizer, part in zip(self.optimizers, self._split_dictionary(parameters)):
+            optimizer.init(part)
+
+    def apply_gradients(self, gradients: dict, parameters: dict):
+        """Returns the parameters after one update, each by its optimizer.
+
+        Args:
+            gradients (dict): A tree of gradients.
+            parameters (dict): A tree of parameters holding at least the paths of
+                ``gradients``.
+
+        Returns:
+            The updated parameters, in the structure of ``gradients``.
+        """
+        tree = {}
+        for optimizer, part in zip(self.optimizers, self._split_dictionary(gradients)):
+            tree = tree_merge(tree, optimizer.apply_gradients(part, parameters))
+        return tree
+
+    @property
+    def state(self):
+        """``{"states": [...]}``: the state of each optimizer, in order."""
+        return {"states": [o.state for o in self.optimizers]}
+
+    @state.setter
+    def state(self, state: dict):
+        if "states" not in state or len(state["states"]) != len(self.optimizers):
+            raise ValueError("Invalid state provided")
+        for optimizer, s in zip(self.optimizers, state["states"]):
+            optimizer.state = s
+
+    @property
+    def step(self):
+        """The step count of the first optimizer."""
+        return self.optimizers[0].step
+
+    @property
+    def learning_rate(self):
+        """The learning rate of the first optimizer; assigning sets every optimizer's."""
+        return self.optimizers[0].learning_rate
+
+    @learning_rate.setter
+    def learning_rate(self, learning_rate: Union[float, mx.array]):
+        for optimizer in self.optimizers:
+            optimizer.learning_rate = learning_rate
+
+
+class SGD(Optimizer):
+    r"""Stochastic gradient descent, with optional momentum and weight decay.
+
+    With momentum :math:`\mu`, dampening :math:`\tau` and learning rate :math:`\lambda`:
+
+    .. math::
+
+        v_{t+1} &= \mu v_t + (1 - \tau) g_t \\
+        w_{t+1} &= w_t - \lambda v_{t+1}
+
+    Nesterov momentum steps with :math:`g_t + \mu v_{t+1}` instead of :math:`v_{t+1}`. Weight
+    decay adds :math:`\text{weight\_decay} \cdot w_t` to the gradient first.
+
+    Args:
+        learning_rate (float or callable): The learning rate :math:`\lambda`, or a schedule.
+        momentum (float, optional): The momentum :math:`\mu`. Default: ``0``
+        weight_decay (float, optional): The L2 penalty added to the gradient. Default: ``0``
+        dampening (float, optional): The dampening :math:`\tau` of the momentum. Default: ``0``
+        nesterov (bool, optional): Use Nesterov momentum (needs ``momentum > 0`` and no
+            dampening). Default: ``False``
+    """
+
+    def __init__(
+        self,
+        learning_rate: Union[float, Callable[[mx.array], mx.array]],
+        momentum: float = 0.0,
+        weight_decay: float = 0.0,
+        dampening: float = 0.0,
+        nesterov: bool = False,
+    ):
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError(
+                "Nesterov momentum requires a momentum and zero dampening "
+                f"(got momentum={momentum}, dampening={dampening})."
+            )
+        super().__init__()
+        self._maybe_schedule("learning_rate", learning_rate)
+        self.momentum = momentum
+        self.weight_decay = weight_decay
+        self.dampening = dampening
+        self.nesterov = nesterov
+
+    def init_single(self, parameter: mx.array, state: dict):
+        """Creates the momentum buffer ``v`` (zeros)."""
+        state["v"] = mx.zeros_like(parameter)
+
+    def apply_single(self, gradient: mx.array, parameter: mx.array, state: dict):
+        """Returns the parameter after one SGD step; stores the momentum in ``state["v"]``."""
+        if self.weight_decay != 0:
+            gradient = gradient + self.weight_decay * parameter
+        lr = self._lr(gradient.dtype)
+        if self.momentum <= 0:
+            return parameter - lr * gradient
+
+        v = self.momentum * state.get("v")
+        if self.dampening > 0:
+            v = v + (1 - self.dampening) * gradient
+        else:
+            v = v + gradient
+        state["v"] = v
+        step = gradient + self.momentum * v if self.nesterov else v
+        return parameter - lr * step
+
+
+class RMSprop(Optimizer):
+    r"""RMSprop (Tieleman and Hinton, 2012): steps scaled by a running RMS of the gradients.
+
+    .. math::
+
+        v_{t+1} &= \alpha v_t + (1 - \alpha) g_t^2 \\
+        w_{t+1} &= w_t - \lambda \frac{g_t}{\sqrt{v_{t+1}} + \epsilon}
+
+    Args:
+        learning_rate (float or callable): The learning rate :math:`\lambda`, or a schedule.
+        alpha (float, optional): The smoothing constant :math:`\alpha`. Default: ``0.99``
+        eps (float, optional): The :math:`\epsilon` added to the denominator; must be
+            positive. Default: ``1e-8``
+    """
+
+    def __init__(
+        self,
+        learning_rate: Union[float, Callable[[mx.array], mx.array]],
+        alpha: float = 0.99,
+        eps: float = 1e-8,
+    ):
+        super().__init__()
+        self._maybe_schedule("learning_rate", learning_rate)
+        self.alpha = alpha
+        self.eps = eps
+        if self.alpha < 0.0:
+            raise ValueError(f"RMSprop alpha should be >=0, {self.alpha} was provided instead")
+        if self.eps <= 0.0:
+            raise ValueError(f"RMSprop epsilon should be >0, {self.eps} was provided instead")
+
+    def init_single(self, parameter: mx.array, state: dict):
+        """Creates the running mean of squared gradients ``v`` (zeros)."""
+        state["v"] = mx.zeros_like(parameter)
+
+    def apply_single(self, gradient: mx.array, parameter: mx.array, state: dict):
+        """Returns the parameter after one RMSprop step; stores ``v`` in ``state``."""
+        alpha = self.alpha
+        v = alpha * state["v"] + (1 - alpha) * mx.square(gradient)
+        state["v"] = v
+        return parameter - self._lr(gradient.dtype) * gradient / (mx.sqrt(v) + self.eps)
+
+
+class Adagrad(Optimizer):
+    r"""Adagrad (Duchi, Hazan and Singer, 2011): steps scaled by the root of the sum of all
+    squared gradients so far.
+
+    .. math::
+
+        v_{t+1} &= v_t + g_t^2 \\
+        w_{t+1} &= w_t - \lambda \frac{g_t}{\sqrt{v_{t+1}} + \epsilon}
+
+    Args:
+        learning_rate (float or callable): The learning rate :math:`\lambda`, or a schedule.
+        eps (float, optional): The :math:`\epsilon` added to the denominator; must be
+            positive. Default: ``1e-8``
+    """
+
+    def __init__(
+        self,
+        learning_rate: Union[float, Callable[[mx.array], mx.array]],
+        eps: float = 1e-8,
+    ):
+        super().__init__()
+        self._maybe_schedule("learning_rate", learning_rate)
+        self.eps = eps
+        if self.eps <= 0.0:
+            raise ValueError(f"Adagrad epsilon should be >0, {self.eps} was provided instead")
+
+    def init_single(self, parameter: mx.array, state: dict):
+        """Creates the sum of squared gradients ``v`` (zeros)."""
+        state["v"] = mx.zeros_like(parameter)
+
+    def apply_single(self, gradient: mx.array, parameter: mx.array, state: dict):
+        """Returns the parameter after one Adagrad step; stores ``v`` in ``state``."""
+        v = state["v"] + mx.square(gradient)
+        state["v"] = v
+        return parameter - self._lr(gradient.dtype) * gradient / (mx.sqrt(v) + self.eps)
+
+
+class AdaDelta(Optimizer):
+    r"""AdaDelta (Zeiler, 2012), with a learning rate.
+
+    .. math::
+
+        v_{t+1} &= \rho v_t + (1 - \rho) g_t^2 \\
+        \Delta w_{t+1} &= \frac{\sqrt{u_t + \epsilon}}{\sqrt{v_{t+1} + \epsilon}} g_t \\
+        u_{t+1} &= \rho u_t + (1 - \rho) \Delta w_{t+1}^2 \\
+        w_{t+1} &= w_t - \lambda \Delta w_{t+1}
+
+    Args:
+        learning_rate (float or callable): The learning rate :math:`\lambda`, or a schedule.
+        rho (float, optional): The decay :math:`\rho` of both running averages.
+            Default: ``0.9``
+        eps (float, optional): The :math:`\epsilon` inside the square roots; must be
+            positive. Default: ``1e-6``
+    """
+
+    def __init__(
+        self,
+        learning_rate: Union[float, Callable[[mx.array], mx.array]],
+        rho: float = 0.9,
+        eps: float = 1e-6,
+    ):
+        super().__init__()
+        self._maybe_schedule("learning_rate", learning_rate)
+        self.rho = rho
+        self.eps = eps
+        if self.rho < 0.0:
+            raise ValueError(f"AdaDelta rho should be >=0, {self.rho} was provided instead")
+        if self.eps <= 0.0:
+            raise ValueError(f"AdaDelta epsilon should be >0, {self.eps} was provided instead")
+
+    def init_single(self, parameter: mx.array, state: dict):
+        """Creates the running averages ``v`` (squared gradients) and ``u`` (squared steps)."""
+        state["v"] = mx.zeros_like(parameter)
+        state["u"] = mx.zeros_like(parameter)
+
+    def apply_single(self, gradient: mx.array, parameter: mx.array, state: dict):
+        """Returns the parameter after one AdaDelta step; stores ``v`` and ``u`` in ``state``."""
+        rho, eps = self.rho, self.eps
+        u = state["u"]
+        v = rho * state["v"] + (1 - rho) * mx.square(gradient)
+        delta = mx.sqrt(u + eps) / mx.sqrt(v + eps) * gradient
+        state["v"] = v
+        state["u"] = rho * u + (1 - rho) * mx.square(delta)
+        return parameter - self._lr(gradient.dtype) * delta
+
+
+class Adam(Optimizer):
+    r"""Adam (Kingma and Ba, 2015).
+
+    .. math::
+
+        m_{t+1} &= \beta_1 m_t + (1 - \beta_1) g_t \\
+        v_{t+1} &= \beta_2 v_t + (1 - \beta_2) g_t^2 \\
+        w_{t+1} &= w_t - \lambda \frac{m_{t+1}}{\sqrt{v_{t+1}} + \epsilon}
+
+    With ``bias_correction``, :math:`m_{t+1}` is divided by :math:`1 - \beta_1^{t+1}` and
+    :math:`\sqrt{v_{t+1}}` by :math:`\sqrt{1 - \beta_2^{t+1}}` (the ``eps`` is added after).
+
+    Args:
+        learning_rate (float or callable): The learning rate :math:`\lambda`, or a schedule.
+        betas (Tuple[float, float], optional): The decays :math:`(\beta_1, \beta_2)` of the
+            running averages of the gradient and of its square, each in ``[0, 1)``.
+            Default: ``(0.9, 0.999)``
+        eps (float, optional): The :math:`\epsilon` added to the denominator; at least 0.
+            Default: ``1e-8``
+        bias_correction (bool, optional): Correct the bias of the running averages towards
+            zero. Default: ``False``
+    """
+
+    def __init__(
+        self,
+        learning_rate: Union[float, Callable[[mx.array], mx.array]],
+        betas: Tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        bias_correction: bool = False,
+    ):
+        super().__init__()
+        for i, beta in enumerate(betas):
+            if not 0.0 <= beta < 1.0:
+                raise ValueError(
+                    f"Adam beta{i + 1} should be in [0, 1), {beta} was provided instead"
+                )
+        if not 0.0 <= eps:
+            raise ValueError(f"Adam epsilon should be >=0, {eps} was provided instead")
+        self._maybe_schedule("learning_rate", learning_rate)
+        self.betas = list(betas)
+        self.eps = eps
+        self.bias_correction = bias_correction
+
+    def init_single(self, parameter: mx.array, state: dict):
+        """Creates the running averages ``m`` (gradient) and ``v`` (squared gradient)."""
+        state["m"] = mx.zeros_like(parameter)
+        state["v"] = mx.zeros_like(parameter)
+
+    def _corrections(self, dtype):
+        # (learning rate / (1 - b1^t), 1 / sqrt(1 - b2^t)), both in ``dtype``.
+        def make():
+            b1, b2 = self.betas
+            step = self.step
+            lr = self._lr(dtype)
+            return (
+                (lr / (1 - b1**step)).astype(dtype),
+                mx.rsqrt(1 - b2**step).astype(dtype),
+            )
+
+        return self._per_step(("adam_bias", dtype), make)
+
+    def apply_single(self, gradient: mx.array, parameter: mx.array, state: dict):
+        """Returns the parameter after one Adam step; stores ``m`` and ``v`` in ``state``."""
+        b1, b2 = self.betas
+        m = b1 * state["m"] + (1 - b1) * gradient
+        v = b2 * state["v"] + (1 - b2) * mx.square(gradient)
+        state["m"] = m
+        state["v"] = v
+        if self.bias_correction:
+            c1, c2 = self._corrections(gradient.dtype)
+            return parameter - (c1 * m) / (mx.sqrt(v) * c2 + self.eps)
+        return parameter - self._lr(gradient.dtype) * m / (mx.sqrt(v) + self.eps)
+
+
+class AdamW(Adam):
+    r"""AdamW (Loshchilov and Hutter, 2019): Adam with decoupled weight decay.
+
+    The parameter is first shrunk by :math:`1 - \alpha\lambda`, then takes Adam's step:
+
+    .. math::
+
+        m_{t+1} &= \beta_1 m_t + (1 - \beta_1) g_t \\
+        v_{t+1} &= \beta_2 v_t + (1 - \beta_2) g_t^2 \\
+        w_{t+1} &= w_t - \alpha \left(\frac{m_{t+1}}{\sqrt{v_{t+1}} + \epsilon}
+                   + \lambda w_t\right)
+
+    Args:
+        learning_rate (float or callable): The learning rate :math:`\alpha`, or a schedule.
+        betas (Tuple[float, float], optional): The decays :math:`(\beta_1, \beta_2)` of the
+            running averages. Default: ``(0.9, 0.999)``
+        eps (float, optional): The :math:`\epsilon` added to the denominator.
+            Default: ``1e-8``
+        weight_decay (float, optional): The weight decay :math:`\lambda`. Default: ``0.01``
+        bias_correction (bool, optional): Correct the bias of the running averages.
+            Default: ``False``
+    """
+
+    def __init__(
+        self,
+        learning_rate: Union[float, Callable[[mx.array], mx.array]],
+        betas: Tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.01,
+        bias_correction: bool = False,
+    ):
+        super().__init__(
+            learning_rate=learning_rate,
+            betas=betas,
+            eps=eps,
+            bias_correction=bias_correction,
+        )
+        self.weight_decay = weight_decay
+
+    def apply_single(self, gradient: mx.array, parameter: mx.array, state: dict):
+        """Returns the parameter after the decay and one Adam step."""
+        dtype = gradient.dtype
+        shrink = self._per_step(
+            ("adamw_shrink", dtype), lambda: 1 - self._lr(dtype) * self.weight_decay
+        )
+        return super().apply_single(gradient, parameter * shrink, state)
+
+
+class Adamax(Adam):
+    r"""Adamax (Kingma and Ba, 2015): Adam with an infinity-norm second moment.
+
+    .. math::
+
+        m_{t+1} &= \beta_1 m_t + (1 - \beta_1) g_t \\
+        v_{t+1} &= \max(\beta_2 v_t, |g_t|) \\
+        w_{t+1} &= w_t - \lambda \frac{m_{t+1}}{v_{t+1} + \epsilon}
+
+    Args:
+        learning_rate (float or callable): The learning rate :math:`\lambda`, or a schedule.
+        betas (Tuple[float, float], optional): The decays :math:`(\beta_1, \beta_2)` of the
+            running average of the gradient and of the infinity norm.
+            Default: ``(0.9, 0.999)``
+        eps (float, optional): The :math:`\epsilon` added to the denominator.
+            Default: ``1e-8``
+    """
+
+    def __init__(
+        self,
+        learning_rate: Union[float, Callable[[mx.array], mx.array]],
+        betas: Tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+    ):
+        super().__init__(learning_rate, betas, eps)
+
+    def init_single(self, parameter: mx.array, state: dict):
+        """Creates ``m`` (running average of the gradient) and ``v`` (the decayed maximum)."""
+        state["m"] = mx.zeros_like(parameter)
+        state["v"] = mx.zeros_like(parameter)
+
+    def apply_single(self, gradient: mx.array, parameter: mx.array, state: dict):
+        """Returns the parameter after one Adamax step; stores ``m`` and ``v`` in ``state``."""
+        b1, b2 = self.betas
+        m = b1 * state["m"] + (1 - b1) * gradient
+        v = mx.maximum(b2 * state["v"], mx.abs(gradient))
+        state["m"] = m
+        state["v"] = v
+        return parameter - self._lr(gradient.dtype) * m / (v + self.eps)
+
+
+class Lion(Optimizer):
+    r"""Lion (Chen et al., 2023): steps by the sign of an interpolated momentum.
+
+    Its steps have a larger norm than SGD's or Adam's: a learning rate 3-10x smaller and a
+    weight decay 3-10x larger than AdamW's keep ``lr * weight_decay`` comparable.
+
+    .. math::
+
+        c_{t + 1} &= \beta_1 m_t + (1 - \beta_1) g_t \\
+        m_{t + 1} &= \beta_2 m_t + (1 - \beta_2) g_t \\
+        w_{t + 1} &= w_t - \eta (\text{sign}(c_{t+1}) + \lambda w_t)
+
+    Args:
+        learning_rate (float or callable): The learning rate :math:`\eta`, or a schedule.
+        betas (Tuple[float, float], optional): :math:`(\beta_1, \beta_2)`, for the step
+            direction and for the momentum, each in ``[0, 1)``. Default: ``(0.9, 0.99)``
+        weight_decay (float, optional): The weight decay :math:`\lambda`. Default: ``0.0``
+    """
+
+    def __init__(
+        self,
+        learning_rate: Union[float, Callable[[mx.array], mx.array]],
+        betas: Tuple[float, float] = (0.9, 0.99),
+        weight_decay: float = 0.0,
+    ):
+        super().__init__()
+        for i, beta in enumerate(betas):
+            if not 0.0 <= beta < 1.0:
+                raise ValueError(
+                    f"Lion beta{i + 1} should be in [0, 1), {beta} was provided instead"
+                )
+        self._maybe_schedule("learning_rate", learning_rate)
+        self.betas = list(betas)
+        self.weight_decay = weight_decay
+
+    def init_single(self, parameter: mx.array, state: dict):
+        """Creates the momentum ``m`` (zeros)."""
+        state["m"] = mx.zeros_like(parameter)
+
+    def apply_single(self, gradient: mx.array, parameter: mx.array, state: dict):
+        """Returns the parameter after one Lion step; stores ``m`` in ``state``."""
+        dtype = gradient.dtype
+        lr = self._lr(dtype)
+        b1, b2 = self.betas
+        m = state["m"]
+        direction = b1 * m + (1 - b1) * gradient
+        state["m"] = b2 * m + (1 - b2) * gradient
+        if self.weight_decay > 0:
+            shrink = self._per_step(("lion_shrink", dtype), lambda: 1 - lr * self.weight_decay)
+            parameter = shrink * parameter
+        return parameter - lr * mx.sign(direction)
+
+
+class Adafactor(Optimizer):
+    r"""Adafactor (Shazeer and Stern, 2018): adaptive steps with a factored second moment.
+
+    For parameters of 2 or more dimensions the running average of the squared gradient is kept
+    as its row and column means only (over the last two axes), which takes sublinear memory.
+
+    Args:
+        learning_rate (float or callable, optional): The learning rate, used when
+            ``relative_step`` is ``False``. Default: ``None``.
+        eps (tuple(float, float), optional): :math:`(\epsilon_1, \epsilon_2)`: :math:`\epsilon_1`
+            is added to the squared gradient, :math:`\epsilon_2` is the smallest parameter
+            scale when ``scale_parameter`` is set. Default: ``(1e-30, 1e-3)``.
+        clip_threshold (float, optional): The RMS above which the unscaled update is scaled
+            down. Default: ``1.0``.
+        decay_rate (float, optional): The exponent :math:`c` of the second-moment decay
+            :math:`\beta_2 = 1 - t^{c}`. Default: ``-0.8``.
+        beta_1 (float, optional): If given, the decay of a running average of the updates
+            (a first moment). Default: ``None``.
+        weight_decay (float, optional): The weight decay :math:`\lambda`. Default: ``0.0``.
+        scale_parameter (bool, optional): Scale the step size by
+            :math:`\max(\epsilon_2, \text{RMS}(w_{t-1}))`. Default: ``True``.
+        relative_step (bool, optional): Ignore ``learning_rate`` and use the relative step
+            size :math:`\min(10^{-2}, 1/\sqrt{t})`. Default: ``True``.
+        warmup_init (bool, optional): With ``relative_step``, use
+            :math:`\min(10^{-6} t, 1/\sqrt{t})` instead (a warm-up). Default: ``False``.
+    """
+
+    def __init__(
+        self,
+        learning_rate: Union[float, Callable[[mx.array], mx.array], None] = None,
+        eps: Tuple[float, float] = (1e-30, 1e-3),
+        clip_threshold: float = 1.0,
+        decay_rate: float = -0.8,
+        beta_1: Optional[float] = None,
+        weight_decay: float = 0.0,
+        scale_parameter: bool = True,
+        relative_step: bool = True,
+        warmup_init: bool = False,
+    ):
+        super().__init__()
+        if learning_rate is not None:
+            self._maybe_schedule("learning_rate", learning_rate)
+        self.eps = eps
+        self.clip_threshold = clip_threshold
+        self.decay_rate = decay_rate
+        self.beta_1 = beta_1
+        self.weight_decay = weight_decay
+        self.scale_parameter = scale_parameter
+        self.relative_step = relative_step
+        self.warmup_init = warmup_init
+
+    def init_single(self, parameter: mx.array, state: dict):
+        """Creates the second-moment estimate (factored for 2 or more dimensions) and, with
+        ``beta_1``, the running average of the updates."""
+        if parameter.ndim >= 2:
+            shape, dtype = parameter.shape, parameter.dtype
+            state["exp_avg_sq_row"] = mx.zeros(shape[:-1], dtype=dtype)
+            state["exp_avg_sq_col"] = mx.zeros(shape[:-2] + shape[-1:], dtype=dtype)
+        else:
+            state["exp_avg_sq"] = mx.zeros_like(parameter)
+        if self.beta_1 is not None:
+            state["exp_avg"] = mx.zeros_like(parameter)
+
+    def _compute_rms(self, inputs):
+        return mx.sqrt(mx.mean(mx.square(inputs)))
+
+    def _relative_step_size(self, step, dtype):
+        # The step size before the parameter scale, in ``dtype``.
+        def make():
+            if self.relative_step:
+                limit = 1e-6 * step if self.warmup_init else 1e-2
+                size = mx.minimum(limit, mx.rsqrt(step))
+            else:
+                size = self.learning_rate
+            return size.astype(dtype)
+
+        return self._per_step(("adafactor_size", dtype), make)
+
+    def _compute_learning_rate(self, step, parameter_rms):
+        size = self._relative_step_size(step, parameter_rms.dtype)
+        if self.scale_parameter:
+            return mx.maximum(self.eps[1], parameter_rms) * size
+        return size
+
+    def _approximate_exp_moving_avg(self, exp_avg_sq_row, exp_avg_sq_col):
+        row_factor = mx.rsqrt(exp_avg_sq_row / mx.mean(exp_avg_sq_row, axis=-1, keepdims=True))
+        col_factor = mx.rsqrt(exp_avg_sq_col)
+        return mx.expand_dims(row_factor, axis=-1) * mx.expand_dims(col_factor, axis=-2)
+
+    def apply_single(self, gradient: mx.array, parameter: mx.array, state: dict):
+        """Returns the parameter after one Adafactor step; updates ``state`` in place."""
+        step = self.step
+        parameter_rms = self._compute_rms(parameter)
+        dtype = parameter_rms.dtype
+        learning_rate = self._compute_learning_rate(step, parameter_rms)
+
+        def decays():
+            beta_2 = 1.0 - (step**self.decay_rate).astype(dtype)
+            return beta_2, 1 - beta_2
+
+        beta_2, one_minus_beta_2 = self._per_step(("adafactor_beta2", dtype), decays)
+        squared = mx.square(gradient) + self.eps[0]
+
+        if gradient.ndim >= 2:
+            row = beta_2 * state["exp_avg_sq_row"] + one_minus_beta_2 * mx.mean(squared, axis=-1)
+            col = beta_2 * state["exp_avg_sq_col"] + one_minus_beta_2 * mx.mean(squared, axis=-2)
+            state["exp_avg_sq_row"] = row
+            state["exp_avg_sq_col"] = col
+            update = self._approximate_exp_moving_avg(row, col) * gradient
+        else:
+            second = beta_2 * state["exp_avg_sq"] + one_minus_beta_2 * squared
+            state["exp_avg_sq"] = second
+            update = mx.rsqrt(second) * gradient
+
+        update = update / mx.maximum(1.0, self._compute_rms(update) / self.clip_threshold)
+        update = learning_rate * update
+
+        if self.beta_1 is not None:
+            average = self.beta_1 * state["exp_avg"] + (1 - self.beta_1) * update
+            state["exp_avg"] = average
+            update = average
+
+        if self.weight_decay != 0:
+            parameter = parameter + parameter * (-self.weight_decay * learning_rate)
+        return parameter - update
+
+
+class Muon(Optimizer):
+    r"""Muon (MomentUm Orthogonalized by Newton-Schulz, Jordan et al., 2024).
+
+    The momentum of a matrix parameter is replaced by an approximation of its nearest
+    semi-orthogonal matrix (a quintic Newton-Schulz iteration) before the step; parameters of
+    more than 2 dimensions are treated as matrices of their first axis by the rest, and 0-D and
+    1-D parameters take the plain momentum step.
+
+    Note:
+        Muon is meant for hidden layers: embeddings, the output layer and 0-D/1-D parameters
+        are better trained with another optimizer (for example :class:`AdamW`, combined via
+        :class:`MultiOptimizer`).
+
+    Args:
+        learning_rate (float or callable): The learning rate, or a schedule.
+        momentum (float, optional): The momentum. Default: ``0.95``
+        weight_decay (float, optional): The L2 penalty added to the gradient.
+            Default: ``0.01``
+        nesterov (bool, optional): Use Nesterov momentum. Default: ``True``
+        ns_steps (int, optional): The number of Newton-Schulz iterations. Default: ``5``
+    """
+
+    def __init__(
+        self,
+        learning_rate: Union[float, Callable[[mx.array], mx.array]],
+        momentum: float = 0.95,
+        weight_decay: float = 0.01,
+        nesterov: bool = True,
+        ns_steps: int = 5,
+    ):
+        super().__init__()
+        self._maybe_schedule("learning_rate", learning_rate)
+        self.momentum = momentum
+        self.weight_decay = weight_decay
+        self.nesterov = nesterov
+        self.ns_steps = ns_steps
+
+    def init_single(self, parameter: mx.array, state: dict):
+        """Creates the momentum buffer ``v`` (zeros)."""
+        state["v"] = mx.zeros_like(parameter)
+
+    def _zeropower_via_newtonschulz5(self, X, steps: int):
+        """Approximately orthogonalises the matrix ``X`` with ``steps`` quintic
+        Newton-Schulz iterations (coefficients 3.4445, -4.7750, 2.0315)."""
+        if X.ndim != 2:
+            raise ValueError(
+                f"Expected a 2D array for Newton-Schulz iteration, got shape {X.shape} instead."
+            )
+        a, b, c = 3.4445, -4.7750, 2.0315
+        tall = X.shape[-2] > X.shape[-1]
+        if tall:
+            X = X.T
+        X = X / (mx.linalg.norm(X, keepdims=True) + 1e-7)
+        for _ in range(steps):
+            gram = X @ X.T
+            poly = mx.addmm(b * gram, gram, gram, alpha=c, beta=1.0)
+            X = mx.addmm(a * X, poly, X, alpha=1.0, beta=1.0)
+        return X.T if tall else X
+
+    def apply_single(self, gradient: mx.array, parameter: mx.array, state: dict):
+        """Returns the parameter after one Muon step; stores ``v`` in ``state``."""
+        if self.weight_decay != 0:
+            gradient = gradient + self.weight_decay * parameter
+        mu = self.momentum
+        v = mu * state["v"] + (1 - mu) * gradient
+        state["v"] = v
+        update = gradient * (1 - mu) + v * mu if self.nesterov else v
+        lr = self._lr(gradient.dtype)
+
+        if update.ndim >= 2:
+            shape = update.shape
+            if update.ndim > 2:
+                update = mx.reshape(update, (shape[0], -1))
+            update = self._zeropower_via_newtonschulz5(update, steps=self.ns_steps)
+            if len(shape) > 2:
+                update = mx.reshape(update, shape)
+            # As MLX: the aspect ratio of the last two axes of the original shape.
+            scale = max(1, shape[-2] / shape[-1]) ** 0.5
+            lr = self._per_step(("muon_lr", gradient.dtype, scale), lambda: lr * scale)
+        return parameter - lr * update
+
+
+def clip_grad_norm(grads, max_norm):
+    """Scales a tree of gradients down so that its global L2 norm is at most ``max_norm``.
+
+    The global norm is the square root of the sum of the squares of every element of every
+    gradient. Gradients whose norm is already below ``max_norm`` are multiplied by (almost
+    exactly) one.
+
+    Args:
+        grads (dict): A tree of gradient arrays.
+        max_norm (float): The largest global norm to allow; at least 0.
+
+    Returns:
+        (dict, array): The rescaled gradients and the global norm before rescaling.
+
+    Example:
+        >>> grads = {"w1": mx.array([2.0, 3.0]), "w2": mx.array([1.0])}
+        >>> clipped, norm = optim.clip_grad_norm(grads, max_norm=2.0)
+    """
+    if max_norm < 0:
+        raise ValueError(f"max_norm should be >=0, {max_norm} was provided instead")
+    squared = tree_reduce(lambda total, g: total + g.square().sum(), grads, 0.0)
+    total_norm = mx.sqrt(squared)
+    factor = mx.minimum(max_norm / (total_norm + 1e-6), 1.0)
+    return tree_map(lambda g: g * factor, grads), total_norm
