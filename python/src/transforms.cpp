@@ -111,13 +111,14 @@ nb::object make_value_and_grad(nb::callable fun, GradSpec spec, bool grad_only) 
     } else {
       std::tie(values, grads) = value_and_grad(f, all)(leaves);
     }
+    // Gradients of a dict subclass (a model) are plain dicts, as MLX returns them.
     size_t pos = 0;
     nb::object positional;
     if (nums.size() == 1) {
-      positional = tree_replace(args[static_cast<size_t>(nums[0])], grads, &pos);
+      positional = tree_replace(args[static_cast<size_t>(nums[0])], grads, &pos, false);
     } else if (nums.size() > 1) {
       nb::list g;
-      for (int i : nums) g.append(tree_replace(args[static_cast<size_t>(i)], grads, &pos));
+      for (int i : nums) g.append(tree_replace(args[static_cast<size_t>(i)], grads, &pos, false));
       positional = nb::tuple(g);
     } else {
       positional = nb::none();
@@ -125,7 +126,9 @@ nb::object make_value_and_grad(nb::callable fun, GradSpec spec, bool grad_only) 
     nb::object grads_py = positional;
     if (!spec.argnames.empty()) {
       nb::dict kw;
-      for (const auto& name : spec.argnames) kw[name.c_str()] = tree_replace(kwargs[name.c_str()], grads, &pos);
+      for (const auto& name : spec.argnames) {
+        kw[name.c_str()] = tree_replace(kwargs[name.c_str()], grads, &pos, false);
+      }
       grads_py = nb::make_tuple(positional, kw);
     }
     if (grad_only) return grads_py;

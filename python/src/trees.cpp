@@ -25,35 +25,46 @@ std::vector<array> tree_arrays(nb::handle tree) {
   return out;
 }
 
-nb::object tree_map_arrays(nb::handle t, const std::function<nb::object(nb::handle)>& f) {
+nb::object tree_map_arrays(nb::handle t, const std::function<nb::object(nb::handle)>& f,
+                           bool keep_dict_types) {
   if (nb::isinstance<array>(t)) return f(t);
   if (nb::isinstance<nb::list>(t)) {
     nb::list out;
-    for (nb::handle e : t) out.append(tree_map_arrays(e, f));
+    for (nb::handle e : t) out.append(tree_map_arrays(e, f, keep_dict_types));
     // Subclasses of list keep their type (as MLX's trees do).
     if (!PyList_CheckExact(t.ptr())) return t.type()(out);
     return out;
   }
   if (nb::isinstance<nb::tuple>(t)) {
     nb::list out;
-    for (nb::handle e : t) out.append(tree_map_arrays(e, f));
+    for (nb::handle e : t) out.append(tree_map_arrays(e, f, keep_dict_types));
     // Named tuples keep their type.
     if (nb::hasattr(t, "_fields")) return t.type()(*nb::tuple(out));
     return nb::tuple(out);
   }
   if (nb::isinstance<nb::dict>(t)) {
-    nb::dict out;
-    for (auto [k, v] : nb::borrow<nb::dict>(t)) out[k] = tree_map_arrays(v, f);
+    if (PyDict_CheckExact(t.ptr()) || !keep_dict_types) {
+      nb::dict out;
+      for (auto [k, v] : nb::borrow<nb::dict>(t)) out[k] = tree_map_arrays(v, f, keep_dict_types);
+      return out;
+    }
+    // A dict subclass (an nn.Module) keeps its type and attributes: a shallow copy (no
+    // __init__ call) with the entries replaced, so mx.grad(loss)(model) sees a model. MLX
+    // writes the tracers into the caller's object instead and puts the originals back.
+    static nb::handle shallow_copy = nb::object(nb::module_::import_("copy").attr("copy")).release();
+    nb::object out = shallow_copy(t);
+    for (auto [k, v] : nb::borrow<nb::dict>(t)) out[k] = tree_map_arrays(v, f, keep_dict_types);
     return out;
   }
   return nb::borrow(t);
 }
 
-nb::object tree_replace(nb::handle t, const std::vector<array>& leaves, size_t* pos) {
+nb::object tree_replace(nb::handle t, const std::vector<array>& leaves, size_t* pos,
+                        bool keep_dict_types) {
   return tree_map_arrays(t, [&](nb::handle) {
     if (*pos >= leaves.size()) throw std::logic_error("[tree] fewer leaves than arrays");
     return nb::cast(leaves[(*pos)++]);
-  });
+  }, keep_dict_types);
 }
 
 void tree_visit_with_prefix(nb::handle t, nb::handle prefix,

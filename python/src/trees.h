@@ -10,10 +10,14 @@ namespace tessera::python {
 
 // The array leaves of `tree` in order (dicts in insertion order).
 std::vector<array> tree_arrays(nb::handle tree);
-// `tree` with each array leaf replaced, in order, by f(leaf).
-nb::object tree_map_arrays(nb::handle tree, const std::function<nb::object(nb::handle)>& f);
+// `tree` with each array leaf replaced, in order, by f(leaf). List and tuple subclasses keep
+// their types; dict subclasses (an nn.Module) too with `keep_dict_types` (a shallow copy), else
+// they become dicts (as MLX returns gradients).
+nb::object tree_map_arrays(nb::handle tree, const std::function<nb::object(nb::handle)>& f,
+                           bool keep_dict_types = true);
 // `tree` with its array leaves replaced, in order, by `leaves[*pos]...` (advances *pos).
-nb::object tree_replace(nb::handle tree, const std::vector<array>& leaves, size_t* pos);
+nb::object tree_replace(nb::handle tree, const std::vector<array>& leaves, size_t* pos,
+                        bool keep_dict_types = true);
 inline nb::object tree_replace(nb::handle tree, const std::vector<array>& leaves) {
   size_t pos = 0;
   return tree_replace(tree, leaves, &pos);

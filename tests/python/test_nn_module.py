@@ -198,3 +198,23 @@ def test_value_and_grad_is_the_closed_form_gradient():
     _, g2 = nn.value_and_grad(model, lambda t: mx.sum(model(t) ** 2))(mx.array(x))
     assert float(mx.abs(g2["weight"]).sum()) > 0
     np.testing.assert_allclose(np.asarray(g1["weight"]), np.asarray(g2["weight"]), rtol=1e-6)
+
+
+def test_grad_of_a_function_of_the_model_itself():
+    # mx.grad(loss)(model): the function receives a model (attributes work), the caller's model
+    # is left as it was, and the gradient is a plain dict tree (as MLX returns it).
+    model = Net()
+    x = mx.ones((3,))
+    seen = []
+
+    def loss(m):
+        seen.append(type(m).__name__)
+        return mx.sum(m.head(m.blocks[0].fc(x) * m.blocks[0].scale))
+
+    g = mx.grad(loss)(model)
+    assert seen == ["Net"] and type(g) is dict and type(g["blocks"][0]) is dict
+    w = np.asarray(model.head.weight)
+    h = np.asarray(model.blocks[0].fc(x) * model.blocks[0].scale)
+    np.testing.assert_allclose(np.asarray(g["head"]["weight"]), np.tile(h, (2, 1)), rtol=1e-6)
+    assert np.asarray(g["blocks"][0]["scale"]).shape == (4,) and w.shape == (2, 4)
+    assert isinstance(model.head.weight, mx.array) and model.head.weight.shape == (2, 4)
