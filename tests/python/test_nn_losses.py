@@ -348,7 +348,7 @@ def test_margin_ranking(margin, reduction):
 
 
 def test_margin_ranking_shape_error():
-    with pytest.raises(ValueError, match=r"targets.shape=\(2,\)"):
+    with pytest.raises(ValueError, match=r"targets \(2,\)"):
         losses.margin_ranking_loss(arr([1.0, 2.0, 3.0]), arr([1.0, 2.0, 3.0]), arr([1.0, -1.0]))
 
 

@@ -96,7 +96,7 @@ def identity(dtype: mx.Dtype = mx.float32) -> Callable[[mx.array], mx.array]:
     def initializer(arr: mx.array) -> mx.array:
         if arr.ndim != 2 or arr.shape[0] != arr.shape[1]:
             raise ValueError(
-                f"The input array must be a square matrix but got shape {arr.shape}."
+                f"identity: the array to fill must be square (n, n), got shape {tuple(arr.shape)}"
             )
         return mx.eye(n=arr.shape[0], dtype=dtype)
 
@@ -111,8 +111,8 @@ def _calculate_fan_in_fan_out(x: mx.array):
     """
     if x.ndim < 2:
         raise ValueError(
-            "Glorot / He initialization requires at least 2 dimensional input"
-            f" but input with {x.ndim} dimensions."
+            f"glorot / he initialisers need an array of 2 or more dimensions (fan in and fan out), "
+            f"got {x.ndim} dimensions"
         )
     receptive_field = 1
     for size in x.shape[1:-1]:

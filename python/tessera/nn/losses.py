@@ -54,8 +54,8 @@ def _apply_weights(loss: mx.array, weights: Optional[mx.array]) -> mx.array:
         return loss
     if weights.shape != loss.shape:
         raise ValueError(
-            f"Weights with shape {weights.shape} is not the same as "
-            f"output loss with shape {loss.shape}."
+            f"weights of shape {tuple(weights.shape)} do not match the loss of shape "
+            f"{tuple(loss.shape)} (one weight per loss element)"
         )
     return loss * weights
 
@@ -99,7 +99,9 @@ def cross_entropy(
         expected_shape = tuple(reduced)
     if tuple(targets.shape) != expected_shape:
         raise ValueError(
-            f"Targets shape {targets.shape} does not match logits shape {logits.shape}."
+            f"cross_entropy: targets of shape {tuple(targets.shape)} do not fit logits of shape "
+            f"{tuple(logits.shape)}: class "
+            f"{'probabilities' if probabilities_given else 'indices'} need shape {expected_shape}"
         )
 
     # Only differences between logits matter; removing the (constant) maximum first keeps
@@ -459,9 +461,8 @@ def margin_ranking_loss(
     """
     if not (inputs1.shape == inputs2.shape == targets.shape):
         raise ValueError(
-            "The shapes of the arguments do not match. The provided shapes are "
-            f"inputs1.shape={inputs1.shape}, inputs2.shape={inputs2.shape}, and "
-            f"targets.shape={targets.shape}."
+            f"margin_ranking_loss: inputs1 {tuple(inputs1.shape)}, inputs2 {tuple(inputs2.shape)} "
+            f"and targets {tuple(targets.shape)} must have one shape"
         )
     loss = mx.maximum(0, -targets * (inputs1 - inputs2) + margin)
     return _reduce(loss, reduction)

@@ -144,7 +144,7 @@ class Optimizer:
             parameters (dict): A tree of parameters.
 
         Example:
-            >>> optimizer = optim.SGD(learning_rate=1e-1, momentum=0.9)
+            >>> optimizer = optim.SGD(learning_rate=0.1, momentum=0.9)
             >>> optimizer.init({"weight": mx.zeros((2, 2)), "bias": mx.zeros((2,))})
             >>> list(optimizer.state)
             ['step', 'learning_rate', 'weight', 'bias']
@@ -363,7 +363,10 @@ class MultiOptimizer(Optimizer):
     @state.setter
     def state(self, state: dict):
         if "states" not in state or len(state["states"]) != len(self.optimizers):
-            raise ValueError("Invalid state provided")
+            got = len(state["states"]) if "states" in state else "no"
+            raise ValueError(
+                f"MultiOptimizer.state: expected {{'states': [...]}} with one state per optimizer "
+                f"({len(self.optimizers)}), got {got} states")
         for optimizer, s in zip(self.optimizers, state["states"]):
             optimizer.state = s
 
@@ -612,7 +615,7 @@ class Adam(Optimizer):
                     f"Adam beta{i + 1} should be in [0, 1), {beta} was provided instead"
                 )
         if not 0.0 <= eps:
-            raise ValueError(f"Adam epsilon should be >=0, {eps} was provided instead")
+            raise ValueError(f"Adam: eps must be at least 0, got {eps}")
         self._maybe_schedule("learning_rate", learning_rate)
         self.betas = list(betas)
         self.eps = eps
@@ -1019,7 +1022,7 @@ def clip_grad_norm(grads, max_norm):
         >>> clipped, norm = optim.clip_grad_norm(grads, max_norm=2.0)
     """
     if max_norm < 0:
-        raise ValueError(f"max_norm should be >=0, {max_norm} was provided instead")
+        raise ValueError(f"clip_grad_norm: max_norm must be at least 0, got {max_norm}")
     squared = tree_reduce(lambda total, g: total + g.square().sum(), grads, 0.0)
     total_norm = mx.sqrt(squared)
     factor = mx.minimum(max_norm / (total_norm + 1e-6), 1.0)
