@@ -32,7 +32,7 @@ def command(framework, n):
     if framework == "torch" and n > 1:
         return [os.path.join(BIN, "torchrun"), "--standalone", f"--nproc_per_node={n}", WORKER, "torch"]
     if framework == "mlx" and n > 1:
-        return [os.path.join(BIN, "mlx.launch"), "-n", str(n), WORKER, "mlx"]
+        return [os.path.join(BIN, "mlx.launch"), "--python", sys.executable, "-n", str(n), WORKER, "mlx"]
     return [sys.executable, WORKER, framework]
 
 

@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <memory>
 #include <new>
 #include <thread>
 #include <vector>
@@ -22,6 +24,31 @@ namespace tessera::detail {
 namespace {
 
 thread_local bool tl_in_pool_chunk = false;
+
+// How long an idle worker, and a caller waiting for the other chunks, poll before sleeping. A
+// graph's ops come back to back, each a few microseconds apart: a worker that slept after each
+// chunk made every parallel op pay a wake-up (measured: a 256x512 multiply took 37 us on 2
+// threads against 14 us on 1; with the poll, 7 us). Bounded, so an idle process sleeps.
+constexpr auto kSpinFor = std::chrono::microseconds(50);
+
+inline void cpu_pause() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Polls `ready()` for up to kSpinFor; whether it became true.
+template <typename Ready>
+bool spin_until(Ready ready) {
+  const auto end = std::chrono::steady_clock::now() + kSpinFor;
+  for (int i = 0;; ++i) {
+    if (ready()) return true;
+    cpu_pause();
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() >= end) return ready();
+  }
+}
 
 class ThreadPool {
  public:
@@ -38,11 +65,14 @@ class ThreadPool {
   }
   int size() const { return n_; }
   void submit(std::function<void()> f) {
+    bool wake;
     {
       std::lock_guard<std::mutex> l(mu_);
       q_.push_back(std::move(f));
+      queued_.store(q_.size(), std::memory_order_release);
+      wake = sleepers_ > 0;  // a polling worker sees queued_ without being woken
     }
-    cv_.notify_one();
+    if (wake) cv_.notify_one();
   }
 
  private:
@@ -50,21 +80,27 @@ class ThreadPool {
     tl_in_pool_chunk = true;
     trace::set_thread_name("pool");
     for (;;) {
+      spin_until([this] { return queued_.load(std::memory_order_acquire) != 0; });
       std::function<void()> f;
       {
         std::unique_lock<std::mutex> l(mu_);
+        ++sleepers_;
         cv_.wait(l, [this] { return stop_ || !q_.empty(); });
+        --sleepers_;
         if (stop_ && q_.empty()) return;
         f = std::move(q_.front());
         q_.pop_front();
+        queued_.store(q_.size(), std::memory_order_release);
       }
       f();
     }
   }
   int n_;
-  std::mutex mu_;  // guards q_ and stop_
+  std::mutex mu_;  // guards q_, sleepers_ and stop_
   std::condition_variable cv_;
   std::deque<std::function<void()>> q_;
+  std::atomic<size_t> queued_{0};  // q_.size(), for polling without the lock
+  int sleepers_ = 0;               // workers waiting on cv_
   bool stop_ = false;
   std::vector<std::thread> workers_;
 };
@@ -117,17 +153,19 @@ void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_
     f(0, n);
     return;
   }
+  // Shared with the chunks (they may still be unwinding when the caller has seen them done).
   struct Shared {
     std::mutex mu;
     std::condition_variable cv;
-    size_t left;
+    std::atomic<size_t> left;
     std::exception_ptr error;
-  } sh;
-  sh.left = chunks - 1;
+  };
+  auto sh = std::make_shared<Shared>();
+  sh->left.store(chunks - 1);
   size_t per = (n + chunks - 1) / chunks;
   for (size_t c = 1; c < chunks; ++c) {
     size_t b = c * per, e = std::min(n, b + per);
-    pool().submit([&sh, &f, b, e, kernel = trace::current_kernel()] {
+    pool().submit([sh, &f, b, e, kernel = trace::current_kernel()] {
       try {
         const int64_t t0 = trace::on() ? trace::now_ns() : 0;
         if (b < e) f(b, e);
@@ -136,11 +174,14 @@ void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_
                        "\"elements\":" + std::to_string(e - b));
         }
       } catch (...) {
-        std::lock_guard<std::mutex> l(sh.mu);
-        if (!sh.error) sh.error = std::current_exception();
+        std::lock_guard<std::mutex> l(sh->mu);
+        if (!sh->error) sh->error = std::current_exception();
       }
-      std::lock_guard<std::mutex> l(sh.mu);
-      if (--sh.left == 0) sh.cv.notify_one();
+      // The last chunk wakes a caller that stopped polling (under the lock: no lost wake-up).
+      if (sh->left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::lock_guard<std::mutex> l(sh->mu);
+        sh->cv.notify_one();
+      }
     });
   }
   std::exception_ptr mine;
@@ -151,10 +192,14 @@ void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_
     mine = std::current_exception();
   }
   tl_in_pool_chunk = false;
-  std::unique_lock<std::mutex> l(sh.mu);
-  sh.cv.wait(l, [&] { return sh.left == 0; });
+  auto done = [&] { return sh->left.load(std::memory_order_acquire) == 0; };
+  if (!spin_until(done)) {
+    std::unique_lock<std::mutex> l(sh->mu);
+    sh->cv.wait(l, done);
+  }
   if (mine) std::rethrow_exception(mine);
-  if (sh.error) std::rethrow_exception(sh.error);
+  std::lock_guard<std::mutex> l(sh->mu);  // the chunks' error, written under the lock
+  if (sh->error) std::rethrow_exception(sh->error);
 }
 
 }  // namespace tessera::detail

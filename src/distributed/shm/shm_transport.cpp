@@ -346,9 +346,18 @@ void ShmTransport::wait_word(int peer, std::atomic<uint32_t>& w, uint64_t target
         throw_mismatch(peer, mine, copy);
       }
     }
+    // A peer that posted what we wait for and then left or died (its last op done) is no
+    // failure: its post came before its exit, so once its exit is seen the post is visible.
+    auto raise_unless_posted = [&](const std::string& story) {
+      if (reached(w.load(std::memory_order_acquire), target)) return;
+      throw std::runtime_error(story);
+    };
     if (!aborted_) {
       std::string story = peer_failure(ctx, peer);
-      if (!story.empty()) throw std::runtime_error(story);
+      if (!story.empty()) {
+        raise_unless_posted(story);
+        return;
+      }
     }
     if (aborted_) {
       throw std::runtime_error("[ring] rank " + std::to_string(rank_) + ": aborted " +
@@ -361,19 +370,21 @@ void ShmTransport::wait_word(int peer, std::atomic<uint32_t>& w, uint64_t target
         char b;
         ssize_t n = ::recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-          // A peer that posted what we wait for and then left (its last op done) is no
-          // failure: the post came before the close, so it is visible now. Otherwise its process
-          // may still be going away: give the pid check a moment to see it.
+          // Its process may still be going away: give the pid check a moment to see it.
           for (int i = 0; i < 20; ++i) {
             if (reached(w.load(std::memory_order_acquire), target)) return;
             std::string story = peer_failure(ctx, peer);
-            if (!story.empty()) throw std::runtime_error(story);
+            if (!story.empty()) {
+              raise_unless_posted(story);
+              return;
+            }
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
           }
-          throw std::runtime_error("[ring] rank " + std::to_string(rank_) + ": rank " +
-                                   std::to_string(peer) + " closed its connection " +
-                                   describe_op(ctx) +
-                                   " (shared memory) while its process lives on; see its log.");
+          raise_unless_posted("[ring] rank " + std::to_string(rank_) + ": rank " +
+                              std::to_string(peer) + " closed its connection " +
+                              describe_op(ctx) +
+                              " (shared memory) while its process lives on; see its log.");
+          return;
         }
       }
     }
