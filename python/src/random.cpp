@@ -1,17 +1,58 @@
 // tessera.core.random: include/tessera/random.h with MLX's mlx.core.random signatures.
 #include "convert.h"
 
+#include <chrono>
 #include <cstdint>
+#include <stdexcept>
 
 namespace tessera::python {
 
+namespace {
+
+using Key = std::optional<array>;
+
+// Python's implicit key, as MLX keeps it: the first item of the list `mx.random.state`, one per
+// process, so that mx.compile can take it as state (inputs / outputs) and a compiled function
+// that draws random numbers advances it. Never destroyed (it may outlive the interpreter).
+nb::list& random_state() {
+  static nb::list* state = [] {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::system_clock::now().time_since_epoch());
+    auto* l = new nb::list();
+    l->append(random::key(static_cast<uint64_t>(ms.count())));
+    return l;
+  }();
+  return *state;
+}
+
+// `key`, or the next key of the implicit sequence (the state's key split: one half kept).
+Key resolve(const Key& key) {
+  if (key) return key;
+  nb::list& state = random_state();
+  if (nb::len(state) != 1 || !nb::isinstance<array>(state[0])) {
+    throw std::invalid_argument(
+        "[random] mx.random.state must be a list holding one key array; reseed with "
+        "mx.random.seed(n)");
+  }
+  auto [keep, out] = random::split(nb::cast<array>(state[0]));
+  state[0] = nb::cast(keep);
+  return out;
+}
+
+}  // namespace
+
 void init_random(nb::module_& parent) {
   nb::module_ m = parent.def_submodule("random", "Random number generation.");
-  using Key = std::optional<array>;
+  m.attr("state") = random_state();
 
   m.def(
-      "seed", [](uint64_t seed) { random::seed(seed); }, "seed"_a,
-      "Reseed this thread's implicit key sequence.\n\n"
+      "seed",
+      [](uint64_t seed) {
+        random_state()[0] = nb::cast(random::key(seed));
+        random::seed(seed);  // C++ callers' sequence on this thread too
+      },
+      "seed"_a,
+      "Reseed the implicit key (``mx.random.state``).\n\n"
       "Args:\n"
       "    seed (int): The seed.\n");
   m.def(
@@ -35,8 +76,8 @@ void init_random(nb::module_& parent) {
       "uniform",
       [](const ArrayLike& low, const ArrayLike& high, const Shape& shape,
          std::optional<Dtype> dtype, const Key& key, StreamOrDevice s) {
-        return random::uniform(to_array(low), to_array(high), shape, dtype.value_or(float32), key,
-                               s);
+        return random::uniform(to_array(low), to_array(high), shape, dtype.value_or(float32),
+                               resolve(key), s);
       },
       "low"_a = 0, "high"_a = 1, "shape"_a = Shape{}, "dtype"_a.none() = float32,
       "key"_a = nb::none(), "stream"_a = nb::none(),
@@ -58,7 +99,7 @@ void init_random(nb::module_& parent) {
         std::optional<array> mu, sigma;
         if (loc) mu = to_array(loc->obj, t);
         if (scale) sigma = to_array(scale->obj, t);
-        return random::normal(shape, t, mu, sigma, key, s);
+        return random::normal(shape, t, mu, sigma, resolve(key), s);
       },
       "shape"_a = Shape{}, "dtype"_a.none() = float32, "loc"_a = nb::none(), "scale"_a = nb::none(),
       "key"_a = nb::none(), "stream"_a = nb::none(),
@@ -75,7 +116,8 @@ void init_random(nb::module_& parent) {
       "randint",
       [](const ArrayLike& low, const ArrayLike& high, const Shape& shape,
          std::optional<Dtype> dtype, const Key& key, StreamOrDevice s) {
-        return random::randint(to_array(low), to_array(high), shape, dtype.value_or(int32), key, s);
+        return random::randint(to_array(low), to_array(high), shape, dtype.value_or(int32),
+                               resolve(key), s);
       },
       "low"_a, "high"_a, "shape"_a = Shape{}, "dtype"_a.none() = int32, "key"_a = nb::none(),
       "stream"_a = nb::none(),
@@ -92,7 +134,8 @@ void init_random(nb::module_& parent) {
       "bernoulli",
       [](const ArrayLike& p, const std::optional<Shape>& shape, const Key& key, StreamOrDevice s) {
         array prob = to_array(p);
-        return shape ? random::bernoulli(prob, *shape, key, s) : random::bernoulli(prob, key, s);
+        return shape ? random::bernoulli(prob, *shape, resolve(key), s)
+                     : random::bernoulli(prob, resolve(key), s);
       },
       "p"_a = 0.5, "shape"_a = nb::none(), "key"_a = nb::none(), "stream"_a = nb::none(),
       "Booleans that are true with probability ``p``.\n\n"
@@ -108,8 +151,8 @@ void init_random(nb::module_& parent) {
          std::optional<Dtype> dtype, const Key& key, StreamOrDevice s) {
         array lo = to_array(lower), hi = to_array(upper);
         Dtype t = dtype.value_or(float32);
-        return shape ? random::truncated_normal(lo, hi, *shape, t, key, s)
-                     : random::truncated_normal(lo, hi, t, key, s);
+        return shape ? random::truncated_normal(lo, hi, *shape, t, resolve(key), s)
+                     : random::truncated_normal(lo, hi, t, resolve(key), s);
       },
       "lower"_a, "upper"_a, "shape"_a = nb::none(), "dtype"_a.none() = float32,
       "key"_a = nb::none(), "stream"_a = nb::none(),
@@ -126,7 +169,7 @@ void init_random(nb::module_& parent) {
   m.def(
       "gumbel",
       [](const Shape& shape, std::optional<Dtype> dtype, const Key& key, StreamOrDevice s) {
-        return random::gumbel(shape, dtype.value_or(float32), key, s);
+        return random::gumbel(shape, dtype.value_or(float32), resolve(key), s);
       },
       "shape"_a = Shape{}, "dtype"_a.none() = float32, "key"_a = nb::none(),
       "stream"_a = nb::none(),
@@ -144,9 +187,9 @@ void init_random(nb::module_& parent) {
         if (shape && num_samples) {
           throw std::invalid_argument("[categorical] Give shape or num_samples, not both.");
         }
-        if (shape) return random::categorical(logits, axis, *shape, key, s);
-        if (num_samples) return random::categorical(logits, axis, *num_samples, key, s);
-        return random::categorical(logits, axis, key, s);
+        if (shape) return random::categorical(logits, axis, *shape, resolve(key), s);
+        if (num_samples) return random::categorical(logits, axis, *num_samples, resolve(key), s);
+        return random::categorical(logits, axis, resolve(key), s);
       },
       "logits"_a, "axis"_a = -1, "shape"_a = nb::none(), "num_samples"_a = nb::none(),
       "key"_a = nb::none(), "stream"_a = nb::none(),
@@ -165,7 +208,7 @@ void init_random(nb::module_& parent) {
       "laplace",
       [](const Shape& shape, std::optional<Dtype> dtype, float loc, float scale, const Key& key,
          StreamOrDevice s) {
-        return random::laplace(shape, dtype.value_or(float32), loc, scale, key, s);
+        return random::laplace(shape, dtype.value_or(float32), loc, scale, resolve(key), s);
       },
       "shape"_a = Shape{}, "dtype"_a.none() = float32, "loc"_a = 0.0, "scale"_a = 1.0,
       "key"_a = nb::none(), "stream"_a = nb::none(),
@@ -181,8 +224,8 @@ void init_random(nb::module_& parent) {
   m.def(
       "permutation",
       [](const std::variant<int, array>& x, int axis, const Key& key, StreamOrDevice s) {
-        if (auto* n = std::get_if<int>(&x)) return random::permutation(*n, key, s);
-        return random::permutation(std::get<array>(x), axis, key, s);
+        if (auto* n = std::get_if<int>(&x)) return random::permutation(*n, resolve(key), s);
+        return random::permutation(std::get<array>(x), axis, resolve(key), s);
       },
       "x"_a, "axis"_a = 0, "key"_a = nb::none(), "stream"_a = nb::none(),
       "A random permutation of ``arange(x)``, or ``x`` shuffled along an axis.\n\n"

@@ -38,9 +38,10 @@ nb::object tree_map_arrays(nb::handle t, const std::function<nb::object(nb::hand
   if (nb::isinstance<nb::tuple>(t)) {
     nb::list out;
     for (nb::handle e : t) out.append(tree_map_arrays(e, f, keep_dict_types));
-    // Named tuples keep their type.
+    // Tuple subclasses keep their type (named tuples take their items as arguments).
+    if (PyTuple_CheckExact(t.ptr())) return nb::tuple(out);
     if (nb::hasattr(t, "_fields")) return t.type()(*nb::tuple(out));
-    return nb::tuple(out);
+    return t.type()(out);
   }
   if (nb::isinstance<nb::dict>(t)) {
     if (PyDict_CheckExact(t.ptr()) || !keep_dict_types) {

@@ -150,6 +150,28 @@ def test_shapeless_normalisation_and_its_gradient_use_each_call_shape():
                                    rtol=1e-6)
 
 
+def test_random_state_is_compile_state():
+    # mx.random.state holds the implicit key: a compiled function taking it as inputs / outputs
+    # draws new numbers on every call, the same as the eager calls from the same seed.
+    assert isinstance(mx.random.state, list) and len(mx.random.state) == 1
+    draw = partial(mx.compile, inputs=mx.random.state, outputs=mx.random.state)(
+        lambda: mx.random.uniform(shape=(4, 3)))
+    mx.random.seed(5)
+    compiled = [np.asarray(draw()) for _ in range(3)]
+    mx.random.seed(5)
+    eager = [np.asarray(mx.random.uniform(shape=(4, 3))) for _ in range(3)]
+    for c, e in zip(compiled, eager):
+        np.testing.assert_array_equal(c, e)
+    assert not np.array_equal(compiled[0], compiled[1])
+    # The state is the key explicit calls would use next.
+    mx.random.seed(9)
+    k = mx.random.state[0]
+    first, second = mx.random.split(k)
+    np.testing.assert_array_equal(np.asarray(mx.random.uniform(shape=(2,))),
+                                  np.asarray(mx.random.uniform(shape=(2,), key=second)))
+    np.testing.assert_array_equal(np.asarray(mx.random.state[0]), np.asarray(first))
+
+
 def test_captured_state_training_step_matches_eager():
     rng = np.random.default_rng(2)
     X = rng.standard_normal((64, 3)).astype(np.float32)
