@@ -254,6 +254,11 @@ void init_array(nb::module_& m) {
           "The array as a DLPack capsule (a view of its buffer).")
       .def("__dlpack_device__", [](const array&) { return nb::make_tuple(1, 0); },
            "(kDLCPU, 0): arrays live in host memory.")
+      .def(
+          "__array_namespace__",
+          [](const array&, nb::handle) { return nb::module_::import_("tessera.core"); },
+          nb::kw_only(), "api_version"_a = nb::none(),
+          "The module of the array's functions (the Array API's namespace): tessera.core.")
       .def("__len__", [](const array& a) {
         if (a.ndim() == 0) throw nb::type_error("len() of a 0-d array");
         return a.shape(0);

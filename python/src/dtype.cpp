@@ -55,11 +55,91 @@ void init_dtype(nb::module_& m) {
             arrays.push_back(nb::cast<array>(h));
           }
         }
+        if (arrays.empty()) {
+          throw std::invalid_argument("[result_type] needs at least one array or dtype");
+        }
         return tessera::result_type(arrays);
       },
       "The dtype that arrays and dtypes promote to together.");
-  m.def("asarray", [](nb::handle a, std::optional<Dtype> dtype) { return python::to_array(a, dtype); },
-        "a"_a, "dtype"_a = nb::none(), "An array from a (an array is returned as is).");
+  m.def(
+      "can_cast",
+      [](nb::handle from, const Dtype& to) {
+        Dtype d = bool_;
+        if (nb::isinstance<array>(from)) {
+          d = nb::cast<const array&>(from).dtype();
+        } else if (nb::isinstance<Dtype>(from)) {
+          d = nb::cast<Dtype>(from);
+        } else {
+          throw std::invalid_argument("[can_cast] from_ must be an array or a dtype, not " +
+                                      nb::cast<std::string>(nb::str(from.type().attr("__name__"))));
+        }
+        return promote_types(d, to) == to;
+      },
+      "from_"_a, "to"_a, nb::sig("def can_cast(from_: array | Dtype, to: Dtype) -> bool"),
+      "Whether ``from_`` (a dtype, or an array's) casts to ``to`` without loss by the promotion\n"
+      "rules: promoting the two gives ``to``.\n\n"
+      "Args:\n"
+      "    from_ (array or Dtype): The source.\n"
+      "    to (Dtype): The destination dtype.\n\n"
+      "Returns:\n"
+      "    bool: Whether the cast is safe.\n");
+  m.def(
+      "isdtype",
+      [](const Dtype& dtype, nb::handle kind) {
+        auto one = [&](nb::handle k) {
+          if (nb::isinstance<Dtype>(k)) return dtype == nb::cast<Dtype>(k);
+          if (!nb::isinstance<nb::str>(k)) {
+            throw std::invalid_argument(
+                "[isdtype] kind must be a dtype, a kind name or a tuple of them");
+          }
+          const std::string s = nb::cast<std::string>(k);
+          if (s == "bool") return dtype == bool_;
+          if (s == "signed integer") return issubdtype(dtype, signedinteger);
+          if (s == "unsigned integer") return issubdtype(dtype, unsignedinteger);
+          if (s == "integral") return issubdtype(dtype, integer);
+          if (s == "real floating") return issubdtype(dtype, floating);
+          if (s == "complex floating") return issubdtype(dtype, complexfloating);
+          if (s == "numeric") return issubdtype(dtype, number);
+          throw std::invalid_argument(
+              "[isdtype] unknown kind '" + s + "'; the kinds are 'bool', 'signed integer', "
+              "'unsigned integer', 'integral', 'real floating', 'complex floating', 'numeric'");
+        };
+        if (nb::isinstance<nb::tuple>(kind)) {
+          for (nb::handle k : kind) {
+            if (one(k)) return true;
+          }
+          return false;
+        }
+        return one(kind);
+      },
+      "dtype"_a, "kind"_a,
+      nb::sig("def isdtype(dtype: Dtype, kind: Dtype | str | tuple[Dtype | str, ...]) -> bool"),
+      "Whether ``dtype`` is of ``kind`` (the Array API's isdtype): a dtype, one of 'bool',\n"
+      "'signed integer', 'unsigned integer', 'integral', 'real floating', 'complex floating',\n"
+      "'numeric', or a tuple of these (any matches).\n\n"
+      "Args:\n"
+      "    dtype (Dtype): The dtype.\n"
+      "    kind (Dtype or str or tuple): The kind(s).\n\n"
+      "Returns:\n"
+      "    bool: Whether it is.\n");
+  m.def(
+      "asarray",
+      [](nb::handle a, std::optional<Dtype> dtype, std::optional<bool> copy) {
+        if (copy && !*copy) {
+          // As MLX: no promise that the result shares memory with `a` can be kept.
+          throw std::invalid_argument(
+              "[asarray] copy=False is not supported (the result may not share memory with the "
+              "input); pass copy=None or copy=True");
+        }
+        array out = python::to_array(a, dtype);
+        // copy=True: a new array even when `a` is one already of that dtype.
+        if (copy.value_or(false) && nb::isinstance<array>(a) && out.id() == nb::cast<const array&>(a).id()) {
+          out = tessera::copy(out);
+        }
+        return out;
+      },
+      "a"_a, "dtype"_a = nb::none(), "copy"_a = nb::none(),
+      "An array from ``a`` (an array of that dtype is returned as is unless ``copy=True``).");
   m.def("from_dlpack", [](nb::handle a) { return python::to_array(a); }, "dlpack"_a,
         "An array from an object with __dlpack__ (copied into Tessera's memory).");
   m.def(

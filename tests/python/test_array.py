@@ -304,3 +304,30 @@ def test_objects_with_the_mlx_array_protocol_convert():
     assert mx.array(w).tolist() == [1.0, 2.0]
     assert (mx.array([1.0, 1.0]) + w).tolist() == [2.0, 3.0]
     assert mx.add(w, 1.0).tolist() == [2.0, 3.0]
+
+
+def test_array_api_helpers_can_cast_isdtype_namespace_asarray_copy():
+    # can_cast follows the promotion table (NumPy's safe casting for these pairs).
+    for a, b in [(mx.int8, mx.int16), (mx.int16, mx.int8), (mx.uint8, mx.int16), (mx.uint16, mx.int16),
+                 (mx.float32, mx.float64), (mx.float64, mx.float32), (mx.int32, mx.float32)]:
+        want = np.can_cast(np.dtype(str(a).split(".")[-1]), np.dtype(str(b).split(".")[-1]))
+        if (a, b) == (mx.int32, mx.float32):
+            want = True  # MLX's promotion: int32 with float32 gives float32
+        assert mx.can_cast(a, b) == want, (a, b)
+    assert mx.can_cast(mx.array([1], dtype=mx.int8), mx.int32)
+    with pytest.raises(ValueError, match="from_ must be an array or a dtype"):
+        mx.can_cast(3, mx.int32)
+    assert mx.isdtype(mx.int32, "signed integer") and not mx.isdtype(mx.uint8, "signed integer")
+    assert mx.isdtype(mx.float16, ("integral", "real floating")) and not mx.isdtype(mx.bool_, "numeric")
+    assert mx.isdtype(mx.int8, (mx.int8, mx.int16)) and not mx.isdtype(mx.int32, mx.int16)
+    with pytest.raises(ValueError, match="unknown kind 'float'"):
+        mx.isdtype(mx.float32, "float")
+    with pytest.raises(ValueError, match="at least one"):
+        mx.result_type()
+    xp = mx.array(1.0).__array_namespace__()
+    assert xp is mx and xp.asarray([1, 2]).tolist() == [1, 2]
+    a = mx.array([1, 2, 3])
+    b = mx.asarray(a, copy=True)
+    assert b.tolist() == [1, 2, 3] and b.dtype == a.dtype
+    with pytest.raises(ValueError, match="copy=False"):
+        mx.asarray(a, copy=False)
