@@ -334,13 +334,16 @@ void init_transforms(nb::module_& m) {
   m.def(
       "checkpoint",
       [](nb::callable fun) {
-        return nb::cpp_function([fun](nb::args args) {
-          auto leaves = tree_arrays(args);
+        return nb::cpp_function([fun](nb::args args, nb::kwargs kwargs) {
+          // Positional and keyword arguments' arrays are the inputs (as MLX).
+          nb::object all = nb::make_tuple(args, kwargs);
+          auto leaves = tree_arrays(all);
           // The backward pass calls the function again, after this call returned (PyRef).
-          PyRef out_tree, args_obj(nb::borrow(args)), f(fun);
+          PyRef out_tree, args_obj(all), f(fun);
           auto outs = checkpoint([f, args_obj, out_tree](const std::vector<array>& xs) {
             nb::gil_scoped_acquire gil;
-            *out_tree = (*f)(*nb::borrow<nb::tuple>(tree_replace(*args_obj, xs)));
+            nb::object a = tree_replace(*args_obj, xs);
+            *out_tree = (*f)(*nb::borrow<nb::tuple>(a[0]), **nb::borrow<nb::dict>(a[1]));
             return tree_arrays(*out_tree);
           })(leaves);
           return tree_replace(*out_tree, outs);

@@ -140,6 +140,11 @@ def test_checkpoint_gives_the_same_gradient():
     x = mx.array([0.1, 0.7, -1.3])
     np.testing.assert_allclose(np.asarray(mx.grad(mx.checkpoint(f))(x)), np.asarray(mx.grad(f)(x)),
                                rtol=1e-6)
+    # Keyword arguments pass through (their arrays are inputs too).
+    g = lambda x, scale=None: (mx.sin(x) * scale).sum()  # noqa: E731
+    s = mx.array([2.0, 3.0, 4.0])
+    got = mx.grad(lambda t: mx.checkpoint(g)(t, scale=s))(x)
+    np.testing.assert_allclose(np.asarray(got), np.cos(np.asarray(x)) * np.asarray(s), rtol=1e-6)
 
 
 def test_eval_takes_trees_and_stop_gradient_blocks():
