@@ -8,6 +8,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 import tessera.core as mx
 
 TESSERA = os.path.join(os.path.dirname(sys.executable), "tessera")
@@ -64,3 +66,25 @@ def test_two_rank_job_trace_has_every_collective(tmp_path):
         (pt,) = [e for e in mine if e["name"] == p2p]
         assert pt["args"]["peer"] == 1 - rank and pt["args"]["bytes"] == 20
     assert min(e["ts"] for e in t["traceEvents"] if "ts" in e) == 0
+
+
+def test_export_to_dot_writes_the_lazy_graph(tmp_path):
+    import io
+
+    a = mx.array(1.0) + mx.array(2.0)
+    b = mx.exp(a) * 3
+    f = io.StringIO()
+    mx.export_to_dot(f, b, named=a)
+    dot = f.getvalue()
+    assert dot.startswith("digraph {") and dot.rstrip().endswith("}")
+    for label in ('label="Add"', 'label="Exp"', 'label="Multiply"', '"named"'):
+        assert label in dot, label
+    path = tmp_path / "g.dot"
+    mx.export_to_dot(str(path), b)
+    assert path.read_text().count("shape=rectangle") == 3
+    mx.eval(b)
+    f = io.StringIO()
+    mx.export_to_dot(f, b)  # evaluated: a source only
+    assert "shape=rectangle" not in f.getvalue()
+    with pytest.raises(ValueError, match="path or an object with write"):
+        mx.export_to_dot(3, b)
