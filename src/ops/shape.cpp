@@ -65,8 +65,8 @@ array reshape(const array& a, Shape shape, StreamOrDevice s) {
   }
   if (shape == a.shape()) return a;
   auto out_shape = shape;
-  return array(std::move(out_shape), a.dtype(), std::make_shared<Reshape>(to_stream(s), shape),
-               {a});
+  return array(std::move(out_shape), a.dtype(),
+               std::make_shared<Reshape>(to_stream(s), shape, infer), {a});
 }
 
 array flatten(const array& a, int start_axis, int end_axis, StreamOrDevice s) {
@@ -509,7 +509,34 @@ std::vector<Shape> Broadcast::output_shapes(const std::vector<array>& inputs) {
 
 bool Reshape::is_equivalent(const Primitive& other) const {
   auto* o = dynamic_cast<const Reshape*>(&other);
-  return o && o->shape_ == shape_;
+  return o && o->shape_ == shape_ && o->infer_ == infer_;
+}
+
+std::vector<Shape> Reshape::output_shapes(const std::vector<array>& inputs) {
+  const size_t size = inputs[0].size();
+  Shape out = shape_;
+  if (infer_ >= 0) {
+    size_t known = 1;
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (static_cast<int>(i) != infer_) known *= static_cast<size_t>(out[i]);
+    }
+    if (known == 0 || size % known != 0) {
+      throw std::invalid_argument(
+          "[reshape] shapeless compile: an input of shape " + detail::shape_str(inputs[0].shape()) +
+          " does not reshape to " + detail::shape_str(out) + " with dim " +
+          std::to_string(infer_) + " inferred");
+    }
+    out[static_cast<size_t>(infer_)] = static_cast<int32_t>(size / known);
+  }
+  size_t n = 1;
+  for (auto d : out) n *= static_cast<size_t>(d);
+  if (n != size) {
+    throw std::invalid_argument("[reshape] shapeless compile: the traced target shape " +
+                                detail::shape_str(out) + " does not fit an input of shape " +
+                                detail::shape_str(inputs[0].shape()) +
+                                "; give the dim that varies as -1, or compile without shapeless");
+  }
+  return {out};
 }
 
 bool Transpose::is_equivalent(const Primitive& other) const {

@@ -37,17 +37,21 @@ array broadcast_for_elementwise(const array& a, const Shape& shape,
                                 std::initializer_list<const array*> sources, StreamOrDevice s);
 }  // namespace detail
 
-// View when the input's strides allow it, else a row-contiguous copy.
+// View when the input's strides allow it, else a row-contiguous copy. `infer` is the dim that
+// was given as -1 (or -1): a shapeless compile recomputes it from the new input's size.
 class Reshape : public UnaryPrimitive {
  public:
-  Reshape(Stream s, Shape shape) : UnaryPrimitive(s), shape_(std::move(shape)) {}
+  Reshape(Stream s, Shape shape, int infer = -1)
+      : UnaryPrimitive(s), shape_(std::move(shape)), infer_(infer) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Reshape"; }
   bool is_equivalent(const Primitive& other) const override;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
 
  private:
   Shape shape_;
+  int infer_;
 };
 
 // View with permuted dims: out.shape[i] = in.shape[axes[i]].

@@ -442,6 +442,36 @@ TEST(Compile, ShapelessGradientsFollowTheNewShapes) {
   }
 }
 
+// A reshape given a -1 dim recomputes it for each call's size; a fixed target that no longer
+// fits is an error naming the shapes, never a silent traced shape.
+TEST(Compile, ShapelessReshapeInfersItsMinusOneDim) {
+  auto f = [](const std::vector<array>& in) {
+    const array& x = in[0];
+    return std::vector<array>{reshape(x, {x.shape(0) * x.shape(1), -1}) * 2.0f};
+  };
+  auto cf = compile(f, true);
+  for (auto shape : std::vector<Shape>{{2, 3, 4}, {2, 3, 8}, {1, 6, 1}}) {
+    array x = random_array(shape, float32, shape[2]);
+    array got = cf({x})[0];
+    ASSERT_EQ(got.shape(), (Shape{6, shape[2]}));
+    auto v = test_util::values(x), g = test_util::values(got);
+    for (size_t i = 0; i < v.size(); ++i) EXPECT_FLOAT_EQ(g[i], 2 * v[i]);
+  }
+  EXPECT_THROW(cf({random_array({5, 5, 5}, float32, 9)}), std::invalid_argument);
+  // A reshape with no -1 keeps its traced target: a new size is refused.
+  auto fixed = compile([](const std::vector<array>& in) {
+    return std::vector<array>{reshape(in[0], {4, 3})};
+  }, true);
+  EXPECT_EQ(fixed({random_array({2, 6}, float32, 1)})[0].shape(), (Shape{4, 3}));
+  EXPECT_EQ(fixed({random_array({3, 4}, float32, 2)})[0].shape(), (Shape{4, 3}));
+  try {
+    fixed({random_array({2, 5}, float32, 3)});
+    ADD_FAILURE() << "a traced target of another size was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("(4,3)"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Compile, CommonSubexpressionsAndEqualConstantsMerge) {
   set_compile_mode(CompileMode::no_fuse);
   auto f = [](const std::vector<array>& in) {
