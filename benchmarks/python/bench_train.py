@@ -1,6 +1,7 @@
 """`make bench-train`: one training step of an MLP (64-512-512-10, SGD, 256 examples per rank)
 in Tessera (eager and mx.compile), PyTorch (eager; DistributedDataParallel over Gloo under
-torchrun), JAX (jit, 1 rank) and MLX (mlx[cpu]; mlx.launch), side by side in one run; then
+torchrun), JAX (jit, 1 rank) and MLX (mlx[cpu], eager and mx.compile; mlx.launch), side by side
+in one run; then
 nn.average_gradients of a 100 MB tree against one all_sum of the same bytes (2 ranks).
 
 Each configuration runs REPEATS times, interleaved, and the table shows the median. Throughput
@@ -31,8 +32,8 @@ def command(framework, n):
         return [os.path.join(BIN, "tessera"), "launch", "-n", str(n), "--no-prefix", WORKER, framework]
     if framework == "torch" and n > 1:
         return [os.path.join(BIN, "torchrun"), "--standalone", f"--nproc_per_node={n}", WORKER, "torch"]
-    if framework == "mlx" and n > 1:
-        return [os.path.join(BIN, "mlx.launch"), "--python", sys.executable, "-n", str(n), WORKER, "mlx"]
+    if framework.startswith("mlx") and n > 1:
+        return [os.path.join(BIN, "mlx.launch"), "--python", sys.executable, "-n", str(n), WORKER, framework]
     return [sys.executable, WORKER, framework]
 
 
@@ -49,9 +50,9 @@ def run(framework, n):
 
 def main():
     frameworks = ["tessera", "tessera-compiled"]
-    for name, module in (("torch", "torch"), ("jax", "jax"), ("mlx", "mlx.core")):
+    for names, module in ((["torch"], "torch"), (["jax"], "jax"), (["mlx", "mlx-compiled"], "mlx.core")):
         if has(module):
-            frameworks.append(name)
+            frameworks.extend(names)
         else:
             print(f"[bench-train] {module} is not installed: its column is empty", file=sys.stderr)
     configs = [(f, n) for f in frameworks for n in ((1,) if f == "jax" else (1, 2, 4))]

@@ -1,7 +1,7 @@
 """One rank of `make bench-train`: an MLP (64-512-512-10) trained with SGD on one fixed batch of
 synthetic data (256 examples per rank, the same on every framework), in one framework:
 
-    train_worker.py tessera|tessera-compiled|torch|jax|mlx [--steps N]
+    train_worker.py tessera|tessera-compiled|torch|jax|mlx|mlx-compiled [--steps N]
 
 Rank 0 prints one JSON line: the median step time (each step synchronised: evaluated, or
 blocked on) and the ranks. Started alone, or by `tessera launch` / `torchrun` / `mlx.launch`.
@@ -38,11 +38,13 @@ def timed(step, steps, warmup):
     return statistics.median(times)
 
 
-def run_tessera(steps, warmup, compiled):
-    import tessera.core as mx
-    import tessera.nn as nn
-    import tessera.optimizers as optim
+def run_mlx_api(steps, warmup, package, compiled=False):
+    """Tessera or MLX: the same code, on `package` ("tessera" or "mlx")."""
+    import importlib
 
+    mx = importlib.import_module(package + ".core")
+    nn = importlib.import_module(package + ".nn")
+    optim = importlib.import_module(package + ".optimizers")
     group = mx.distributed.init()
     n = group.size()
 
@@ -76,41 +78,6 @@ def run_tessera(steps, warmup, compiled):
 
     def step():
         loss = train_step(x, y)
-        mx.eval(loss, model.parameters(), opt.state)
-
-    return group.rank(), n, timed(step, steps, warmup)
-
-
-def run_mlx(steps, warmup):
-    import mlx.core as mx
-    import mlx.nn as nn
-    import mlx.optimizers as optim
-
-    group = mx.distributed.init()
-    n = group.size()
-
-    class MLP(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.layers = [nn.Linear(a, b) for a, b in zip(SIZES[:-1], SIZES[1:])]
-
-        def __call__(self, x):
-            for layer in self.layers[:-1]:
-                x = nn.relu(layer(x))
-            return self.layers[-1](x)
-
-    mx.random.seed(0)
-    model = MLP()
-    opt = optim.SGD(learning_rate=LR)
-    loss_and_grad = nn.value_and_grad(model, lambda x, y: nn.losses.cross_entropy(model(x), y, reduction="mean"))
-    xs, ys = data(group.rank())
-    x, y = mx.array(xs), mx.array(ys)
-
-    def step():
-        loss, grads = loss_and_grad(x, y)
-        if n > 1:
-            grads = nn.average_gradients(grads, group)
-        opt.update(model, grads)
         mx.eval(loss, model.parameters(), opt.state)
 
     return group.rank(), n, timed(step, steps, warmup)
@@ -190,18 +157,19 @@ def run_jax(steps, warmup):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("framework", choices=["tessera", "tessera-compiled", "torch", "jax", "mlx"])
+    p.add_argument("framework",
+                   choices=["tessera", "tessera-compiled", "torch", "jax", "mlx", "mlx-compiled"])
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--warmup", type=int, default=20)
     a = p.parse_args()
     if a.framework.startswith("tessera"):
-        rank, n, t = run_tessera(a.steps, a.warmup, a.framework == "tessera-compiled")
+        rank, n, t = run_mlx_api(a.steps, a.warmup, "tessera", a.framework == "tessera-compiled")
     elif a.framework == "torch":
         rank, n, t = run_torch(a.steps, a.warmup)
     elif a.framework == "jax":
         rank, n, t = run_jax(a.steps, a.warmup)
     else:
-        rank, n, t = run_mlx(a.steps, a.warmup)
+        rank, n, t = run_mlx_api(a.steps, a.warmup, "mlx", a.framework == "mlx-compiled")
     if rank == 0:
         print(json.dumps({"framework": a.framework, "ranks": n, "step_s": t}), flush=True)
 
