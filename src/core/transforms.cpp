@@ -45,7 +45,9 @@ size_t traced_inputs(const array& a) {
 array make_tracer(const array& p) {
   const bool stale = !p.is_tracer() && p.has_primitive() && p.inputs().size() == 1 &&
                      typeid(p.primitive()) == typeid(Copy);
-  array t = copy(stale ? p.inputs()[0] : p);
+  const array& src = stale ? p.inputs()[0] : p;
+  // It shares the primal's buffer (no copy of every parameter on every step).
+  array t(src.shape(), src.dtype(), std::make_shared<Copy>(to_stream({}), true), {src});
   t.set_tracer(true);
   return t;
 }

@@ -57,16 +57,24 @@ class AsType : public UnaryPrimitive {
   Dtype dtype_;
 };
 
-// A dense row-contiguous copy.
+// A row-contiguous copy; or, with `share` (the tracers vjp / jvp / vmap put in front of their
+// inputs), the input's buffer itself: a shared buffer is never donated, so it stays intact.
 class Copy : public UnaryPrimitive {
  public:
-  using UnaryPrimitive::UnaryPrimitive;
+  explicit Copy(Stream s, bool share = false) : UnaryPrimitive(s), share_(share) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_TRANSFORMS
-  TESSERA_PRIMITIVE_NAME(Copy)
+  const char* name() const override { return "Copy"; }
+  bool is_equivalent(const Primitive& other) const override {
+    auto* o = dynamic_cast<const Copy*>(&other);
+    return o && o->share_ == share_;
+  }
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {
     return {inputs[0].shape()};
   }
+
+ private:
+  bool share_;
 };
 
 }  // namespace tessera

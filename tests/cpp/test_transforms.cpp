@@ -5,6 +5,7 @@
 #include <cmath>
 #include <complex>
 #include <functional>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -44,6 +45,31 @@ TEST(Vjp, SquareGivesTwiceTheInputTimesCotangent) {
   auto [out, g] = vjp([](const array& a) { return multiply(a, a); }, x, array({1.0, 0.5, -1.0}));
   expect_near(out, {1, 4, 9});
   expect_near(g, {2, 2, -6});
+}
+
+// The tracers vjp puts in front of its inputs share the inputs' buffers (a training step does
+// not copy every parameter), and ops that could reuse a buffer in place never take a shared one.
+TEST(Vjp, TracersShareTheInputsBufferAndLeaveItIntact) {
+  array x = arange(0, 4096, 1) * 0.001f;
+  eval(x);
+  const std::vector<double> before = to_vec(x);
+  const void* data = x.raw_data();
+  std::optional<array> tracer;
+  auto f = [&tracer](const std::vector<array>& in) {
+    tracer = in[0];
+    // exp(t) + 1: the add could write into exp's buffer, never into t's (x's).
+    return std::vector<array>{exp(in[0]) + 1.0f, in[0] * 2.0f};
+  };
+  auto [outs, grads] = vjp(f, {x}, {ones({4096}), ones({4096})});
+  eval(outs);
+  eval(grads);
+  ASSERT_TRUE(tracer.has_value());
+  eval(*tracer);
+  EXPECT_EQ(tracer->raw_data(), data);  // the tracer is a view of x, not a copy
+  EXPECT_EQ(x.raw_data(), data);
+  EXPECT_EQ(to_vec(x), before);
+  const auto g = to_vec(grads[0]);  // d/dx of sum(exp(x) + 1) + sum(2x)
+  for (size_t i = 0; i < g.size(); i += 511) EXPECT_NEAR(g[i], std::exp(before[i]) + 2.0, 1e-5 * g[i]);
 }
 
 TEST(Vjp, SeveralConsumersAccumulate) {

@@ -45,7 +45,11 @@ void AsType::eval_cpu(const std::vector<array>& inputs, array& out) {
 }
 
 void Copy::eval_cpu(const std::vector<array>& inputs, array& out) {
-  cpu::copy_contiguous(inputs[0], out);
+  if (share_) {
+    out.copy_shared_buffer(inputs[0]);
+  } else {
+    cpu::copy_contiguous(inputs[0], out);
+  }
 }
 
 }  // namespace tessera
