@@ -154,7 +154,7 @@ TEST(Compile, TheChainBecomesOneCompiledNode) {
 }
 
 TEST(Compile, ArgumentsOutsideTheFastRangeOfSinAndCosMatch) {
-  // Values beyond 2^20 take libm's sin/cos, in the same blocks as values that do not.
+  // Values beyond 2^14 take libm's sin/cos, in the same blocks as values that do not.
   array x = array({1.0f, 3e7f, -2.5f, 1e30f, 0.25f, -4e9f}) * 1.0f;
   auto f = [](const std::vector<array>& in) {
     return std::vector<array>{sin(in[0]) * 2.0f + cos(in[0])};

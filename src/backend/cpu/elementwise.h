@@ -101,7 +101,7 @@ void dispatch_integral(Dtype d, const char* op, F&& f) {
 }
 
 // An op whose vectorisable form op.fast(x) is valid only where op.fast_ok(x) holds (e.g. sin for
-// |x| <= 2^20); op(x) is right everywhere.
+// |x| <= 2^14); op(x) is right everywhere.
 template <typename Op, typename In>
 concept HasFastPath = requires(const Op& op, In v) {
   { op.fast_ok(v) } -> std::convertible_to<bool>;

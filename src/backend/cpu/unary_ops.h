@@ -91,8 +91,8 @@ TESSERA_FAST_FLOAT_OP(ErfOp, cpu::mlx_erf, std::erf(x))
 
 #undef TESSERA_FAST_FLOAT_OP
 
-// sin / cos: the vectorisable float32 kernel covers |x| <= 2^20; unary_kernel runs fast() on
-// blocks where fast_ok() holds for every element, and operator() (libm beyond 2^20) elsewhere.
+// sin / cos: the vectorisable float32 kernel covers |x| <= 2^14; unary_kernel runs fast() on
+// blocks where fast_ok() holds for every element, and operator() (libm beyond 2^14) elsewhere.
 #define TESSERA_TRIG_OP(NAME, FAST, SAFE, EXPR)                                   \
   struct NAME {                                                                   \
     template <typename T>                                                         \

@@ -1,7 +1,8 @@
 // Branch-free float32 exp, log, tanh, sigmoid, sin, cos, expm1 and log1p that g++ -O3 vectorises
 // inside the flat kernel loops (libm's scalar calls do not vectorise). exp/log/tanh/sigmoid:
-// Cephes-style range reduction and minimax polynomials in float, within a few ulp. sin, cos,
-// expm1, log1p: reduction and Taylor series in double, rounded to float once (within 1 ulp).
+// Cephes-style range reduction and minimax polynomials in float, within a few ulp. sin, cos:
+// reduction and Taylor series in float (within 2 ulp for |x| <= 2^14). expm1, log1p: reduction
+// and Taylor series in double, rounded to float once (within 1 ulp).
 // All give IEEE results for +/-inf, NaN, +/-0 and subnormals (sin/cos only on the range their
 // *_fast_ok predicate accepts; callers send the rest to libm).
 //
@@ -104,66 +105,64 @@ inline float vsigmoid(float x) {
 
 // ---- sin / cos ----
 
-// Largest |x| whose reduction below is exact enough (j * pi/2 with j < 2^20 and two double
-// parts of pi/2); NaN and +/-inf fail the test too.
-inline constexpr float kTrigFastMax = 1048576.0f;  // 2^20
+// Largest |x| the float reduction below keeps within 2 ulp (j * pi/2 with j < 2^14 against a
+// three-part pi/2); NaN and +/-inf fail the test too. Beyond it callers take libm's.
+inline constexpr float kTrigFastMax = 16384.0f;  // 2^14
 inline bool trig_fast_ok(float x) { return std::fabs(x) <= kTrigFastMax; }
 
-// |x| = j pi/2 + r with |r| <= pi/4; the quadrant j mod 4 goes to q.
-inline double trig_reduce(float x, uint64_t& q) {
-  constexpr double kTwoOverPi = 0.63661977236758134308;
-  constexpr double kPio2Hi = 1.5707963267948966192;    // double(pi/2)
-  constexpr double kPio2Lo = 6.123233995736766036e-17;  // pi/2 - kPio2Hi
-  constexpr double kRound = 6755399441055744.0;          // 1.5 * 2^52: adding it rounds to int
-  const double ax = std::fabs(static_cast<double>(x));
-  const double shifted = ax * kTwoOverPi + kRound;
-  q = std::bit_cast<uint64_t>(shifted);  // low bits hold j
-  const double j = shifted - kRound;
-  double r = std::fma(-j, kPio2Hi, ax);
-  return std::fma(-j, kPio2Lo, r);
+// |x| = j pi/2 + r with |r| <= pi/4 (Cody-Waite with fused multiply-adds, in float so that a
+// vector holds 16 lanes, not 8); the quadrant j mod 4 goes to q.
+inline float trig_reduce(float x, uint32_t& q) {
+  constexpr float kTwoOverPi = 0.636619772f;
+  constexpr float kPio2A = 1.57079637f;       // float(pi/2)
+  constexpr float kPio2B = -4.37113883e-08f;  // float(pi/2 - kPio2A)
+  constexpr float kPio2C = -1.71512451e-15f;  // float(pi/2 - kPio2A - kPio2B)
+  constexpr float kRound = 12582912.0f;       // 1.5 * 2^23: adding it rounds to an integer
+  const float ax = std::fabs(x);
+  const float shifted = ax * kTwoOverPi + kRound;
+  q = std::bit_cast<uint32_t>(shifted);  // low bits hold j
+  const float j = shifted - kRound;
+  float r = std::fma(-j, kPio2A, ax);
+  r = std::fma(-j, kPio2B, r);
+  return std::fma(-j, kPio2C, r);
 }
 
-// Taylor series of sin(r) and cos(r) for |r| <= pi/4 (truncation below 1e-11 relative).
-inline double sin_poly(double r) {
-  const double z = r * r;
-  double p = -1.0 / 39916800.0;
-  p = p * z + 1.0 / 362880.0;
-  p = p * z - 1.0 / 5040.0;
-  p = p * z + 1.0 / 120.0;
-  p = p * z - 1.0 / 6.0;
+// Taylor series of sin(r) and cos(r) for |r| <= pi/4, in float (truncation below 2e-9).
+inline float sin_poly(float r) {
+  const float z = r * r;
+  float p = 1.0f / 362880.0f;
+  p = p * z - 1.0f / 5040.0f;
+  p = p * z + 1.0f / 120.0f;
+  p = p * z - 1.0f / 6.0f;
   return r + r * z * p;
 }
-inline double cos_poly(double r) {
-  const double z = r * r;
-  double p = 1.0 / 479001600.0;
-  p = p * z - 1.0 / 3628800.0;
-  p = p * z + 1.0 / 40320.0;
-  p = p * z - 1.0 / 720.0;
-  p = p * z + 1.0 / 24.0;
-  p = p * z - 0.5;
-  return 1.0 + z * p;
+inline float cos_poly(float r) {
+  const float z = r * r;
+  float p = -1.0f / 3628800.0f;
+  p = p * z + 1.0f / 40320.0f;
+  p = p * z - 1.0f / 720.0f;
+  p = p * z + 1.0f / 24.0f;
+  return 1.0f - 0.5f * z + z * z * p;
 }
 
 // sin(x) for trig_fast_ok(x).
 inline float vsin_fast(float x) {
-  uint64_t q;
-  const double r = trig_reduce(x, q);
-  const double s = sin_poly(r), c = cos_poly(r);
-  double v = (q & 1) ? c : s;
+  uint32_t q;
+  const float r = trig_reduce(x, q);
+  const float s = sin_poly(r), c = cos_poly(r);
+  float v = (q & 1) ? c : s;
   // sin(|x|) is negative in quadrants 2, 3; sin(x) = sign(x) sin(|x|).
   const bool neg = ((q & 2) != 0) != std::signbit(x);
-  v = neg ? -v : v;
-  return static_cast<float>(v);
+  return neg ? -v : v;
 }
 
 // cos(x) for trig_fast_ok(x).
 inline float vcos_fast(float x) {
-  uint64_t q;
-  const double r = trig_reduce(x, q);
-  const double s = sin_poly(r), c = cos_poly(r);
-  double v = (q & 1) ? s : c;
-  v = ((q + 1) & 2) ? -v : v;
-  return static_cast<float>(v);
+  uint32_t q;
+  const float r = trig_reduce(x, q);
+  const float s = sin_poly(r), c = cos_poly(r);
+  float v = (q & 1) ? s : c;
+  return ((q + 1) & 2) ? -v : v;
 }
 
 inline float vsin(float x) { return trig_fast_ok(x) ? vsin_fast(x) : std::sin(x); }
