@@ -643,6 +643,7 @@ def test_transformer_layers_against_numpy(norm_first):
         h = np_encoder_layer(p, f"layers.{i}.", h, xm, 2, norm_first, np_relu)
     ref = np_layer_norm(h, p["ln.weight"], p["ln.bias"])
     close(stack(mx.array(x), mx.array(xm)), ref, 1e-4, 1e-4)
+    close(stack(mx.array(x), mask=mx.array(xm)), ref, 1e-4, 1e-4)  # MLX's keyword too
 
     dstack = randomise(TransformerDecoder(2, 8, 2, mlp_dims=12, norm_first=norm_first))
     p = np_params(dstack)
@@ -651,6 +652,7 @@ def test_transformer_layers_against_numpy(norm_first):
         h = np_decoder_layer(p, f"layers.{i}.", h, mem, xm, None, 2, norm_first, np_relu)
     ref = np_layer_norm(h, p["ln.weight"], p["ln.bias"])
     close(dstack(mx.array(x), mx.array(mem), mx.array(xm), None), ref, 1e-4, 1e-4)
+    close(dstack(mx.array(x), mx.array(mem), x_mask=mx.array(xm), memory_mask=None), ref, 1e-4, 1e-4)
 
 
 def test_transformer_parameter_names_and_forward():

@@ -170,7 +170,28 @@ class TransformerEncoderLayer(Module):
         return self.ln2(x + self._mlp(x))
 
 
-class TransformerEncoder(Module):
+class _LayerStack(Module):
+    """``num_layers`` layers of ``layer_class`` followed by a ``LayerNorm`` (the encoder and the
+    decoder stacks), each layer optionally checkpointed."""
+
+    def __init__(self, layer_class, num_layers, dims, num_heads, mlp_dims, dropout, activation,
+                 norm_first, checkpoint):
+        super().__init__()
+        self.layers = [
+            layer_class(dims, num_heads, mlp_dims, dropout, activation, norm_first)
+            for _ in range(num_layers)
+        ]
+        self.ln = LayerNorm(dims)
+        self.checkpoint = checkpoint
+
+    def _run(self, x: mx.array, *rest) -> mx.array:
+        for layer in self.layers:
+            step = _checkpoint(layer) if self.checkpoint else layer
+            x = step(x, *rest)
+        return self.ln(x)
+
+
+class TransformerEncoder(_LayerStack):
     """A stack of ``num_layers`` :class:`TransformerEncoderLayer` followed by a ``LayerNorm``.
 
     Args:
@@ -196,20 +217,12 @@ class TransformerEncoder(Module):
         norm_first: bool = True,
         checkpoint: bool = False,
     ):
-        super().__init__()
-        self.layers = [
-            TransformerEncoderLayer(dims, num_heads, mlp_dims, dropout, activation, norm_first)
-            for _ in range(num_layers)
-        ]
-        self.ln = LayerNorm(dims)
-        self.checkpoint = checkpoint
+        super().__init__(TransformerEncoderLayer, num_layers, dims, num_heads, mlp_dims, dropout,
+                         activation, norm_first, checkpoint)
 
     def __call__(self, x: mx.array, mask) -> mx.array:
         """Encodes ``x`` (``(B, L, dims)``) through every layer, then normalises it."""
-        for layer in self.layers:
-            step = _checkpoint(layer) if self.checkpoint else layer
-            x = step(x, mask)
-        return self.ln(x)
+        return self._run(x, mask)
 
 
 class TransformerDecoderLayer(Module):
@@ -271,7 +284,7 @@ class TransformerDecoderLayer(Module):
         return self.ln3(x + self._mlp(x))
 
 
-class TransformerDecoder(Module):
+class TransformerDecoder(_LayerStack):
     """A stack of ``num_layers`` :class:`TransformerDecoderLayer` followed by a ``LayerNorm``.
 
     Args:
@@ -297,20 +310,12 @@ class TransformerDecoder(Module):
         norm_first: bool = True,
         checkpoint: bool = False,
     ):
-        super().__init__()
-        self.layers = [
-            TransformerDecoderLayer(dims, num_heads, mlp_dims, dropout, activation, norm_first)
-            for _ in range(num_layers)
-        ]
-        self.ln = LayerNorm(dims)
-        self.checkpoint = checkpoint
+        super().__init__(TransformerDecoderLayer, num_layers, dims, num_heads, mlp_dims, dropout,
+                         activation, norm_first, checkpoint)
 
     def __call__(self, x: mx.array, memory: mx.array, x_mask, memory_mask) -> mx.array:
         """Decodes ``x`` through every layer against ``memory``, then normalises it."""
-        for layer in self.layers:
-            step = _checkpoint(layer) if self.checkpoint else layer
-            x = step(x, memory, x_mask, memory_mask)
-        return self.ln(x)
+        return self._run(x, memory, x_mask, memory_mask)
 
 
 class Transformer(Module):
