@@ -286,8 +286,15 @@ void init_array(nb::module_& m) {
       .def("__repr__", &repr_of)
       .def("__str__", &repr_of)
       .def("__format__", [](const array& a, const std::string& spec) {
-        if (a.size() == 1 && !spec.empty()) return nb::cast<std::string>(nb::module_::import_("builtins").attr("format")(to_scalar(a), spec));
-        return repr_of(a);
+        // As MLX (and NumPy): a format spec applies to a 0-d array's value; for any other array
+        // it is a TypeError, as for an object without __format__.
+        if (spec.empty()) return repr_of(a);
+        if (a.ndim() != 0) {
+          throw nb::type_error(("unsupported format string '" + spec + "' for an array of " +
+                                std::to_string(a.ndim()) + " dimensions; format a.item() or a 0-d array")
+                                   .c_str());
+        }
+        return nb::cast<std::string>(nb::module_::import_("builtins").attr("format")(to_scalar(a), spec));
       })
       .def("__hash__", [](const array& a) { return static_cast<int64_t>(a.id()); })
       .def("__copy__", [](const array& a) { return copy(a); })

@@ -331,3 +331,11 @@ def test_array_api_helpers_can_cast_isdtype_namespace_asarray_copy():
     assert b.tolist() == [1, 2, 3] and b.dtype == a.dtype
     with pytest.raises(ValueError, match="copy=False"):
         mx.asarray(a, copy=False)
+
+
+def test_format_specs_apply_to_zero_d_arrays_only():
+    assert f"{mx.arange(3)[1]:.2f}" == format(1, ".2f") == "1.00"
+    assert f"{mx.array(0.35487):.1f}" == format(np.float32(0.35487).item(), ".1f")
+    assert f"{mx.array([1, 2, 3])}" == repr(mx.array([1, 2, 3]))
+    with pytest.raises(TypeError, match="format string '.2f' for an array of 1 dimensions"):
+        f"{mx.arange(3):.2f}"
