@@ -551,4 +551,21 @@ bool ScatterAxis::is_equivalent(const Primitive& other) const {
   return o && o->reduce_ == reduce_ && o->axis_ == axis_;
 }
 
+std::vector<Shape> Gather::output_shapes(const std::vector<array>& inputs) {
+  const array& a = inputs[0];
+  for (size_t i = 0; i < slice_sizes_.size() && i < a.ndim(); ++i) {
+    if (slice_sizes_[i] > a.shape(static_cast<int>(i))) {
+      throw std::invalid_argument("[" + std::string(op_) + "] shapeless compile: the traced slice "
+                                  "sizes " + detail::shape_str(slice_sizes_) +
+                                  " do not fit an array of shape " + detail::shape_str(a.shape()));
+    }
+  }
+  Shape out = inputs.size() > 1 ? inputs[1].shape() : Shape{};
+  for (size_t k = 2; k < inputs.size(); ++k) {
+    out = detail::broadcast_shapes(op_, out, inputs[k].shape());
+  }
+  out.insert(out.end(), slice_sizes_.begin(), slice_sizes_.end());
+  return {out};
+}
+
 }  // namespace tessera

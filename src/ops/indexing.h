@@ -85,6 +85,8 @@ class Gather : public UnaryPrimitive {
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Gather"; }
   bool is_equivalent(const Primitive& other) const override;
+  // The indices' broadcast shape, then the slice sizes (which must fit the new input).
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
 
  private:
   std::vector<int> axes_;

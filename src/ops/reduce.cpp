@@ -72,6 +72,9 @@ Dtype at_least_float(Dtype t) { return issubdtype(t, inexact) ? t : float32; }
 array make_reduce(const array& a, const std::vector<int>& axes, bool keepdims, Reduce::ReduceType type,
                   Dtype out_dtype, const char* op, bool needs_nonempty, StreamOrDevice s) {
   auto p = plan_reduce(op, a.shape(), axes, needs_nonempty);
+  // A reduction over dims of size 1 is a cast, except while compile traces: a shapeless replay
+  // may give those dims other sizes (MLX's issue 3201 replayed stale values).
+  if (detail::in_compile_trace()) p.noop = false;
   array out = p.noop ? astype(a, out_dtype, s)
                      : array(p.keep_shape, out_dtype,
                              std::make_shared<Reduce>(to_stream(s), type, p.axes), {a});
@@ -154,6 +157,7 @@ array make_arg_reduce(const array& a, int axis, bool keepdims, ArgReduce::Reduce
                                 detail::shape_str(a.shape()) + ")");
   }
   auto p = plan_reduce(op, a.shape(), {axis}, true);
+  if (detail::in_compile_trace()) p.noop = false;  // as make_reduce
   array out = p.noop ? zeros(p.keep_shape, uint32, s)
                      : array(p.keep_shape, uint32,
                              std::make_shared<ArgReduce>(to_stream(s), type, p.axes[0]), {a});
@@ -162,7 +166,7 @@ array make_arg_reduce(const array& a, int axis, bool keepdims, ArgReduce::Reduce
 
 array whole_arg_reduce(const array& a, bool keepdims, ArgReduce::ReduceType type, const char* op,
                        StreamOrDevice s) {
-  auto flat = reshape(a, Shape{static_cast<int32_t>(a.size())}, s);
+  auto flat = reshape(a, Shape{-1}, s);  // -1: a shapeless replay recomputes the length
   auto r = make_arg_reduce(flat, 0, false, type, op, s);
   return keepdims ? reshape(r, Shape(a.ndim(), 1), s) : r;
 }

@@ -472,6 +472,35 @@ TEST(Compile, ShapelessReshapeInfersItsMinusOneDim) {
   }
 }
 
+// A reduction over a dim of size 1 at trace time is still a reduction in the graph: replayed
+// on a larger gather (indices of another length), every reduction gives its new value.
+TEST(Compile, ShapelessReductionsOverTracedSizeOneDimsStayReductions) {
+  array buf = array({10.0f, 20.0f, 30.0f, 40.0f, 50.0f});
+  std::vector<std::pair<std::string, std::function<array(const array&)>>> reductions = {
+      {"sum", [](const array& x) { return sum(x); }},
+      {"mean", [](const array& x) { return mean(x); }},
+      {"prod", [](const array& x) { return prod(x); }},
+      {"min", [](const array& x) { return min(x); }},
+      {"max", [](const array& x) { return max(x); }},
+      {"all", [](const array& x) { return all(x > 25.0f); }},
+      {"any", [](const array& x) { return any(x > 25.0f); }},
+      {"argmin", [](const array& x) { return argmin(x); }},
+      {"argmax", [](const array& x) { return argmax(x); }},
+  };
+  for (auto& [name, red] : reductions) {
+    auto r = red;
+    auto f = [r](const std::vector<array>& in) { return std::vector<array>{r(take(in[0], in[1], 0))}; };
+    auto cf = compile(f, true);
+    for (auto idx : {array({2}, {1}, int32), array({0, 3, 1}, {3}, int32), array({4, 1}, {2}, int32)}) {
+      array got = cf({buf, idx})[0];
+      array want = f({buf, idx})[0];  // eager
+      EXPECT_EQ(got.shape(), want.shape()) << name;
+      EXPECT_TRUE(array_equal(got, want).item<bool>())
+          << name << " with " << idx.size() << " indices: " << got << " vs " << want;
+    }
+  }
+}
+
 TEST(Compile, CommonSubexpressionsAndEqualConstantsMerge) {
   set_compile_mode(CompileMode::no_fuse);
   auto f = [](const std::vector<array>& in) {
