@@ -1,5 +1,5 @@
-"""The layers of ``tessera.nn`` (MLX's names; convolution, pooling and quantized layers come
-with their ops)."""
+"""The layers of ``tessera.nn`` (MLX's names; convolution and quantized layers come with their
+ops)."""
 
 from tessera.nn.layers.activations import (
     CELU, ELU, GELU, GLU, SELU, HardShrink, Hardswish, HardTanh, LeakyReLU, LogSigmoid,
@@ -24,6 +24,9 @@ from tessera.nn.layers.dropout import Dropout, Dropout2d, Dropout3d
 from tessera.nn.layers.embedding import Embedding
 from tessera.nn.layers.linear import Bilinear, Identity, Linear
 from tessera.nn.layers.normalization import BatchNorm, GroupNorm, InstanceNorm, LayerNorm, RMSNorm
+from tessera.nn.layers.pooling import (
+    AvgPool1d, AvgPool2d, AvgPool3d, MaxPool1d, MaxPool2d, MaxPool3d,
+)
 from tessera.nn.layers.positional_encoding import ALiBi, RoPE, SinusoidalPositionalEncoding
 from tessera.nn.layers.recurrent import GRU, LSTM, RNN
 from tessera.nn.layers.transformer import (
