@@ -2,6 +2,7 @@
 // StreamOrDevice last. Declarations are grouped by family under tessera/ops/.
 #pragma once
 
+#include "tessera/ops/conv.h"
 #include "tessera/ops/creation.h"
 #include "tessera/ops/elementwise.h"
 #include "tessera/ops/indexing.h"

@@ -8,12 +8,14 @@ void init_ops_shape(nb::module_& m);
 void init_ops_elementwise(nb::module_& m);
 void init_ops_creation(nb::module_& m);
 void init_ops_reduce(nb::module_& m);
+void init_ops_conv(nb::module_& m);
 
 void init_ops(nb::module_& m) {
   init_ops_shape(m);
   init_ops_elementwise(m);
   init_ops_creation(m);
   init_ops_reduce(m);
+  init_ops_conv(m);
 }
 
 }  // namespace tessera::python

@@ -10,3 +10,41 @@
 #else
 #define TESSERA_BLAS(name) name
 #endif
+
+#include "tessera/types.h"
+
+namespace tessera::cpu {
+
+// OpenBLAS's own threads off, once, before the first gemm: kernels split work over our pool
+// instead. (OpenBLAS's threading changes the bits of a result with the thread count, and ranks
+// on hosts with different CPU counts must compute the same values.)
+inline void single_threaded_blas() {
+  static const bool once = [] {
+    TESSERA_BLAS(openblas_set_num_threads)(1);
+    return true;
+  }();
+  (void)once;
+}
+
+// Row-major c = alpha * op(a) @ op(b) + beta * c, op transposing when ta / tb.
+inline void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda,
+                 const float* b, int ldb, float beta, float* c, int ldc) {
+  TESSERA_BLAS(cblas_sgemm)(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                            tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta,
+                            c, ldc);
+}
+inline void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const double* a, int lda,
+                 const double* b, int ldb, float beta, double* c, int ldc) {
+  TESSERA_BLAS(cblas_dgemm)(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                            tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta,
+                            c, ldc);
+}
+inline void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const complex64_t* a,
+                 int lda, const complex64_t* b, int ldb, float beta, complex64_t* c, int ldc) {
+  complex64_t al(alpha, 0.0f), be(beta, 0.0f);
+  TESSERA_BLAS(cblas_cgemm)(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                            tb ? CblasTrans : CblasNoTrans, m, n, k, &al, a, lda, b, ldb, &be, c,
+                            ldc);
+}
+
+}  // namespace tessera::cpu

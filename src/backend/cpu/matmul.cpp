@@ -35,15 +35,6 @@ int row_block(int m) {
   return kRowBlockUnit * ((units + kMaxRowBlocks - 1) / kMaxRowBlocks);
 }
 
-// OpenBLAS's own threads off, once, before the first gemm.
-void single_threaded_blas() {
-  static const bool once = [] {
-    TESSERA_BLAS(openblas_set_num_threads)(1);
-    return true;
-  }();
-  (void)once;
-}
-
 struct BlasLayout {
   bool trans;
   int64_t ld;
@@ -99,23 +90,6 @@ Operand prepare(const array& x, const Shape& batch_shape, size_t batch) {
   return Operand{std::move(arr), *layout, std::move(offsets)};
 }
 
-void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda,
-          const float* b, int ldb, float beta, float* c, int ldc) {
-  TESSERA_BLAS(cblas_sgemm)(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
-              k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const double* a, int lda,
-          const double* b, int ldb, float beta, double* c, int ldc) {
-  TESSERA_BLAS(cblas_dgemm)(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
-              k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const complex64_t* a, int lda,
-          const complex64_t* b, int ldb, float beta, complex64_t* c, int ldc) {
-  complex64_t al(alpha, 0.0f), be(beta, 0.0f);
-  TESSERA_BLAS(cblas_cgemm)(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
-              k, &al, a, lda, b, ldb, &be, c, ldc);
-}
-
 // out (row-contiguous, of dtype T, already holding c when beta != 0) = alpha*a@b + beta*out.
 template <typename T>
 void batched_gemm(const array& a, const array& b, array& out, float alpha, float beta) {
@@ -130,11 +104,11 @@ void batched_gemm(const array& a, const array& b, array& out, float alpha, float
   const T* bp = pb.arr.template data<T>();
   T* cp = out.data<T>();
   const size_t mat = static_cast<size_t>(m) * static_cast<size_t>(n);
-  single_threaded_blas();
+  cpu::single_threaded_blas();
   // Rows [r0, r1) of batch i. Row r of A starts at r * lda (NoTrans) or at column r (Trans).
   auto rows = [&](size_t i, int r0, int r1) {
     const int64_t a_row = pa.layout.trans ? 1 : pa.layout.ld;
-    gemm(pa.layout.trans, pb.layout.trans, r1 - r0, n, k, alpha,
+    cpu::gemm(pa.layout.trans, pb.layout.trans, r1 - r0, n, k, alpha,
          ap + pa.batch_offsets[i] + r0 * a_row, static_cast<int>(pa.layout.ld),
          bp + pb.batch_offsets[i], static_cast<int>(pb.layout.ld), beta,
          cp + i * mat + static_cast<size_t>(r0) * n, n);
