@@ -1,5 +1,4 @@
-"""The layers of ``tessera.nn`` (MLX's names; convolution and quantized layers come with their
-ops)."""
+"""The layers of ``tessera.nn`` (MLX's names; quantized layers come with their ops)."""
 
 from tessera.nn.layers.activations import (
     CELU, ELU, GELU, GLU, SELU, HardShrink, Hardswish, HardTanh, LeakyReLU, LogSigmoid,
@@ -11,6 +10,9 @@ from tessera.nn.layers.activations import (
 )
 from tessera.nn.layers.base import Module
 from tessera.nn.layers.containers import Sequential
+from tessera.nn.layers.convolution import (
+    Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d,
+)
 from tessera.nn.layers.distributed import (
     AllToShardedLinear,
     FullyShardedModule,
