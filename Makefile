@@ -60,9 +60,12 @@ test-asan: deps
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) -LE long --timeout 1800
 
+# CPU ops and matmul against NumPy and MLX, then the op tail (convolution) against PyTorch and MLX.
 bench: build
-	@bash scripts/bench_deps.sh
-	./$(BUILD)/bench_ops --json $(BUILD)/bench_ops.json
+	@bash scripts/bench_deps.sh $(BUILD)/bench-venv
+	./$(BUILD)/bench_ops --peer-python $(BUILD)/bench-venv/bin/python --json $(BUILD)/bench_ops.json
+	./$(BUILD)/bench_op_tail --peer-python $(BUILD)/bench-venv/bin/python \
+	  --json $(BUILD)/bench_op_tail.json
 
 # Collectives: Tessera's ring (TCP and shared memory) against Gloo, Open MPI (shared memory and
 # TCP) and MLX's ring, 2 and 4 ranks, 4 B .. 256 MiB; interleaved rounds, medians.

@@ -16,10 +16,13 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.h"
 #include "core/scheduler.h"
 #include "tessera/tessera.h"
 
 namespace mx = tessera;
+using bench::median;
+using bench::time_it;
 using mx::array;
 using json = nlohmann::json;
 
@@ -27,28 +30,6 @@ namespace {
 
 constexpr int kSide = 4096;  // 16 Mi elements
 constexpr size_t kElems = size_t{kSide} * kSide;
-
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-std::vector<double> time_it(const std::function<void()>& f, int reps) {
-  f();  // warm-up: fills the allocator's cache, first-touch of pages
-  std::vector<double> out;
-  for (int i = 0; i < reps; ++i) {
-    double t = now();
-    f();
-    out.push_back(now() - t);
-  }
-  return out;
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // Bytes each op moves through memory (reads + writes), for the bandwidth column.
 double moved_bytes(const std::string& op) {
@@ -60,23 +41,6 @@ double moved_bytes(const std::string& op) {
   return 0;
 }
 
-json run_peer(const std::string& peer, int reps, const std::string& sizes) {
-  std::string cmd = "python3 " + std::string(TESSERA_BENCH_DIR) +
-                    "/peers/ops_peers.py --peer " + peer + " --reps " + std::to_string(reps) +
-                    " --sizes " + sizes + " 2>/dev/null";
-  std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
-  if (!p) return json{{"unavailable", "popen failed"}};
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p.get())) > 0) out.append(buf, n);
-  try {
-    return json::parse(out);
-  } catch (...) {
-    return json{{"unavailable", "no output from " + peer}};
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -84,6 +48,7 @@ int main(int argc, char** argv) {
   int rounds = 3, reps = 5;
   std::string sizes_arg = "512,1024,2048";
   std::string only;  // substring filter on op names
+  std::string python = "python3";  // runs the peers
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--json" && i + 1 < argc) json_path = argv[++i];
@@ -91,10 +56,11 @@ int main(int argc, char** argv) {
     else if (a == "--reps" && i + 1 < argc) reps = std::stoi(argv[++i]);
     else if (a == "--sizes" && i + 1 < argc) sizes_arg = argv[++i];
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
+    else if (a == "--peer-python" && i + 1 < argc) python = argv[++i];
     else {
       std::fprintf(stderr,
                    "usage: bench_ops [--json FILE] [--rounds R] [--reps N] [--sizes 512,1024] "
-                   "[--only SUBSTRING]\n");
+                   "[--only SUBSTRING] [--peer-python PYTHON]\n");
       return 2;
     }
   }
@@ -178,7 +144,9 @@ int main(int argc, char** argv) {
       v.insert(v.end(), t.begin(), t.end());
     }
     for (std::string peer : {"numpy", "mlx"}) {
-      auto j = run_peer(peer, reps, sizes_arg);
+      auto j = bench::run_peer(python, std::string(TESSERA_BENCH_DIR) + "/peers/ops_peers.py",
+                               "--peer " + peer + " --reps " + std::to_string(reps) + " --sizes " +
+                                   sizes_arg);
       if (j.contains("unavailable")) {
         samples[peer];  // present but empty
         continue;

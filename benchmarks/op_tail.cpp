@@ -1,0 +1,104 @@
+// `make bench` (second table): the op families of the op tail, side by side with PyTorch (CPU)
+// and MLX (CPU) run in the same session (interleaved rounds). Rows so far: a ResNet-style 3x3
+// convolution (batch 32, 56x56, 64 -> 64 channels, padding 1), forward, and forward + both
+// gradients. Prints medians and ratios; --json FILE writes every sample.
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+#include "core/thread_pool.h"
+#include "tessera/tessera.h"
+
+namespace mx = tessera;
+using mx::array;
+using json = nlohmann::json;
+
+int main(int argc, char** argv) {
+  std::string json_path, python = "python3";
+  int rounds = 3, reps = 5;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--json" && i + 1 < argc) json_path = argv[++i];
+    else if (a == "--rounds" && i + 1 < argc) rounds = std::stoi(argv[++i]);
+    else if (a == "--reps" && i + 1 < argc) reps = std::stoi(argv[++i]);
+    else if (a == "--peer-python" && i + 1 < argc) python = argv[++i];
+    else {
+      std::fprintf(stderr, "usage: bench_op_tail [--json FILE] [--rounds R] [--reps N] "
+                           "[--peer-python PYTHON]\n");
+      return 2;
+    }
+  }
+  auto [k1, k2] = mx::random::split(mx::random::key(0));
+  auto k3 = mx::random::key(3);
+  array x = mx::random::normal({32, 56, 56, 64}, mx::float32, k1);
+  array w = mx::multiply(mx::random::normal({64, 3, 3, 64}, mx::float32, k2), mx::array(0.05f));
+  array dy = mx::random::normal({32, 56, 56, 64}, mx::float32, k3);
+  mx::eval(x, w, dy);
+  auto conv = [](const array& a, const array& b) { return mx::conv2d(a, b, {1, 1}, {1, 1}); };
+  std::vector<std::pair<std::string, std::function<void()>>> ours = {
+      {"conv2d_fwd", [&] { mx::eval(conv(x, w)); }},
+      {"conv2d_fwd_bwd",
+       [&] {
+         auto [outs, g] = mx::vjp(
+             [&](const std::vector<array>& in) { return std::vector<array>{conv(in[0], in[1])}; },
+             std::vector<array>{x, w}, std::vector<array>{dy});
+         mx::eval(outs[0], g[0], g[1]);
+       }},
+  };
+  const std::vector<std::string> peers = {"torch", "mlx"};
+  std::map<std::string, std::map<std::string, std::vector<double>>> samples;  // fw -> op -> s
+  for (int r = 0; r < rounds; ++r) {
+    std::fprintf(stderr, "[bench] round %d/%d\n", r + 1, rounds);
+    for (auto& [name, f] : ours) {
+      auto t = bench::time_it(f, reps);
+      samples["tessera"][name].insert(samples["tessera"][name].end(), t.begin(), t.end());
+    }
+    for (const auto& peer : peers) {
+      json j = bench::run_peer(python, std::string(TESSERA_BENCH_DIR) + "/peers/op_tail_peers.py",
+                               "--peer " + peer + " --reps " + std::to_string(reps));
+      samples[peer];
+      if (j.contains("unavailable")) continue;
+      for (auto& [op, arr] : j.items()) {
+        for (auto& s : arr) samples[peer][op].push_back(s.get<double>());
+      }
+    }
+  }
+  std::printf("\nOp tail, float32 on %d threads; medians of %d rounds x %d reps (ratio > 1: "
+              "Tessera faster)\n",
+              mx::detail::num_threads(), rounds, reps);
+  std::printf("%-16s %10s %10s %10s %11s %9s\n", "op", "ours ms", "torch ms", "mlx ms",
+              "torch/ours", "mlx/ours");
+  json out;
+  for (auto& [name, f] : ours) {
+    const double t = bench::median(samples["tessera"][name]);
+    std::printf("%-16s %10.2f", name.c_str(), t * 1e3);
+    std::string ratios;
+    for (const auto& peer : peers) {
+      auto it = samples[peer].find(name);
+      if (it == samples[peer].end()) {
+        std::printf(" %10s", "-");
+        ratios += "         -";
+        continue;
+      }
+      const double p = bench::median(it->second);
+      std::printf(" %10.2f", p * 1e3);
+      char buf[32];
+      std::snprintf(buf, sizeof buf, " %9.2fx", p / t);
+      ratios += buf;
+    }
+    std::printf("%s\n", ratios.c_str());
+    out[name]["tessera_s"] = samples["tessera"][name];
+    for (const auto& peer : peers) out[name][peer + "_s"] = samples[peer][name];
+  }
+  for (const auto& peer : peers) {
+    if (samples[peer].empty()) std::printf("%s: not installed for %s, column empty\n", peer.c_str(), python.c_str());
+  }
+  if (!json_path.empty()) {
+    std::ofstream(json_path) << out.dump(2) << "\n";
+    std::printf("samples written to %s\n", json_path.c_str());
+  }
+  return 0;
+}

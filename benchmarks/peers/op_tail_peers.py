@@ -1,0 +1,86 @@
+"""Peer side of benchmarks/op_tail.cpp: the same ops in PyTorch (CPU) and MLX (CPU), as JSON.
+
+Run once per round by bench_op_tail, so peers and Tessera interleave. Each peer is set up the way
+its documentation recommends for CPU inference / training here: PyTorch with one intra-op
+thread per core and channels-last tensors (its oneDNN convolutions' fast layout, the same
+layout as Tessera's and MLX's NHWC); MLX on its CPU device.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+N, H, W, C, O = 32, 56, 56, 64, 64
+
+
+def time_it(fn, reps):
+    fn()
+    out = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def torch_ops(reps):
+    import numpy as np
+    import torch
+
+    torch.set_num_threads(os.cpu_count())
+    rng = np.random.default_rng(0)
+    cl = torch.channels_last
+    x = torch.from_numpy(rng.standard_normal((N, H, W, C), dtype=np.float32)).permute(0, 3, 1, 2)
+    w = torch.from_numpy(0.05 * rng.standard_normal((O, 3, 3, C), dtype=np.float32))
+    w = w.permute(0, 3, 1, 2).contiguous(memory_format=cl)
+    dy = torch.from_numpy(rng.standard_normal((N, H, W, O), dtype=np.float32)).permute(0, 3, 1, 2)
+    conv = torch.nn.functional.conv2d
+    xg, wg = x.clone().requires_grad_(True), w.clone().requires_grad_(True)
+
+    def fwd_bwd():
+        y = conv(xg, wg, padding=1)
+        y.backward(dy)
+        xg.grad = wg.grad = None
+
+    with torch.no_grad():
+        res = {"conv2d_fwd": time_it(lambda: conv(x, w, padding=1), reps)}
+    res["conv2d_fwd_bwd"] = time_it(fwd_bwd, reps)
+    return res
+
+
+def mlx_ops(reps):
+    import mlx.core as mx
+
+    mx.set_default_device(mx.cpu)
+    x = mx.random.normal((N, H, W, C))
+    w = 0.05 * mx.random.normal((O, 3, 3, C))
+    dy = mx.random.normal((N, H, W, O))
+    mx.eval(x, w, dy)
+
+    def fwd_bwd():
+        out, grads = mx.vjp(lambda a, b: mx.conv2d(a, b, padding=1), [x, w], [dy])
+        mx.eval(out, grads)
+
+    return {
+        "conv2d_fwd": time_it(lambda: mx.eval(mx.conv2d(x, w, padding=1)), reps),
+        "conv2d_fwd_bwd": time_it(fwd_bwd, reps),
+    }
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--peer", choices=["torch", "mlx"], required=True)
+    args = p.parse_args()
+    try:
+        res = torch_ops(args.reps) if args.peer == "torch" else mlx_ops(args.reps)
+    except ImportError as e:
+        print(json.dumps({"unavailable": str(e)}))
+        return 0
+    print(json.dumps(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
