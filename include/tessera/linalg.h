@@ -1,6 +1,12 @@
 // Matrix products (matmul, addmm, inner, outer, tensordot; namespace tessera, as in MLX's ops.h)
 // and linear-algebra routines (namespace tessera::linalg, as in MLX's linalg.h). Front ends in
-// src/ops/matmul.cpp and src/ops/linalg.cpp, the BLAS kernel in src/backend/cpu/matmul.cpp.
+// src/ops/matmul.cpp, src/ops/linalg.cpp (composites) and src/ops/factorizations.cpp (the LAPACK
+// primitives); kernels in src/backend/cpu/matmul.cpp and src/backend/cpu/factorizations.cpp.
+//
+// The factorizations take float32 or float64 matrices in the last two dims, batched over the
+// leading dims (each matrix on its own thread of the pool). A matrix the routine cannot handle
+// (singular, not positive definite) raises std::invalid_argument naming the op, the matrix's
+// batch index and why, when the result is evaluated.
 #pragma once
 
 #include <optional>
@@ -37,7 +43,7 @@ namespace linalg {
 // - no axis and no ord: the 2-norm of the flattened input;
 // - ord without axis: the input must be 1-D or 2-D;
 // - at most 2 axes; vector ords: inf, -inf, 0, any p; matrix ords: 1, -1, inf, -inf, "fro", and
-//   (needing an SVD, not available yet) 2, -2, "nuc" raise.
+//   2, -2 (largest / smallest singular value), "nuc" (their sum).
 array norm(const array& a, const double ord,
            const std::optional<std::vector<int>>& axis = std::nullopt, bool keepdims = false,
            StreamOrDevice s = {});
@@ -57,6 +63,44 @@ array norm(const array& a, const std::optional<std::vector<int>>& axis = std::nu
 inline array norm(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {}) {
   return norm(a, std::vector<int>{axis}, keepdims, s);
 }
+
+// a = q @ r with q (..., M, K) orthonormal columns and r (..., K, N) upper triangular,
+// K = min(M, N).
+std::pair<array, array> qr(const array& a, StreamOrDevice s = {});
+// a = u @ diag(s) @ vt: {u (..., M, M), s (..., K), vt (..., N, N)}, singular values descending;
+// {s} alone without compute_uv.
+std::vector<array> svd(const array& a, bool compute_uv, StreamOrDevice s = {});
+inline std::vector<array> svd(const array& a, StreamOrDevice s = {}) { return svd(a, true, s); }
+array inv(const array& a, StreamOrDevice s = {});
+// The inverse of a lower (upper) triangular matrix; the other triangle of `a` is not read.
+array tri_inv(const array& a, bool upper = false, StreamOrDevice s = {});
+// l with a = l @ l^T (upper: u with a = u^T @ u); only that triangle of `a` is read.
+array cholesky(const array& a, bool upper = false, StreamOrDevice s = {});
+// The Moore-Penrose pseudo-inverse (through the SVD; singular values below
+// 10 * max(M, N) * eps * the largest count as zero).
+array pinv(const array& a, StreamOrDevice s = {});
+// inv(a) from a's Cholesky factor `l` (lower, or upper with upper = true).
+array cholesky_inv(const array& l, bool upper = false, StreamOrDevice s = {});
+// {p, l, u} with l[p] @ u == a: p (..., M) uint32 row indices, l (..., M, K) unit lower,
+// u (..., K, N) upper.
+std::vector<array> lu(const array& a, StreamOrDevice s = {});
+// {lu, pivots}: LAPACK's packed factors and 0-based row swaps (row i swapped with pivots[i]).
+std::pair<array, array> lu_factor(const array& a, StreamOrDevice s = {});
+// x with a @ x == b; b (..., N) or (..., N, K); batch dims broadcast.
+array solve(const array& a, const array& b, StreamOrDevice s = {});
+array solve_triangular(const array& a, const array& b, bool upper = false, StreamOrDevice s = {});
+// The cross product of vectors of size 2 or 3 along `axis` (size-2 vectors have z = 0).
+array cross(const array& a, const array& b, int axis = -1, StreamOrDevice s = {});
+// Eigenvalues and right eigenvectors (columns) of a general matrix, complex64.
+std::pair<array, array> eig(const array& a, StreamOrDevice s = {});
+array eigvals(const array& a, StreamOrDevice s = {});
+// Eigenvalues (ascending) and orthonormal eigenvectors (columns) of a symmetric matrix, of which
+// the UPLO ("L" or "U") triangle is read.
+std::pair<array, array> eigh(const array& a, std::string UPLO = "L", StreamOrDevice s = {});
+array eigvalsh(const array& a, std::string UPLO = "L", StreamOrDevice s = {});
+array det(const array& a, StreamOrDevice s = {});
+// {sign, log|det|}; a singular matrix gives {0, -inf}.
+std::pair<array, array> slogdet(const array& a, StreamOrDevice s = {});
 
 }  // namespace linalg
 

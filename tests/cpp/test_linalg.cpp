@@ -523,3 +523,44 @@ TEST(Matmul, ComplexGradientUsesTheConjugateTranspose) {
       EXPECT_LT(std::abs(ga.data<complex64_t>()[i * 2 + k] - ref), 1e-5) << i << "," << k;
     }
 }
+
+// The factorizations reconstruct their input, batched over enough matrices to spread over the
+// pool, and fail on the matrix that cannot be factored with its batch index.
+TEST(Factorizations, ReconstructBatchedMatrices) {
+  const int n = 6;
+  array a = random_array({9, n, n}, float64, 500);
+  auto [q, r] = linalg::qr(a);
+  auto usv = linalg::svd(a);
+  array usvt = matmul(multiply(usv[0], expand_dims(usv[1], -2)), usv[2]);
+  array eye_n = identity(n, float64);
+  array spd = add(matmul(a, swapaxes(a, -1, -2)), multiply(array(double(n)), eye_n));
+  array l = linalg::cholesky(spd);
+  auto [w, v] = linalg::eigh(spd);
+  array b = random_array({9, n, 2}, float64, 501);
+  array x = linalg::solve(a, b);
+  const std::vector<double> av = to_vec(a), spdv = to_vec(spd), bv = to_vec(b);
+  auto expect_close = [](const std::vector<double>& got, const std::vector<double>& want, double tol) {
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], tol) << i;
+  };
+  expect_close(to_vec(matmul(q, r)), av, 1e-12);
+  expect_close(to_vec(usvt), av, 1e-12);
+  expect_close(to_vec(matmul(l, swapaxes(l, -1, -2))), spdv, 1e-11);
+  expect_close(to_vec(matmul(spd, v)), to_vec(multiply(v, expand_dims(w, -2))), 1e-10);
+  expect_close(to_vec(matmul(a, x)), bv, 1e-11);
+  expect_close(to_vec(matmul(a, linalg::inv(a))), to_vec(broadcast_to(eye_n, {9, n, n})), 1e-11);
+}
+
+TEST(Factorizations, ASingularMatrixInTheBatchIsNamed) {
+  array a = random_array({4, 3, 3}, float32, 502);
+  array singular = slice_update(a, zeros({1, 3, 3}), {2, 0, 0}, {3, 3, 3});
+  try {
+    eval(linalg::inv(singular));
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("matrix 2 of the batch is singular"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(linalg::cholesky(ones({2, 3})), std::invalid_argument);
+  EXPECT_THROW(linalg::qr(ones({3}, int32)), std::invalid_argument);
+}
