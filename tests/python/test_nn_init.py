@@ -226,3 +226,14 @@ def test_seeded_initializers_are_reproducible():
         np.testing.assert_array_equal(a, b)
         assert not np.array_equal(b, c)
 
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (4, 4)])
+def test_orthogonal_has_orthonormal_rows_or_columns(shape):
+    q = as_np(init.orthogonal(gain=2.0)(mx.zeros(shape)))
+    assert q.shape == shape
+    small = min(shape)
+    gram = q.T @ q if shape[0] >= shape[1] else q @ q.T
+    np.testing.assert_allclose(gram, 4.0 * np.eye(small), atol=1e-5)
+    with pytest.raises(ValueError, match="2D"):
+        init.orthogonal()(mx.zeros((2, 2, 2)))

@@ -2,9 +2,6 @@
 
 Each function here builds an initialiser: a callable that takes an array and returns a new
 array of the same shape (its values are ignored) filled as the initialiser describes.
-
-``mlx.nn.init.orthogonal`` is not provided: it needs a QR decomposition, which
-``tessera.core.linalg`` does not have.
 """
 
 import math
@@ -20,6 +17,7 @@ __all__ = [
     "he_uniform",
     "identity",
     "normal",
+    "orthogonal",
     "sparse",
     "uniform",
 ]
@@ -276,5 +274,34 @@ def sparse(
             row_index = mx.reshape(mx.arange(rows), (rows, 1))
             out[row_index, column_order[:, :zeros_per_row]] = 0
         return out
+
+    return initializer
+
+
+def orthogonal(gain: float = 1.0, dtype: mx.Dtype = mx.float32) -> Callable[[mx.array], mx.array]:
+    """An initialiser that returns a (semi-)orthogonal matrix: the leading ``rows x cols``
+    block of the Q factor of a square standard-normal matrix, each column's sign made that of
+    R's diagonal (so Q is uniformly distributed), times ``gain``.
+
+    Args:
+        gain (float, optional): Scale of the matrix. Default: ``1.0``.
+        dtype (Dtype, optional): The output's data type. Default: ``float32``.
+
+    Returns:
+        Callable[[array], array]: Maps a two-dimensional array to an orthogonal matrix of its
+        shape (orthonormal rows or columns, whichever are fewer); other ranks raise
+        ``ValueError``.
+    """
+
+    def initializer(a: mx.array) -> mx.array:
+        if a.ndim != 2:
+            raise ValueError(
+                f"Orthogonal initialization requires a 2D array but got a {a.ndim}D array."
+            )
+        rows, cols = a.shape
+        n = max(rows, cols)
+        q, r = mx.linalg.qr(mx.random.normal(shape=(n, n)))
+        q = q * mx.sign(mx.diag(r))
+        return (q[:rows, :cols] * gain).astype(dtype)
 
     return initializer
