@@ -6,6 +6,7 @@
 #include "tessera/ops/creation.h"
 #include "tessera/ops/elementwise.h"
 #include "tessera/ops/indexing.h"
+#include "tessera/ops/quantized.h"
 #include "tessera/ops/reduce.h"
 #include "tessera/ops/shape.h"
 #include "tessera/ops/sort.h"

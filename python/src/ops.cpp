@@ -9,6 +9,7 @@ void init_ops_elementwise(nb::module_& m);
 void init_ops_creation(nb::module_& m);
 void init_ops_reduce(nb::module_& m);
 void init_ops_conv(nb::module_& m);
+void init_ops_quantized(nb::module_& m);
 
 void init_ops(nb::module_& m) {
   init_ops_shape(m);
@@ -16,6 +17,7 @@ void init_ops(nb::module_& m) {
   init_ops_creation(m);
   init_ops_reduce(m);
   init_ops_conv(m);
+  init_ops_quantized(m);
 }
 
 }  // namespace tessera::python
