@@ -1,7 +1,9 @@
 // `make bench` (second table): the op families of the op tail, side by side with PyTorch (CPU)
 // and MLX (CPU) run in the same session (interleaved rounds). Rows so far: a ResNet-style 3x3
 // convolution (batch 32, 56x56, 64 -> 64 channels, padding 1), forward, and forward + both
-// gradients. Prints medians and ratios; --json FILE writes every sample.
+// gradients; a 4-bit (group 64) quantized 4096 x 4096 weight times a vector and times 32
+// columns, also against Tessera's own dequantize-then-matmul. Prints medians and ratios;
+// --json FILE writes every sample.
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -38,6 +40,20 @@ int main(int argc, char** argv) {
   array dy = mx::random::normal({32, 56, 56, 64}, mx::float32, k3);
   mx::eval(x, w, dy);
   auto conv = [](const array& a, const array& b) { return mx::conv2d(a, b, {1, 1}, {1, 1}); };
+  auto kq = mx::random::key(4);
+  auto q = mx::quantize(mx::random::normal({4096, 4096}, mx::float32, kq), 64, 4);
+  array xv = mx::random::normal({1, 4096}, mx::float32, mx::random::key(5));
+  array x32 = mx::random::normal({32, 4096}, mx::float32, mx::random::key(6));
+  mx::eval(q[0], q[1], q[2], xv, x32);
+  auto qmm = [&](const array& xx) { return mx::quantized_matmul(xx, q[0], q[1], q[2], true, 64, 4); };
+  auto dq_mm = [&](const array& xx) {
+    return mx::matmul(xx, mx::transpose(mx::dequantize(q[0], q[1], q[2], 64, 4)));
+  };
+  // Tessera's own dequantize-then-matmul, timed as a peer column.
+  std::vector<std::pair<std::string, std::function<void()>>> baselines = {
+      {"qmm_4bit_vec", [&] { mx::eval(dq_mm(xv)); }},
+      {"qmm_4bit_32", [&] { mx::eval(dq_mm(x32)); }},
+  };
   std::vector<std::pair<std::string, std::function<void()>>> ours = {
       {"conv2d_fwd", [&] { mx::eval(conv(x, w)); }},
       {"conv2d_fwd_bwd",
@@ -47,8 +63,10 @@ int main(int argc, char** argv) {
              std::vector<array>{x, w}, std::vector<array>{dy});
          mx::eval(outs[0], g[0], g[1]);
        }},
+      {"qmm_4bit_vec", [&] { mx::eval(qmm(xv)); }},
+      {"qmm_4bit_32", [&] { mx::eval(qmm(x32)); }},
   };
-  const std::vector<std::string> peers = {"torch", "mlx"};
+  const std::vector<std::string> peers = {"dequant", "torch", "mlx"};
   std::map<std::string, std::map<std::string, std::vector<double>>> samples;  // fw -> op -> s
   for (int r = 0; r < rounds; ++r) {
     std::fprintf(stderr, "[bench] round %d/%d\n", r + 1, rounds);
@@ -56,9 +74,13 @@ int main(int argc, char** argv) {
       auto t = bench::time_it(f, reps);
       samples["tessera"][name].insert(samples["tessera"][name].end(), t.begin(), t.end());
     }
-    for (const auto& peer : peers) {
+    for (auto& [name, f] : baselines) {
+      auto t = bench::time_it(f, reps);
+      samples["dequant"][name].insert(samples["dequant"][name].end(), t.begin(), t.end());
+    }
+    for (const auto& peer : {"torch", "mlx"}) {
       json j = bench::run_peer(python, std::string(TESSERA_BENCH_DIR) + "/peers/op_tail_peers.py",
-                               "--peer " + peer + " --reps " + std::to_string(reps));
+                               std::string("--peer ") + peer + " --reps " + std::to_string(reps));
       samples[peer];
       if (j.contains("unavailable")) continue;
       for (auto& [op, arr] : j.items()) {
@@ -69,8 +91,8 @@ int main(int argc, char** argv) {
   std::printf("\nOp tail, float32 on %d threads; medians of %d rounds x %d reps (ratio > 1: "
               "Tessera faster)\n",
               mx::detail::num_threads(), rounds, reps);
-  std::printf("%-16s %10s %10s %10s %11s %9s\n", "op", "ours ms", "torch ms", "mlx ms",
-              "torch/ours", "mlx/ours");
+  std::printf("%-16s %10s %10s %10s %10s %11s %11s %9s\n", "op", "ours ms", "dequant ms",
+              "torch ms", "mlx ms", "dequant/ours", "torch/ours", "mlx/ours");
   json out;
   for (auto& [name, f] : ours) {
     const double t = bench::median(samples["tessera"][name]);
@@ -80,21 +102,22 @@ int main(int argc, char** argv) {
       auto it = samples[peer].find(name);
       if (it == samples[peer].end()) {
         std::printf(" %10s", "-");
-        ratios += "         -";
+        ratios += "           -";
         continue;
       }
       const double p = bench::median(it->second);
       std::printf(" %10.2f", p * 1e3);
       char buf[32];
-      std::snprintf(buf, sizeof buf, " %9.2fx", p / t);
+      std::snprintf(buf, sizeof buf, " %10.2fx", p / t);
       ratios += buf;
     }
     std::printf("%s\n", ratios.c_str());
     out[name]["tessera_s"] = samples["tessera"][name];
     for (const auto& peer : peers) out[name][peer + "_s"] = samples[peer][name];
   }
-  for (const auto& peer : peers) {
-    if (samples[peer].empty()) std::printf("%s: not installed for %s, column empty\n", peer.c_str(), python.c_str());
+  std::printf("(dequant: Tessera's dequantize, then matmul with the dense matrix)\n");
+  for (const auto& peer : {"torch", "mlx"}) {
+    if (samples[peer].empty()) std::printf("%s: not installed for %s, column empty\n", peer, python.c_str());
   }
   if (!json_path.empty()) {
     std::ofstream(json_path) << out.dump(2) << "\n";

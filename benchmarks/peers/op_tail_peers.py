@@ -62,9 +62,18 @@ def mlx_ops(reps):
         out, grads = mx.vjp(lambda a, b: mx.conv2d(a, b, padding=1), [x, w], [dy])
         mx.eval(out, grads)
 
+    wq, scales, biases = mx.quantize(mx.random.normal((4096, 4096)), group_size=64, bits=4)
+    xv, x32 = mx.random.normal((1, 4096)), mx.random.normal((32, 4096))
+    mx.eval(wq, scales, biases, xv, x32)
+
+    def qmm(x):
+        return lambda: mx.eval(mx.quantized_matmul(x, wq, scales, biases, group_size=64, bits=4))
+
     return {
         "conv2d_fwd": time_it(lambda: mx.eval(mx.conv2d(x, w, padding=1)), reps),
         "conv2d_fwd_bwd": time_it(fwd_bwd, reps),
+        "qmm_4bit_vec": time_it(qmm(xv), reps),
+        "qmm_4bit_32": time_it(qmm(x32), reps),
     }
 
 

@@ -3,9 +3,9 @@
 // follow MLX's CPU arithmetic step for step (float group statistics, rint, T-rounded product then
 // sum), so MLX's packed arrays dequantize to the same values; this file is built without
 // floating-point contraction (CMakeLists) so no product and sum fuse into one rounding.
-// quantized_matmul never materialises the dequantized matrix: per group,
-// sum_k x_k (s q_k + b) = s * dot(x, q) + b * sum(x), with the group's q unpacked once for every
-// row of x.
+// quantized_matmul never materialises the dequantized matrix: for a few rows of x it computes,
+// per group, sum_k x_k (s q_k + b) = s * dot(x, q) + b * sum(x) from the packed bytes; for more,
+// it dequantizes small tiles of W (in cache) and multiplies them with gemm.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backend/cpu/blas.h"
 #include "backend/cpu/copy.h"
 #include "backend/cpu/elementwise.h"
 #include "ops/quantized.h"
@@ -143,37 +144,107 @@ void dequantize_rows(const array& w_in, const array& s_in, const array& b_in, ar
   });
 }
 
+// Rows of x from which quantized_matmul dequantizes tiles of W and calls gemm; fewer rows read
+// the packed weights directly (a memory-bound matrix-vector product).
+constexpr int64_t kGemmRows = 4;
+// Weight rows (transposed) or columns (plain) per dequantized tile.
+constexpr int64_t kTileRows = 32;
+
+// Group g's dot product of x with the packed row (A accumulation). With 4 bits, x comes
+// de-interleaved (even elements then odd ones per group) so both nibble streams read x
+// contiguously.
+template <typename A>
+A group_dot(const A* xg, const uint8_t* row, int64_t first, int group_size, int bits, float* q) {
+  // kLanes independent partial sums (summed in a fixed order), so the loops vectorise without
+  // reassociating a single running sum.
+  constexpr int kLanes = 16;
+  A acc[kLanes] = {};
+  if (bits == 4) {
+    const uint8_t* p = row + first / 2;
+    const int half = group_size / 2;
+    for (int i = 0; i < half; i += kLanes) {
+      for (int l = 0; l < kLanes; ++l) acc[l] += xg[i + l] * static_cast<A>(p[i + l] & 0xF);
+    }
+    for (int i = 0; i < half; i += kLanes) {
+      for (int l = 0; l < kLanes; ++l) acc[l] += xg[half + i + l] * static_cast<A>(p[i + l] >> 4);
+    }
+  } else {
+    const float* v = q;
+    if (bits == 8) {
+      for (int i = 0; i < group_size; ++i) q[i] = static_cast<float>(row[first + i]);
+    } else {
+      unpack(row, bits, first, group_size, q);
+    }
+    for (int i = 0; i < group_size; i += kLanes) {
+      for (int l = 0; l < kLanes; ++l) acc[l] += xg[i + l] * static_cast<A>(v[i + l]);
+    }
+  }
+  A dot = 0;
+  for (int l = 0; l < kLanes; ++l) dot += acc[l];
+  return dot;
+}
+
 // out (M, N) = x (M, K) @ W^T, W (N, K) packed; accumulation in A.
 template <typename T, typename A>
 void qmm_transposed(const T* x, const uint8_t* packed, const T* scales, const T* biases, T* out,
                     int64_t m, int64_t n, int64_t k, int group_size, int bits) {
   const int64_t groups = k / group_size, row_bytes = k * bits / 8;
-  // x in A, and the sum of each of its groups.
-  std::vector<A> xa(static_cast<size_t>(m * k)), xsum(static_cast<size_t>(m * groups), A(0));
+  std::vector<A> xa(static_cast<size_t>(m * k));
   for (int64_t i = 0; i < m * k; ++i) xa[i] = to_acc<A>(x[i]);
+  if (m >= kGemmRows) {
+    // Tiles of dequantized weight rows, each one gemm into its output columns.
+    std::vector<A> tmp(std::is_same_v<T, A> ? 0 : static_cast<size_t>(m * n));
+    A* dst = std::is_same_v<T, A> ? reinterpret_cast<A*>(out) : tmp.data();
+    cpu::single_threaded_blas();
+    cpu::parallel_blocks(static_cast<size_t>(n), kTileRows, [&](size_t n0, size_t n1) {
+      std::vector<A> tile(static_cast<size_t>((n1 - n0) * k));
+      std::vector<float> q(static_cast<size_t>(group_size));
+      for (size_t col = n0; col < n1; ++col) {
+        A* t = tile.data() + (col - n0) * k;
+        for (int64_t g = 0; g < groups; ++g) {
+          unpack(packed + col * row_bytes, bits, g * group_size, group_size, q.data());
+          const A sc = to_acc<A>(scales[col * groups + g]), bi = to_acc<A>(biases[col * groups + g]);
+          for (int j = 0; j < group_size; ++j) t[g * group_size + j] = sc * static_cast<A>(q[j]) + bi;
+        }
+      }
+      cpu::gemm(false, true, static_cast<int>(m), static_cast<int>(n1 - n0), static_cast<int>(k),
+                1.0f, xa.data(), static_cast<int>(k), tile.data(), static_cast<int>(k), 0.0f,
+                dst + n0, static_cast<int>(n));
+    });
+    if constexpr (!std::is_same_v<T, A>) {
+      for (int64_t i = 0; i < m * n; ++i) out[i] = from_acc<T>(tmp[i]);
+    }
+    return;
+  }
+  // Few rows: s * dot(x, q) + b * sum(x) per group, straight from the packed bytes.
+  std::vector<A> xsum(static_cast<size_t>(m * groups), A(0));
   for (int64_t r = 0; r < m; ++r) {
     for (int64_t g = 0; g < groups; ++g) {
+      A* xg = xa.data() + r * k + g * group_size;
       A acc = 0;
-      for (int j = 0; j < group_size; ++j) acc += xa[r * k + g * group_size + j];
+      for (int j = 0; j < group_size; ++j) acc += xg[j];
       xsum[r * groups + g] = acc;
+      if (bits == 4) {
+        std::vector<A> even(xg, xg + group_size);
+        for (int j = 0; j < group_size / 2; ++j) {
+          xg[j] = even[2 * j];
+          xg[group_size / 2 + j] = even[2 * j + 1];
+        }
+      }
     }
   }
-  // Output columns in blocks: each block unpacks its weight rows once for every row of x.
-  cpu::parallel_blocks(static_cast<size_t>(n), 16, [&](size_t n0, size_t n1) {
-    std::vector<float> q(static_cast<size_t>(k));
+  cpu::parallel_blocks(static_cast<size_t>(n), 64, [&](size_t n0, size_t n1) {
+    std::vector<float> q(static_cast<size_t>(group_size));
     for (size_t col = n0; col < n1; ++col) {
-      unpack(packed + col * row_bytes, bits, 0, k, q.data());
-      const T* s = scales + col * groups;
-      const T* b = biases + col * groups;
+      const uint8_t* row = packed + col * row_bytes;
+      const T* sc = scales + col * groups;
+      const T* bi = biases + col * groups;
       for (int64_t r = 0; r < m; ++r) {
         const A* xr = xa.data() + r * k;
         A total = 0;
         for (int64_t g = 0; g < groups; ++g) {
-          const A* xg = xr + g * group_size;
-          const float* qg = q.data() + g * group_size;
-          A dot = 0;
-          for (int j = 0; j < group_size; ++j) dot += xg[j] * static_cast<A>(qg[j]);
-          total += to_acc<A>(s[g]) * dot + to_acc<A>(b[g]) * xsum[r * groups + g];
+          const A dot = group_dot(xr + g * group_size, row, g * group_size, group_size, bits, q.data());
+          total += to_acc<A>(sc[g]) * dot + to_acc<A>(bi[g]) * xsum[r * groups + g];
         }
         out[r * n + col] = from_acc<T>(total);
       }
@@ -181,34 +252,38 @@ void qmm_transposed(const T* x, const uint8_t* packed, const T* scales, const T*
   });
 }
 
-// out (M, N) = x (M, K) @ W, W (K, N) packed along N: column blocks (whole groups) in parallel,
-// each adding x[:, k] * W[k, block] over k.
+// out (M, N) = x (M, K) @ W, W (K, N) packed along N: blocks of whole column groups in
+// parallel, each dequantizing its K x width tile once and multiplying it with gemm.
 template <typename T, typename A>
 void qmm_plain(const T* x, const uint8_t* packed, const T* scales, const T* biases, T* out,
                int64_t m, int64_t n, int64_t k, int group_size, int bits) {
   const int64_t groups = n / group_size, row_bytes = n * bits / 8;
-  cpu::parallel_blocks(static_cast<size_t>(groups), 4, [&](size_t g0, size_t g1) {
+  std::vector<A> xa(static_cast<size_t>(m * k));
+  for (int64_t i = 0; i < m * k; ++i) xa[i] = to_acc<A>(x[i]);
+  std::vector<A> tmp(std::is_same_v<T, A> ? 0 : static_cast<size_t>(m * n));
+  A* dst = std::is_same_v<T, A> ? reinterpret_cast<A*>(out) : tmp.data();
+  cpu::single_threaded_blas();
+  const size_t groups_per_tile = std::max<size_t>(1, static_cast<size_t>(kTileRows * 4 / group_size));
+  cpu::parallel_blocks(static_cast<size_t>(groups), groups_per_tile, [&](size_t g0, size_t g1) {
     const int64_t c0 = static_cast<int64_t>(g0) * group_size, width = (g1 - g0) * group_size;
     std::vector<float> q(static_cast<size_t>(width));
-    std::vector<A> wrow(static_cast<size_t>(width)), acc(static_cast<size_t>(m * width), A(0));
+    std::vector<A> tile(static_cast<size_t>(k * width));
     for (int64_t kk = 0; kk < k; ++kk) {
       unpack(packed + kk * row_bytes, bits, c0, width, q.data());
-      for (size_t g = g0; g < g1; ++g) {
-        const A s = to_acc<A>(scales[kk * groups + g]);
-        const A b = to_acc<A>(biases[kk * groups + g]);
-        const int64_t off = (static_cast<int64_t>(g) - static_cast<int64_t>(g0)) * group_size;
-        for (int j = 0; j < group_size; ++j) wrow[off + j] = s * static_cast<A>(q[off + j]) + b;
-      }
-      for (int64_t r = 0; r < m; ++r) {
-        const A xv = to_acc<A>(x[r * k + kk]);
-        A* ar = acc.data() + r * width;
-        for (int64_t j = 0; j < width; ++j) ar[j] += xv * wrow[j];
+      A* t = tile.data() + kk * width;
+      for (int64_t j = 0; j < width; ++j) {
+        const int64_t g = (c0 + j) / group_size;
+        t[j] = to_acc<A>(scales[kk * groups + g]) * static_cast<A>(q[j]) +
+               to_acc<A>(biases[kk * groups + g]);
       }
     }
-    for (int64_t r = 0; r < m; ++r) {
-      for (int64_t j = 0; j < width; ++j) out[r * n + c0 + j] = from_acc<T>(acc[r * width + j]);
-    }
+    cpu::gemm(false, false, static_cast<int>(m), static_cast<int>(width), static_cast<int>(k), 1.0f,
+              xa.data(), static_cast<int>(k), tile.data(), static_cast<int>(width), 0.0f, dst + c0,
+              static_cast<int>(n));
   });
+  if constexpr (!std::is_same_v<T, A>) {
+    for (int64_t i = 0; i < m * n; ++i) out[i] = from_acc<T>(tmp[i]);
+  }
 }
 
 template <typename F>
