@@ -1,4 +1,5 @@
-"""The layers of ``tessera.nn`` (MLX's names; quantized layers come with their ops)."""
+"""The layers of ``tessera.nn``, with MLX's names, the quantized ones included (``QuantizedLinear``,
+``QuantizedEmbedding``, ``quantize``, affine mode) and their tensor-parallel versions."""
 
 from tessera.nn.layers.activations import (
     CELU, ELU, GELU, GLU, SELU, HardShrink, Hardswish, HardTanh, LeakyReLU, LogSigmoid,
@@ -16,6 +17,8 @@ from tessera.nn.layers.convolution import (
 from tessera.nn.layers.distributed import (
     AllToShardedLinear,
     FullyShardedModule,
+    QuantizedAllToShardedLinear,
+    QuantizedShardedToAllLinear,
     ShardedToAllLinear,
     fully_shard,
     shard_inplace,
@@ -30,6 +33,7 @@ from tessera.nn.layers.pooling import (
     AvgPool1d, AvgPool2d, AvgPool3d, MaxPool1d, MaxPool2d, MaxPool3d,
 )
 from tessera.nn.layers.positional_encoding import ALiBi, RoPE, SinusoidalPositionalEncoding
+from tessera.nn.layers.quantized import QuantizedEmbedding, QuantizedLinear, quantize
 from tessera.nn.layers.recurrent import GRU, LSTM, RNN
 from tessera.nn.layers.transformer import (
     MultiHeadAttention,

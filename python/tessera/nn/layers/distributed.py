@@ -2,9 +2,9 @@
 
 ``AllToShardedLinear`` keeps a slice of a linear layer's outputs on each rank (its input is
 whole); ``ShardedToAllLinear`` a slice of its inputs, summing the partial products with
-``all_sum``. A transformer's attention and MLP blocks are one of each. ``fully_shard`` keeps a
-slice of every parameter on each rank and gathers them for the call (FSDP).
-(The quantized variants come with the quantization ops.)
+``all_sum``. A transformer's attention and MLP blocks are one of each. Their ``Quantized``
+versions hold a slice of a ``QuantizedLinear``'s packed weight. ``fully_shard`` keeps a slice of
+every parameter on each rank and gathers them for the call (FSDP).
 """
 
 import math
@@ -14,6 +14,9 @@ from typing import Callable, Optional, Union
 import tessera.core as mx
 from tessera.nn.layers.base import Module
 from tessera.nn.layers.linear import Linear
+from tessera.nn.layers.quantized import (
+    QuantizedLinear, _check_dims, _defaults_for_mode, _quantize, _unpacked_dims,
+)
 from tessera.utils import tree_flatten, tree_map_with_path, tree_unflatten
 
 __all__ = [
@@ -22,6 +25,8 @@ __all__ = [
     "shard_linear",
     "AllToShardedLinear",
     "ShardedToAllLinear",
+    "QuantizedAllToShardedLinear",
+    "QuantizedShardedToAllLinear",
     "FullyShardedModule",
     "fully_shard",
 ]
@@ -128,24 +133,30 @@ def shard_linear(
     segments: Union[int, list] = 1,
     group: Optional[mx.distributed.Group] = None,
 ):
-    """The sharded layer of a ``Linear`` with this rank's slice of its weights.
+    """The sharded layer of a ``Linear`` or ``QuantizedLinear`` with this rank's slice of its
+    weights (the layer given is not changed).
 
     Args:
-        module (Linear): The dense layer.
+        module (Linear or QuantizedLinear): The layer.
         sharding (str): ``"all-to-sharded"`` or ``"sharded-to-all"``.
         segments (int or list): As :func:`shard_inplace`. Default: 1.
         group (Group, optional): The group. Default: the global group.
 
     Returns:
-        An ``AllToShardedLinear`` or a ``ShardedToAllLinear``.
+        An ``AllToShardedLinear`` or a ``ShardedToAllLinear`` (their ``Quantized`` versions for
+        a ``QuantizedLinear``).
     """
     _check_sharding(sharding)
-    if not isinstance(module, Linear):
-        raise ValueError(
-            f"shard_linear: expected an nn.Linear, got {type(module).__name__} (quantized layers "
-            "are not supported yet)")
-    cls = AllToShardedLinear if sharding == "all-to-sharded" else ShardedToAllLinear
-    return cls.from_linear(module, segments=segments, group=group)
+    to_sharded = sharding == "all-to-sharded"
+    if isinstance(module, Linear):
+        cls = AllToShardedLinear if to_sharded else ShardedToAllLinear
+        return cls.from_linear(module, segments=segments, group=group)
+    if isinstance(module, QuantizedLinear):
+        cls = QuantizedAllToShardedLinear if to_sharded else QuantizedShardedToAllLinear
+        return cls.from_quantized_linear(module, segments=segments, group=group)
+    raise ValueError(
+        f"shard_linear: expected an nn.Linear or nn.QuantizedLinear, got {type(module).__name__}; "
+        "shard other modules' parameters with shard_inplace")
 
 
 class AllToShardedLinear(Module):
@@ -232,6 +243,158 @@ class ShardedToAllLinear(Module):
         layer = cls(inp, out, "bias" in linear_layer, group)
         layer.update(_shard(linear_layer.parameters(), _sharded_to_all(segments), group))
         return layer
+
+
+class _QuantizedShardedLinear(Module):
+    """What the two quantized sharded layers share: the quantized weight of a
+    ``(rows, cols)`` slice, frozen for good (``unfreeze`` leaves it frozen, as in MLX)."""
+
+    def _init_quantized(self, where, rows, cols, input_dims, bias_size, group_size, bits, mode):
+        self.group_size, self.bits = _defaults_for_mode(where, mode, group_size, bits)
+        self.mode = mode
+        if mode == "affine" and isinstance(self.group_size, int) and cols % self.group_size:
+            raise ValueError(
+                f"{where}: each rank's weight has {cols} inputs, not a multiple of group_size="
+                f"{self.group_size}; every rank must hold whole quantization groups")
+        scale = math.sqrt(1.0 / input_dims)
+        weight = mx.random.uniform(low=-scale, high=scale, shape=(rows, cols))
+        self.weight, self.scales, self.biases = _quantize(weight, self.group_size, self.bits, mode)
+        if bias_size:
+            self.bias = mx.zeros((bias_size,))
+        self.freeze()
+
+    def unfreeze(self, *args, **kwargs):
+        """Unfreezes sub-modules as :meth:`Module.unfreeze`; this layer's own parameters stay
+        frozen."""
+        super().unfreeze(*args, **kwargs)
+        self.freeze(recurse=False)
+        return self
+
+    def _quantized_matmul(self, x):
+        return mx.quantized_matmul(
+            x,
+            self["weight"],
+            scales=self["scales"],
+            biases=self.get("biases"),
+            transpose=True,
+            group_size=self.group_size,
+            bits=self.bits,
+            mode=self.mode,
+        )
+
+    def _dims(self):
+        out, packed = self.weight.shape
+        return out, _unpacked_dims(packed, self.bits)
+
+    def _repr_tail(self):
+        return f"group_size={self.group_size}, bits={self.bits}, mode={self.mode}"
+
+    @classmethod
+    def _from_quantized(cls, layer, predicate, group):
+        group = group or mx.distributed.init()
+        out, packed = layer.weight.shape
+        sharded = cls(_unpacked_dims(packed, layer.bits), out, "bias" in layer,
+                      group_size=layer.group_size, bits=layer.bits,
+                      mode=getattr(layer, "mode", "affine"), group=group)
+        sharded.update(_shard(layer.parameters(), predicate, group))
+        return sharded
+
+
+class QuantizedAllToShardedLinear(_QuantizedShardedLinear):
+    """:class:`AllToShardedLinear` with a quantized weight (as :class:`QuantizedLinear`): each
+    rank computes ``output_dims / N`` of the outputs from the whole input. Its parameters are
+    frozen.
+
+    Args:
+        input_dims (int): The input size (a multiple of ``group_size``).
+        output_dims (int): The output size of the whole layer (divisible by the group size).
+        bias (bool): Whether to add a bias. Default: ``True``.
+        group_size (int): The quantization group size. Default: 64.
+        bits (int): The bits per weight. Default: 4.
+        mode (str): The quantization mode. Default: ``"affine"``.
+        group (Group, optional): The group. Default: the global group.
+    """
+
+    def __init__(self, input_dims: int, output_dims: int, bias: bool = True,
+                 group_size: int = 64, bits: int = 4, mode: str = "affine",
+                 group: Optional[mx.distributed.Group] = None):
+        super().__init__()
+        where = "QuantizedAllToShardedLinear"
+        _check_dims(where, input_dims=input_dims, output_dims=output_dims)
+        self.group = group or mx.distributed.init()
+        n = self.group.size()
+        if output_dims % n:
+            raise ValueError(
+                f"{where}: output_dims {output_dims} is not divisible by the group size {n}")
+        self._init_quantized(where, output_dims // n, input_dims, input_dims,
+                             output_dims // n if bias else 0, group_size, bits, mode)
+
+    def _extra_repr(self) -> str:
+        out, inp = self._dims()
+        return (f"input_dims={inp}, output_dims={out * self.group.size()}, "
+                f"bias={'bias' in self}, {self._repr_tail()}")
+
+    def __call__(self, x: mx.array) -> mx.array:
+        x = self._quantized_matmul(sum_gradients(self.group)(x))
+        if "bias" in self:
+            x = x + self["bias"]
+        return x
+
+    @classmethod
+    def from_quantized_linear(cls, quantized_linear_layer: Module, *,
+                              segments: Union[int, list] = 1,
+                              group: Optional[mx.distributed.Group] = None):
+        """This rank's slice of the outputs of a :class:`QuantizedLinear`."""
+        return cls._from_quantized(quantized_linear_layer, _all_to_sharded(segments), group)
+
+
+class QuantizedShardedToAllLinear(_QuantizedShardedLinear):
+    """:class:`ShardedToAllLinear` with a quantized weight (as :class:`QuantizedLinear`): each
+    rank multiplies its ``input_dims / N`` slice of the inputs and the partial products are
+    summed with ``all_sum``. Its parameters are frozen.
+
+    Args:
+        input_dims (int): The input size of the whole layer (divisible by the group size, and
+            ``input_dims / N`` a multiple of ``group_size``).
+        output_dims (int): The output size.
+        bias (bool): Whether to add a bias. Default: ``True``.
+        group_size (int): The quantization group size. Default: 64.
+        bits (int): The bits per weight. Default: 4.
+        mode (str): The quantization mode. Default: ``"affine"``.
+        group (Group, optional): The group. Default: the global group.
+    """
+
+    def __init__(self, input_dims: int, output_dims: int, bias: bool = True,
+                 group_size: int = 64, bits: int = 4, mode: str = "affine",
+                 group: Optional[mx.distributed.Group] = None):
+        super().__init__()
+        where = "QuantizedShardedToAllLinear"
+        _check_dims(where, input_dims=input_dims, output_dims=output_dims)
+        self.group = group or mx.distributed.init()
+        n = self.group.size()
+        if input_dims % n:
+            raise ValueError(
+                f"{where}: input_dims {input_dims} is not divisible by the group size {n}")
+        self._init_quantized(where, output_dims, input_dims // n, input_dims,
+                             output_dims if bias else 0, group_size, bits, mode)
+
+    def _extra_repr(self) -> str:
+        out, inp = self._dims()
+        return (f"input_dims={inp * self.group.size()}, output_dims={out}, "
+                f"bias={'bias' in self}, {self._repr_tail()}")
+
+    def __call__(self, x: mx.array) -> mx.array:
+        x = mx.distributed.all_sum(self._quantized_matmul(x), group=self.group)
+        if "bias" in self:
+            x = x + self["bias"]
+        return x
+
+    @classmethod
+    def from_quantized_linear(cls, quantized_linear_layer: Module, *,
+                              segments: Union[int, list] = 1,
+                              group: Optional[mx.distributed.Group] = None):
+        """This rank's slice of the inputs of a :class:`QuantizedLinear`."""
+        return cls._from_quantized(quantized_linear_layer, _sharded_to_all(segments), group)
 
 
 def _gather_fn(group, full_shapes, shard_sizes, compute_dtype):

@@ -1,9 +1,11 @@
 """``Embedding``: a table of learned vectors looked up by integer index."""
 
 import math
+from typing import Optional
 
 import tessera.core as mx
 from tessera.nn.layers.base import Module
+from tessera.nn.layers.quantized import QuantizedEmbedding
 
 
 class Embedding(Module):
@@ -45,3 +47,24 @@ class Embedding(Module):
             array: An array whose last axis has ``num_embeddings`` entries.
         """
         return x @ self.weight.T
+
+    def to_quantized(
+        self,
+        group_size: Optional[int] = None,
+        bits: Optional[int] = None,
+        mode: str = "affine",
+        quantize_input: bool = False,
+    ):
+        """The :class:`QuantizedEmbedding` approximating this layer (what :func:`quantize` uses).
+
+        Args:
+            group_size (int, optional): The quantization group size. Default: the mode's (64).
+            bits (int, optional): The bits per weight. Default: the mode's (4).
+            mode (str): The quantization mode. Default: ``"affine"``.
+            quantize_input (bool): Must be ``False``: a lookup has no input to quantize.
+        """
+        if quantize_input:
+            raise ValueError(
+                "Embedding.to_quantized: quantize_input=True is not supported for embeddings "
+                "(their input is indices); quantize only the Linear layers with class_predicate")
+        return QuantizedEmbedding.from_embedding(self, group_size, bits, mode)

@@ -1,10 +1,11 @@
 """Affine layers: ``Identity``, ``Linear`` and ``Bilinear``."""
 
 import math
-from typing import Any
+from typing import Any, Optional
 
 import tessera.core as mx
 from tessera.nn.layers.base import Module
+from tessera.nn.layers.quantized import QuantizedLinear
 
 
 class Identity(Module):
@@ -48,6 +49,28 @@ class Linear(Module):
         if "bias" in self:
             return mx.addmm(self["bias"], x, self["weight"].T)
         return x @ self["weight"].T
+
+    def to_quantized(
+        self,
+        group_size: Optional[int] = None,
+        bits: Optional[int] = None,
+        mode: str = "affine",
+        quantize_input: bool = False,
+    ):
+        """The :class:`QuantizedLinear` approximating this layer (what :func:`quantize` uses).
+
+        Args:
+            group_size (int, optional): The quantization group size. Default: the mode's (64).
+            bits (int, optional): The bits per weight. Default: the mode's (4).
+            mode (str): The quantization mode. Default: ``"affine"``.
+            quantize_input (bool): Quantize the input too (MLX's ``QQLinear``, for ``"nvfp4"``
+                and ``"mxfp8"``; not in Tessera yet). Default: ``False``.
+        """
+        if quantize_input:
+            raise ValueError(
+                "Linear.to_quantized: quantize_input=True (MLX's QQLinear, for the 'nvfp4' and "
+                "'mxfp8' modes) is not supported by Tessera yet; use quantize_input=False")
+        return QuantizedLinear.from_linear(self, group_size, bits, mode)
 
 
 class Bilinear(Module):
