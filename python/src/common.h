@@ -63,6 +63,7 @@ void init_compile(nb::module_& m);
 void init_trace(nb::module_& m);
 void init_random(nb::module_& m);
 void init_linalg(nb::module_& m);
+void init_fft(nb::module_& m);
 void init_fast(nb::module_& m);
 void init_memory(nb::module_& m);
 void init_io(nb::module_& m);

@@ -15,6 +15,7 @@ NB_MODULE(core, m) {
   init_trace(m);
   init_random(m);
   init_linalg(m);
+  init_fft(m);
   init_fast(m);
   init_memory(m);
   init_io(m);
