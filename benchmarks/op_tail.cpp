@@ -2,8 +2,9 @@
 // and MLX (CPU) run in the same session (interleaved rounds). Rows so far: a ResNet-style 3x3
 // convolution (batch 32, 56x56, 64 -> 64 channels, padding 1), forward, and forward + both
 // gradients; a 4-bit (group 64) quantized 4096 x 4096 weight times a vector and times 32
-// columns, also against Tessera's own dequantize-then-matmul. Prints medians and ratios;
-// --json FILE writes every sample.
+// columns, also against Tessera's own dequantize-then-matmul; FFT of 2^20 complex points and of
+// the prime 1048573 (NumPy's pocketfft; SciPy's with workers = cores); svd and solve of 512 x 512
+// float32 (SciPy's LAPACK). Prints medians and ratios; --json FILE writes every sample.
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -49,6 +50,11 @@ int main(int argc, char** argv) {
   auto dq_mm = [&](const array& xx) {
     return mx::matmul(xx, mx::transpose(mx::dequantize(q[0], q[1], q[2], 64, 4)));
   };
+  array sig = mx::astype(mx::random::normal({1 << 20}, mx::float32, mx::random::key(7)), mx::complex64);
+  array sig_p = mx::astype(mx::random::normal({1048573}, mx::float32, mx::random::key(8)), mx::complex64);
+  array m512 = mx::random::normal({512, 512}, mx::float32, mx::random::key(9));
+  array rhs = mx::random::normal({512, 1}, mx::float32, mx::random::key(10));
+  mx::eval(sig, sig_p, m512, rhs);
   // Tessera's own dequantize-then-matmul, timed as a peer column.
   std::vector<std::pair<std::string, std::function<void()>>> baselines = {
       {"qmm_4bit_vec", [&] { mx::eval(dq_mm(xv)); }},
@@ -65,8 +71,15 @@ int main(int argc, char** argv) {
        }},
       {"qmm_4bit_vec", [&] { mx::eval(qmm(xv)); }},
       {"qmm_4bit_32", [&] { mx::eval(qmm(x32)); }},
+      {"fft_2^20", [&] { mx::eval(mx::fft::fft(sig)); }},
+      {"fft_prime", [&] { mx::eval(mx::fft::fft(sig_p)); }},
+      {"svd_512", [&] {
+         auto usv = mx::linalg::svd(m512);
+         mx::eval(usv[0], usv[1], usv[2]);
+       }},
+      {"solve_512", [&] { mx::eval(mx::linalg::solve(m512, rhs)); }},
   };
-  const std::vector<std::string> peers = {"dequant", "torch", "mlx"};
+  const std::vector<std::string> peers = {"dequant", "numpy", "scipy", "torch", "mlx"};
   std::map<std::string, std::map<std::string, std::vector<double>>> samples;  // fw -> op -> s
   for (int r = 0; r < rounds; ++r) {
     std::fprintf(stderr, "[bench] round %d/%d\n", r + 1, rounds);
@@ -78,7 +91,7 @@ int main(int argc, char** argv) {
       auto t = bench::time_it(f, reps);
       samples["dequant"][name].insert(samples["dequant"][name].end(), t.begin(), t.end());
     }
-    for (const auto& peer : {"torch", "mlx"}) {
+    for (const auto& peer : {"numpy", "scipy", "torch", "mlx"}) {
       json j = bench::run_peer(python, std::string(TESSERA_BENCH_DIR) + "/peers/op_tail_peers.py",
                                std::string("--peer ") + peer + " --reps " + std::to_string(reps));
       samples[peer];
@@ -91,12 +104,14 @@ int main(int argc, char** argv) {
   std::printf("\nOp tail, float32 on %d threads; medians of %d rounds x %d reps (ratio > 1: "
               "Tessera faster)\n",
               mx::detail::num_threads(), rounds, reps);
-  std::printf("%-16s %10s %10s %10s %10s %11s %11s %9s\n", "op", "ours ms", "dequant ms",
-              "torch ms", "mlx ms", "dequant/ours", "torch/ours", "mlx/ours");
+  std::printf("%-16s %9s", "op", "ours ms");
+  for (const auto& peer : peers) std::printf(" %10s", (peer + " ms").c_str());
+  for (const auto& peer : peers) std::printf(" %11s", (peer + "/ours").c_str());
+  std::printf("\n");
   json out;
   for (auto& [name, f] : ours) {
     const double t = bench::median(samples["tessera"][name]);
-    std::printf("%-16s %10.2f", name.c_str(), t * 1e3);
+    std::printf("%-16s %9.2f", name.c_str(), t * 1e3);
     std::string ratios;
     for (const auto& peer : peers) {
       auto it = samples[peer].find(name);
@@ -116,7 +131,7 @@ int main(int argc, char** argv) {
     for (const auto& peer : peers) out[name][peer + "_s"] = samples[peer][name];
   }
   std::printf("(dequant: Tessera's dequantize, then matmul with the dense matrix)\n");
-  for (const auto& peer : {"torch", "mlx"}) {
+  for (const auto& peer : {"numpy", "scipy", "torch", "mlx"}) {
     if (samples[peer].empty()) std::printf("%s: not installed for %s, column empty\n", peer, python.c_str());
   }
   if (!json_path.empty()) {

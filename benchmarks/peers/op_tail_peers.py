@@ -1,9 +1,10 @@
 """Peer side of benchmarks/op_tail.cpp: the same ops in PyTorch (CPU) and MLX (CPU), as JSON.
 
 Run once per round by bench_op_tail, so peers and Tessera interleave. Each peer is set up the way
-its documentation recommends for CPU inference / training here: PyTorch with one intra-op
-thread per core and channels-last tensors (its oneDNN convolutions' fast layout, the same
-layout as Tessera's and MLX's NHWC); MLX on its CPU device.
+its documentation recommends for this machine: PyTorch with one intra-op thread per core and
+channels-last tensors (its oneDNN convolutions' fast layout, the same layout as Tessera's and
+MLX's NHWC); MLX on its CPU device; NumPy's pocketfft (single-threaded by design); SciPy's FFT
+with workers = cores and its LAPACK (through the OpenBLAS SciPy ships, which threads by itself).
 """
 import argparse
 import json
@@ -49,6 +50,40 @@ def torch_ops(reps):
     return res
 
 
+FFT_N, FFT_PRIME = 1 << 20, 1048573
+
+
+def signals(np):
+    rng = np.random.default_rng(0)
+    return [rng.standard_normal(n).astype(np.complex64) for n in (FFT_N, FFT_PRIME)]
+
+
+def numpy_ops(reps):
+    import numpy as np
+
+    sig, sig_p = signals(np)
+    return {"fft_2^20": time_it(lambda: np.fft.fft(sig), reps),
+            "fft_prime": time_it(lambda: np.fft.fft(sig_p), reps)}
+
+
+def scipy_ops(reps):
+    import numpy as np
+    import scipy.fft
+    import scipy.linalg
+
+    sig, sig_p = signals(np)
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((512, 512), dtype=np.float32)
+    b = rng.standard_normal((512, 1), dtype=np.float32)
+    workers = os.cpu_count()
+    return {
+        "fft_2^20": time_it(lambda: scipy.fft.fft(sig, workers=workers), reps),
+        "fft_prime": time_it(lambda: scipy.fft.fft(sig_p, workers=workers), reps),
+        "svd_512": time_it(lambda: scipy.linalg.svd(a, lapack_driver="gesdd"), reps),
+        "solve_512": time_it(lambda: scipy.linalg.solve(a, b), reps),
+    }
+
+
 def mlx_ops(reps):
     import mlx.core as mx
 
@@ -62,6 +97,10 @@ def mlx_ops(reps):
         out, grads = mx.vjp(lambda a, b: mx.conv2d(a, b, padding=1), [x, w], [dy])
         mx.eval(out, grads)
 
+    import numpy as np
+
+    sig, sig_p = (mx.array(v) for v in signals(np))
+    a, b = mx.random.normal((512, 512)), mx.random.normal((512, 1))
     wq, scales, biases = mx.quantize(mx.random.normal((4096, 4096)), group_size=64, bits=4)
     xv, x32 = mx.random.normal((1, 4096)), mx.random.normal((32, 4096))
     mx.eval(wq, scales, biases, xv, x32)
@@ -74,16 +113,21 @@ def mlx_ops(reps):
         "conv2d_fwd_bwd": time_it(fwd_bwd, reps),
         "qmm_4bit_vec": time_it(qmm(xv), reps),
         "qmm_4bit_32": time_it(qmm(x32), reps),
+        "fft_2^20": time_it(lambda: mx.eval(mx.fft.fft(sig)), reps),
+        "fft_prime": time_it(lambda: mx.eval(mx.fft.fft(sig_p)), reps),
+        "svd_512": time_it(lambda: mx.eval(*mx.linalg.svd(a, stream=mx.cpu)), reps),
+        "solve_512": time_it(lambda: mx.eval(mx.linalg.solve(a, b, stream=mx.cpu)), reps),
     }
 
 
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--reps", type=int, default=5)
-    p.add_argument("--peer", choices=["torch", "mlx"], required=True)
+    p.add_argument("--peer", choices=["numpy", "scipy", "torch", "mlx"], required=True)
     args = p.parse_args()
     try:
-        res = torch_ops(args.reps) if args.peer == "torch" else mlx_ops(args.reps)
+        runs = {"numpy": numpy_ops, "scipy": scipy_ops, "torch": torch_ops, "mlx": mlx_ops}
+        res = runs[args.peer](args.reps)
     except ImportError as e:
         print(json.dumps({"unavailable": str(e)}))
         return 0
