@@ -134,15 +134,11 @@ array quantized_matmul(const array& x, const array& w, const array& scales,
   const Format f = affine_format("quantized_matmul", mode, group_size, bits);
   const array& b = affine_biases("quantized_matmul", biases, scales);
   const int k = unpacked_size("quantized_matmul", w, scales, f);
-  if (w.ndim() != 2) {
-    throw std::invalid_argument("[quantized_matmul] w must be one matrix (2 dims); got shape " +
-                                detail::shape_str(w.shape()));
-  }
   if (x.ndim() < 1) {
     throw std::invalid_argument("[quantized_matmul] x must have 1 or more dims");
   }
-  // transpose: w is (N, K); else (K, N).
-  const int inner = transpose ? k : w.shape(0), outer = transpose ? w.shape(0) : k;
+  // transpose: w is (..., N, K); else (..., K, N).
+  const int inner = transpose ? k : w.shape(-2), outer = transpose ? w.shape(-2) : k;
   if (x.shape(-1) != inner) {
     throw std::invalid_argument("[quantized_matmul] x " + detail::shape_str(x.shape()) +
                                 " has " + std::to_string(x.shape(-1)) + " columns but w " +
@@ -155,11 +151,37 @@ array quantized_matmul(const array& x, const array& w, const array& scales,
     throw std::invalid_argument("[quantized_matmul] x must be real floating; got " +
                                 dtype_name(x.dtype()));
   }
-  Shape shape = x.shape();
+  auto prim = std::make_shared<QuantizedMatmul>(to_stream(s), f.group_size, f.bits, transpose);
+  if (w.ndim() == 2) {
+    Shape shape = x.shape();
+    shape.back() = outer;
+    return array(std::move(shape), dt, prim,
+                 {astype(x, dt, s), w, astype(scales, dt, s), astype(b, dt, s)});
+  }
+  // A batch of matrices: x (..., M, K) and w's batch dims broadcast together (a 1-D x is one
+  // row, removed again from the result).
+  const bool vec = x.ndim() == 1;
+  array xm = vec ? reshape(x, {1, x.shape(0)}, s) : x;
+  Shape xb(xm.shape().begin(), xm.shape().end() - 2), wb(w.shape().begin(), w.shape().end() - 2);
+  Shape batch = detail::broadcast_shapes("quantized_matmul", xb, wb);
+  auto with = [&](const array& a, int rows, int cols) {
+    Shape sh = batch;
+    sh.push_back(rows);
+    sh.push_back(cols);
+    return broadcast_to(a, sh, s);
+  };
+  array x2 = with(astype(xm, dt, s), xm.shape(-2), xm.shape(-1));
+  array w2 = with(w, w.shape(-2), w.shape(-1));
+  array s2 = with(astype(scales, dt, s), scales.shape(-2), scales.shape(-1));
+  array b2 = with(astype(b, dt, s), b.shape(-2), b.shape(-1));
+  Shape shape = x2.shape();
   shape.back() = outer;
-  return array(std::move(shape), dt,
-               std::make_shared<QuantizedMatmul>(to_stream(s), f.group_size, f.bits, transpose),
-               {astype(x, dt, s), w, astype(scales, dt, s), astype(b, dt, s)});
+  array out(shape, dt, prim, {x2, w2, s2, b2});
+  if (vec) {
+    shape.erase(shape.end() - 2);
+    out = reshape(out, shape, s);
+  }
+  return out;
 }
 
 // ---- the primitives ----
@@ -190,7 +212,7 @@ std::vector<Shape> AffineDequantize::output_shapes(const std::vector<array>& inp
 }
 std::vector<Shape> QuantizedMatmul::output_shapes(const std::vector<array>& inputs) {
   Shape out = inputs[0].shape();
-  out.back() = transpose_ ? inputs[1].shape(0) : inputs[2].shape(-1) * group_size_;
+  out.back() = transpose_ ? inputs[1].shape(-2) : inputs[2].shape(-1) * group_size_;
   return {out};
 }
 
@@ -259,9 +281,12 @@ std::vector<array> QuantizedMatmul::vjp(const std::vector<array>& primals,
                                   "weights (they are integers); differentiate scales / biases");
     }
     if (!dw_groups) {
-      array fg = reshape(g, {-1, g.shape(-1)}, s), fx = reshape(x, {-1, x.shape(-1)}, s);
-      array dw = transpose_ ? matmul(swapaxes(fg, 0, 1, s), fx, s)
-                            : matmul(swapaxes(fx, 0, 1, s), fg, s);
+      // One matrix: every row of x contributes; a batch: each batch entry's rows (w was
+      // broadcast to the batch, so its own vjp sums the copies).
+      array fg = w.ndim() == 2 ? reshape(g, {-1, g.shape(-1)}, s) : g;
+      array fx = w.ndim() == 2 ? reshape(x, {-1, x.shape(-1)}, s) : x;
+      array dw = transpose_ ? matmul(swapaxes(fg, -1, -2, s), fx, s)
+                            : matmul(swapaxes(fx, -1, -2, s), fg, s);
       dw_groups = unflatten(dw, -1, {-1, group_size_}, s);
     }
     if (arg == 3) {

@@ -323,18 +323,27 @@ void QuantizedMatmul::eval_cpu(const std::vector<array>& inputs, array& out) {
   const array w = cpu::ensure_row_contiguous(inputs[1]);
   const array sc = cpu::ensure_row_contiguous(inputs[2]);
   const array bi = cpu::ensure_row_contiguous(inputs[3]);
-  const int64_t kx = x.shape(-1), m = static_cast<int64_t>(x.size()) / std::max<int64_t>(kx, 1);
-  const int64_t n = out.shape(-1);
+  const int64_t kx = x.shape(-1), n = out.shape(-1);
+  // One weight matrix for every row of x, or (batched w, broadcast by the front end) one per
+  // batch entry, each with its x rows.
+  const int64_t batch = w.ndim() == 2 ? 1 : static_cast<int64_t>(w.size() / (w.shape(-1) * w.shape(-2)));
+  const int64_t m = static_cast<int64_t>(x.size()) / std::max<int64_t>(kx, 1) / batch;
+  const int64_t w_words = w.shape(-1) * w.shape(-2), groups = sc.shape(-1) * sc.shape(-2);
   const auto* packed = reinterpret_cast<const uint8_t*>(w.data<uint32_t>());
   by_float_dtype("quantized_matmul", out.dtype(), [&](auto t) {
     using T = decltype(t);
     using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
-    if (transpose_) {
-      qmm_transposed<T, A>(x.data<T>(), packed, sc.data<T>(), bi.data<T>(), out.data<T>(), m, n,
-                           kx, group_size_, bits_);
-    } else {
-      qmm_plain<T, A>(x.data<T>(), packed, sc.data<T>(), bi.data<T>(), out.data<T>(), m, n, kx,
-                      group_size_, bits_);
+    for (int64_t i = 0; i < batch; ++i) {
+      const T* xi = x.data<T>() + i * m * kx;
+      const uint8_t* wi = packed + i * w_words * 4;
+      const T* si = sc.data<T>() + i * groups;
+      const T* bi_ = bi.data<T>() + i * groups;
+      T* oi = out.data<T>() + i * m * n;
+      if (transpose_) {
+        qmm_transposed<T, A>(xi, wi, si, bi_, oi, m, n, kx, group_size_, bits_);
+      } else {
+        qmm_plain<T, A>(xi, wi, si, bi_, oi, m, n, kx, group_size_, bits_);
+      }
     }
   });
 }
