@@ -10,6 +10,7 @@
 #include "tessera/device.h"
 #include "tessera/distributed.h"
 #include "tessera/dtype.h"
+#include "tessera/einsum.h"
 #include "tessera/fast.h"
 #include "tessera/fft.h"
 #include "tessera/io.h"

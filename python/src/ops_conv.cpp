@@ -1,9 +1,11 @@
-// Convolutions of tessera.core with MLX's signatures: conv1d/2d/3d, conv_transpose1d/2d/3d,
-// conv_general, convolve. Per-dim arguments take an int (every spatial dim) or a tuple.
+// Convolutions and contractions of tessera.core with MLX's signatures: conv1d/2d/3d,
+// conv_transpose1d/2d/3d, conv_general, convolve, einsum, einsum_path. Per-dim arguments take an
+// int (every spatial dim) or a tuple.
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/tuple.h>
 
 #include "ops_common.h"
+#include "tessera/einsum.h"
 #include "tessera/ops/conv.h"
 
 namespace tessera::python {
@@ -152,6 +154,38 @@ void init_ops_conv(nb::module_& m) {
         "    mode (str, optional): ``'full'``, ``'same'`` or ``'valid'``. Default: ``'full'``.\n\n"
         "Returns:\n"
         "    array: The convolution.\n");
+  m.def(
+      "einsum",
+      [](const std::string& subscripts, const nb::args& operands, StreamOrDevice s) {
+        std::vector<array> arrays;
+        for (auto o : operands) arrays.push_back(to_array(o));
+        return einsum(subscripts, arrays, s);
+      },
+      "subscripts"_a, "operands"_a, nb::kw_only(), "stream"_a = nb::none(),
+      "Einstein summation over the operands (NumPy's subscripts).\n\n"
+      "Args:\n"
+      "    subscripts (str): The subscripts, e.g. ``'ij,jk->ik'``.\n"
+      "    *operands (array): The operands.\n\n"
+      "Returns:\n"
+      "    array: The contraction.\n");
+  m.def(
+      "einsum_path",
+      [](const std::string& subscripts, const nb::args& operands) {
+        std::vector<array> arrays;
+        for (auto o : operands) arrays.push_back(to_array(o));
+        auto [path, text] = einsum_path(subscripts, arrays);
+        nb::list steps;
+        for (const auto& step : path) {
+          nb::list t;
+          for (int i : step) t.append(i);
+          steps.append(nb::tuple(t));
+        }
+        return nb::make_tuple(steps, text);
+      },
+      "subscripts"_a, "operands"_a,
+      "The contraction order einsum uses (NumPy's greedy order) and a summary.\n\n"
+      "Returns:\n"
+      "    tuple(list(tuple(int)), str): The path and its description.\n");
 }
 
 }  // namespace tessera::python
