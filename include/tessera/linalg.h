@@ -37,6 +37,11 @@ array tensordot(const array& a, const array& b, const int axis = 2, StreamOrDevi
 array tensordot(const array& a, const array& b, const std::vector<int>& axes_a,
                 const std::vector<int>& axes_b, StreamOrDevice s = {});
 
+// The Kronecker product (both non-empty; the lower-rank one gains leading dims of size 1).
+array kron(const array& a, const array& b, StreamOrDevice s = {});
+// sum(conj(a) * b) along `axis` (the arrays broadcast).
+array vecdot(const array& a, const array& b, int axis = -1, StreamOrDevice s = {});
+
 namespace linalg {
 
 // Vector or matrix norms, as numpy.linalg.norm / mlx.core.linalg.norm:

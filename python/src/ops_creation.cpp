@@ -387,6 +387,13 @@ void init_ops_creation(nb::module_& m) {
       "Returns:\n"
       "    array: The sums.\n");
 
+  for (auto [name, fn, what] : std::initializer_list<std::tuple<const char*, array (*)(int, StreamOrDevice), const char*>>{
+           {"hanning", &hanning, "The Hanning window of M points."},
+           {"hamming", &hamming, "The Hamming window of M points."},
+           {"bartlett", &bartlett, "The Bartlett (triangular) window of M points."},
+           {"blackman", &blackman, "The Blackman window of M points."}}) {
+    m.def(name, fn, "M"_a, nb::kw_only(), "stream"_a = nb::none(), what);
+  }
 }
 
 }  // namespace tessera::python

@@ -9,6 +9,40 @@ using namespace ops_detail;
 void init_ops_reduce(nb::module_& m) {
   // ---------------------------------------------------------------- reductions
   m.def(
+      "median",
+      [](const array& a, const OptAxes& axis, bool keepdims, StreamOrDevice s) {
+        return median(a, axes_or_all(axis, a), keepdims, s);
+      },
+      nb::arg(), "axis"_a = nb::none(), "keepdims"_a = false, nb::kw_only(),
+      "stream"_a = nb::none(),
+      REDUCE_DOC("Median over the given axes (NaN where the input has one)."));
+  m.def(
+      "searchsorted",
+      [](const array& seq, const ArrayLike& values, const std::string& side, StreamOrDevice s) {
+        return searchsorted(seq, to_array(values.obj), side, s);
+      },
+      nb::arg(), nb::arg(), "side"_a = "left", nb::kw_only(), "stream"_a = nb::none(),
+      "Where each value would be inserted in a sorted 1-D sequence to keep it sorted.\n\n"
+      "Args:\n"
+      "    sorted_sequence (array): The sorted 1-D sequence.\n"
+      "    values (array): The values to place.\n"
+      "    side (str, optional): ``'left'`` (before equal elements) or ``'right'``.\n\n"
+      "Returns:\n"
+      "    array: uint32 insertion indices, shaped like ``values``.\n");
+  m.def(
+      "kron", [](const array& a, const array& b, StreamOrDevice s) { return kron(a, b, s); },
+      nb::arg(), nb::arg(), nb::kw_only(), "stream"_a = nb::none(),
+      "The Kronecker product of two arrays.\n\n"
+      "Returns:\n"
+      "    array: The Kronecker product.\n");
+  m.def(
+      "vecdot",
+      [](const array& a, const array& b, int axis, StreamOrDevice s) { return vecdot(a, b, axis, s); },
+      nb::arg(), nb::arg(), nb::kw_only(), "axis"_a = -1, "stream"_a = nb::none(),
+      "The dot product of vectors along ``axis`` (the first conjugated).\n\n"
+      "Returns:\n"
+      "    array: The dot products.\n");
+  m.def(
       "all",
       [](const array& a, const OptAxes& axis, bool keepdims, StreamOrDevice s) {
         return all(a, axes_or_all(axis, a), keepdims, s);

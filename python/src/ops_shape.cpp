@@ -9,6 +9,16 @@ using namespace ops_detail;
 void init_ops_shape(nb::module_& m) {
   // ---------------------------------------------------------------- shape
   m.def(
+      "diff", [](const array& a, int n, int axis, StreamOrDevice s) { return diff(a, n, axis, s); },
+      nb::arg(), "n"_a = 1, "axis"_a = -1, nb::kw_only(), "stream"_a = nb::none(),
+      "The n-th discrete difference along an axis.\n\n"
+      "Args:\n"
+      "    a (array): Input array.\n"
+      "    n (int, optional): How many times to take the difference. Default: ``1``.\n"
+      "    axis (int, optional): The axis. Default: ``-1``.\n\n"
+      "Returns:\n"
+      "    array: The differences.\n");
+  m.def(
       "reshape",
       [](const array& a, Shape shape, StreamOrDevice s) { return reshape(a, std::move(shape), s); },
       nb::arg(), "shape"_a, nb::kw_only(), "stream"_a = nb::none(),

@@ -1,5 +1,6 @@
 // Front ends of the creation family: arange, full/zeros/ones (+ _like), astype, copy.
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 
 #include "core/transforms_impl.h"
@@ -208,6 +209,47 @@ std::vector<array> Copy::jvp(const std::vector<array>&, const std::vector<array>
 std::pair<std::vector<array>, std::vector<int>> Copy::vmap(const std::vector<array>& inputs,
                                                            const std::vector<int>& axes) {
   return {{copy(inputs[0], stream())}, axes};
+}
+
+
+namespace {
+
+// cos(2 pi k n / (M - 1)) for n in [0, M).
+array window_cos(int M, int k, StreamOrDevice s) {
+  const double w = 2.0 * k * 3.14159265358979323846 / (M - 1);
+  return cos(multiply(arange(0, M, float32, s), array(static_cast<float>(w), float32), s), s);
+}
+
+// The shared cases: no points, or one (a window of one point is [1]).
+std::optional<array> trivial_window(int M, StreamOrDevice s) {
+  if (M < 1) return zeros({0}, float32, s);
+  if (M == 1) return ones({1}, float32, s);
+  return std::nullopt;
+}
+
+}  // namespace
+
+array hanning(int M, StreamOrDevice s) {
+  if (auto w = trivial_window(M, s)) return *w;
+  return subtract(array(0.5f), multiply(array(0.5f), window_cos(M, 1, s), s), s);
+}
+
+array hamming(int M, StreamOrDevice s) {
+  if (auto w = trivial_window(M, s)) return *w;
+  return subtract(array(0.54f), multiply(array(0.46f), window_cos(M, 1, s), s), s);
+}
+
+array blackman(int M, StreamOrDevice s) {
+  if (auto w = trivial_window(M, s)) return *w;
+  return add(subtract(array(0.42f), multiply(array(0.5f), window_cos(M, 1, s), s), s),
+             multiply(array(0.08f), window_cos(M, 2, s), s), s);
+}
+
+array bartlett(int M, StreamOrDevice s) {
+  if (auto w = trivial_window(M, s)) return *w;
+  array n = arange(0, M, float32, s);
+  array t = subtract(multiply(n, array(2.0f / (M - 1)), s), array(1.0f), s);
+  return subtract(array(1.0f), abs(t, s), s);
 }
 
 }  // namespace tessera

@@ -98,6 +98,40 @@ array inner(const array& a, const array& b, StreamOrDevice s) {
   return tensordot(a, b, {-1}, {-1}, s);
 }
 
+array kron(const array& a, const array& b, StreamOrDevice s) {
+  if (a.size() == 0 || b.size() == 0) {
+    throw std::invalid_argument("[kron] the inputs must not be empty; got shapes " +
+                                detail::shape_str(a.shape()) + " and " + detail::shape_str(b.shape()));
+  }
+  // out[i * nb + j] = a[i] * b[j] per dim: a's dims interleaved with size-1 ones, b's after.
+  const int nd = static_cast<int>(std::max(a.ndim(), b.ndim()));
+  Shape as(2 * nd, 1), bs(2 * nd, 1), out(nd, 1);
+  for (int i = nd - 1, j = static_cast<int>(a.ndim()) - 1; j >= 0; --i, --j) {
+    as[2 * i] = a.shape(j);
+    out[i] *= a.shape(j);
+  }
+  for (int i = nd - 1, j = static_cast<int>(b.ndim()) - 1; j >= 0; --i, --j) {
+    bs[2 * i + 1] = b.shape(j);
+    out[i] *= b.shape(j);
+  }
+  return reshape(multiply(reshape(a, as, s), reshape(b, bs, s), s), out, s);
+}
+
+array vecdot(const array& a, const array& b, int axis, StreamOrDevice s) {
+  if (a.ndim() == 0 || b.ndim() == 0) {
+    throw std::invalid_argument("[vecdot] the inputs must have 1 or more dims");
+  }
+  const int ax_a = detail::normalize_axis("vecdot", axis, static_cast<int>(a.ndim()));
+  const int ax_b = detail::normalize_axis("vecdot", axis, static_cast<int>(b.ndim()));
+  if (a.shape(ax_a) != b.shape(ax_b)) {
+    throw std::invalid_argument("[vecdot] a " + detail::shape_str(a.shape()) + " and b " +
+                                detail::shape_str(b.shape()) + " differ along axis " +
+                                std::to_string(axis));
+  }
+  array prod = multiply(a.dtype() == complex64 ? conjugate(a, s) : a, b, s);
+  return sum(prod, detail::normalize_axis("vecdot", axis, static_cast<int>(prod.ndim())), false, s);
+}
+
 namespace linalg {
 
 namespace {

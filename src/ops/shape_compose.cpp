@@ -328,4 +328,19 @@ std::vector<array> atleast_3d(const std::vector<array>& a, StreamOrDevice s) {
   return out;
 }
 
+
+array diff(const array& a, int n, int axis, StreamOrDevice s) {
+  if (a.ndim() == 0) throw std::invalid_argument("[diff] needs an array of 1 or more dims");
+  const int ax = detail::normalize_axis("diff", axis, static_cast<int>(a.ndim()));
+  if (n < 0) throw std::invalid_argument("[diff] order n must be non-negative; got " + std::to_string(n));
+  array x = a;
+  for (int i = 0; i < n && x.shape(ax) > 0; ++i) {
+    Shape lo(x.ndim(), 0), hi = x.shape(), stop = x.shape();
+    lo[ax] = 1;
+    stop[ax] = x.shape(ax) - 1;
+    x = subtract(slice(x, lo, hi, s), slice(x, Shape(x.ndim(), 0), stop, s), s);
+  }
+  return x;
+}
+
 }  // namespace tessera

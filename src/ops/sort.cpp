@@ -1,5 +1,8 @@
 // Front ends of the sort family (sort, argsort, partition, argpartition, topk) and the
 // derivatives of Sort and Partition (a permutation: gather forward, scatter back).
+#include <algorithm>
+#include <cmath>
+#include <numeric>
 #include <sstream>
 #include <stdexcept>
 
@@ -139,6 +142,94 @@ std::pair<std::vector<array>, std::vector<int>> Partition::vmap(const std::vecto
 std::pair<std::vector<array>, std::vector<int>> ArgPartition::vmap(
     const std::vector<array>& inputs, const std::vector<int>& axes) {
   return {{argpartition(inputs[0], kth_, shifted(axis_, axes[0]), stream())}, axes};
+}
+
+array searchsorted(const array& sorted_sequence, const array& values, const std::string& side,
+                   StreamOrDevice s) {
+  if (side != "left" && side != "right") {
+    throw std::invalid_argument("[searchsorted] side must be 'left' or 'right'; got '" + side + "'");
+  }
+  if (sorted_sequence.ndim() != 1) {
+    throw std::invalid_argument("[searchsorted] the sorted sequence must be 1-D; got shape " +
+                                detail::shape_str(sorted_sequence.shape()));
+  }
+  const Dtype dt = promote_types(sorted_sequence.dtype(), values.dtype());
+  return array(values.shape(), uint32, std::make_shared<SearchSorted>(to_stream(s), side == "right"),
+               {astype(sorted_sequence, dt, s), astype(values, dt, s)});
+}
+
+// Integer positions: no derivative (zeros, as for argsort).
+std::vector<array> SearchSorted::vjp(const std::vector<array>& primals,
+                                     const std::vector<array>& cotangents,
+                                     const std::vector<int>& argnums, const std::vector<array>&) {
+  std::vector<array> out;
+  for (int arg : argnums) out.push_back(zeros_like(primals[arg], stream()));
+  return out;
+}
+
+std::pair<std::vector<array>, std::vector<int>> SearchSorted::vmap(
+    const std::vector<array>& inputs, const std::vector<int>& axes) {
+  const std::string side = right_ ? "right" : "left";
+  if (axes[0] < 0) {
+    return {{searchsorted(inputs[0], inputs[1], side, stream())}, {axes[1]}};
+  }
+  // A batch of sequences: one search per batch entry.
+  array seqs = moveaxis(inputs[0], axes[0], 0, stream());
+  array vals = axes[1] < 0 ? inputs[1] : moveaxis(inputs[1], axes[1], 0, stream());
+  std::vector<array> outs;
+  for (int b = 0; b < seqs.shape(0); ++b) {
+    array seq = squeeze(slice(seqs, {b, 0}, {b + 1, seqs.shape(1)}, stream()), 0, stream());
+    array v = vals;
+    if (axes[1] >= 0) {
+      Shape start(vals.ndim(), 0), stop = vals.shape();
+      start[0] = b;
+      stop[0] = b + 1;
+      v = squeeze(slice(vals, start, stop, stream()), 0, stream());
+    }
+    outs.push_back(searchsorted(seq, v, side, stream()));
+  }
+  return {{stack(outs, 0, stream())}, {0}};
+}
+
+// The middle element (the mean of the two middle ones for an even count) of the sorted axes;
+// NaN where any element is NaN (as max / min / mean propagate it).
+array median(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
+  const int nd = static_cast<int>(a.ndim());
+  std::vector<int> ax = detail::normalize_axes("median", axes, nd);
+  std::sort(ax.begin(), ax.end());
+  std::vector<int> perm;
+  for (int i = 0; i < nd; ++i) {
+    if (!std::binary_search(ax.begin(), ax.end(), i)) perm.push_back(i);
+  }
+  const int kept = static_cast<int>(perm.size());
+  perm.insert(perm.end(), ax.begin(), ax.end());
+  array flat = ax.empty() ? expand_dims(a, -1, s) : flatten(transpose(a, perm, s), kept, nd - 1, s);
+  const int n = flat.shape(-1);
+  if (n == 0) throw std::invalid_argument("[median] cannot take the median of an empty axis");
+  const Dtype dt = issubdtype(a.dtype(), inexact) ? a.dtype() : float32;
+  array sorted = sort(flat, -1, s);
+  auto at = [&](int i) {
+    Shape start(sorted.ndim(), 0), stop = sorted.shape();
+    start.back() = i;
+    stop.back() = i + 1;
+    return astype(slice(sorted, start, stop, s), dt, s);
+  };
+  array mid = n % 2 ? at(n / 2) : multiply(add(at(n / 2 - 1), at(n / 2), s), array(0.5, dt), s);
+  if (issubdtype(a.dtype(), inexact)) {
+    mid = where(any(isnan(flat, s), -1, true, s), array(std::nan(""), dt), mid, s);
+  }
+  mid = squeeze(mid, -1, s);
+  return keepdims ? expand_dims(mid, ax, s) : mid;
+}
+
+array median(const array& a, bool keepdims, StreamOrDevice s) {
+  std::vector<int> ax(a.ndim());
+  std::iota(ax.begin(), ax.end(), 0);
+  return median(a, ax, keepdims, s);
+}
+
+array median(const array& a, int axis, bool keepdims, StreamOrDevice s) {
+  return median(a, std::vector<int>{axis}, keepdims, s);
 }
 
 }  // namespace tessera

@@ -57,4 +57,25 @@ class ArgPartition : public UnaryPrimitive {
   int axis_;
 };
 
+// For each value, the index in the sorted 1-D sequence (input 0) where it would be inserted to
+// keep the order: before equal elements (left) or after them (right). NaNs sort last.
+class SearchSorted : public UnaryPrimitive {
+ public:
+  SearchSorted(Stream s, bool right) : UnaryPrimitive(s), right_(right) {}
+  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  TESSERA_DECLARE_VJP
+  TESSERA_DECLARE_VMAP
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {
+    return {inputs[1].shape()};
+  }
+  const char* name() const override { return "SearchSorted"; }
+  bool is_equivalent(const Primitive& other) const override {
+    auto* o = dynamic_cast<const SearchSorted*>(&other);
+    return o && o->right_ == right_;
+  }
+
+ private:
+  bool right_;
+};
+
 }  // namespace tessera

@@ -78,4 +78,11 @@ inline array tri(int n, Dtype type, StreamOrDevice s = {}) { return tri(n, n, 0,
 array tril(array x, int k = 0, StreamOrDevice s = {});
 array triu(array x, int k = 0, StreamOrDevice s = {});
 
+
+// NumPy's window functions of M points (float32): an empty array for M < 1, [1] for M == 1.
+array hanning(int M, StreamOrDevice s = {});
+array hamming(int M, StreamOrDevice s = {});
+array bartlett(int M, StreamOrDevice s = {});
+array blackman(int M, StreamOrDevice s = {});
+
 }  // namespace tessera

@@ -136,4 +136,11 @@ array logcumsumexp(const array& a, bool reverse = false, bool inclusive = true,
 array logcumsumexp(const array& a, int axis, bool reverse = false, bool inclusive = true,
                    StreamOrDevice s = {});
 
+// The median over the axes (every axis by default; the mean of the two middle values for an even
+// count), NaN where the input has one. Integer inputs give float32.
+array median(const array& a, bool keepdims, StreamOrDevice s = {});
+array median(const array& a, const std::vector<int>& axes, bool keepdims = false,
+             StreamOrDevice s = {});
+array median(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
+
 }  // namespace tessera

@@ -100,4 +100,8 @@ std::vector<array> atleast_2d(const std::vector<array>& a, StreamOrDevice s = {}
 array atleast_3d(const array& a, StreamOrDevice s = {});
 std::vector<array> atleast_3d(const std::vector<array>& a, StreamOrDevice s = {});
 
+
+// The n-th discrete difference along `axis`: a[1:] - a[:-1], n times (n = 0: a itself).
+array diff(const array& a, int n = 1, int axis = -1, StreamOrDevice s = {});
+
 }  // namespace tessera

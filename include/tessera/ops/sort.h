@@ -26,4 +26,9 @@ array argpartition(const array& a, int kth, int axis, StreamOrDevice s = {});
 array topk(const array& a, int k, StreamOrDevice s = {});
 array topk(const array& a, int k, int axis, StreamOrDevice s = {});
 
+// Insertion points of `values` in the sorted 1-D `sorted_sequence` (uint32): before equal
+// elements with side "left", after them with "right"; NaNs sort last.
+array searchsorted(const array& sorted_sequence, const array& values,
+                   const std::string& side = "left", StreamOrDevice s = {});
+
 }  // namespace tessera

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "backend/cpu/copy.h"
+#include "backend/cpu/elementwise.h"
 #include "core/thread_pool.h"
 #include "ops/sort.h"
 
@@ -139,6 +140,26 @@ void Partition::eval_cpu(const std::vector<array>& inputs, array& out) {
 void ArgPartition::eval_cpu(const std::vector<array>& inputs, array& out) {
   detail::dispatch_dtype(inputs[0].dtype(), [&](auto tag) {
     arg_kernel<decltype(tag)>(inputs[0], out, axis_, kth_, false);
+  });
+}
+
+void SearchSorted::eval_cpu(const std::vector<array>& inputs, array& out) {
+  const array seq = cpu::ensure_row_contiguous(inputs[0]);
+  const array vals = cpu::ensure_row_contiguous(inputs[1]);
+  out.set_data(allocator::malloc(out.nbytes()));
+  uint32_t* dst = out.data<uint32_t>();
+  detail::dispatch_dtype(seq.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* a = seq.data<T>();
+    const T* v = vals.data<T>();
+    const size_t n = seq.size();
+    cpu::parallel_blocks(vals.size(), 4096, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) {
+        const T* at = right_ ? std::upper_bound(a, a + n, v[i], nan_less<T>)
+                             : std::lower_bound(a, a + n, v[i], nan_less<T>);
+        dst[i] = static_cast<uint32_t>(at - a);
+      }
+    });
   });
 }
 
