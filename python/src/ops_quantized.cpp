@@ -84,6 +84,10 @@ void init_ops_quantized(nb::module_& m) {
       "    mode (str, optional): ``'affine'``.\n\n"
       "Returns:\n"
       "    array: The product.\n");
+  m.def("to_fp8", &to_fp8, nb::arg(), nb::kw_only(), "stream"_a = nb::none(),
+        "Convert to fp8 e4m3 bytes (uint8), rounding to nearest even and saturating at 448.");
+  m.def("from_fp8", &from_fp8, nb::arg(), "dtype"_a = bfloat16, nb::kw_only(),
+        "stream"_a = nb::none(), "Convert fp8 e4m3 bytes (uint8) to a floating dtype.");
 }
 
 }  // namespace tessera::python

@@ -351,4 +351,29 @@ std::vector<array> AffineDequantize::vjp(const std::vector<array>& primals,
   return out;
 }
 
+array to_fp8(const array& x, StreamOrDevice s) {
+  if (!issubdtype(x.dtype(), floating)) {
+    throw std::invalid_argument("[to_fp8] needs a real floating input; got " + dtype_name(x.dtype()));
+  }
+  const Dtype in = x.dtype() == float64 ? float32 : x.dtype();
+  return array(x.shape(), uint8, std::make_shared<ConvertFP8>(to_stream(s), true, uint8),
+               {astype(x, in, s)});
+}
+
+array from_fp8(const array& x, Dtype dtype, StreamOrDevice s) {
+  if (x.dtype() != uint8) {
+    throw std::invalid_argument("[from_fp8] needs uint8 (fp8 e4m3 bytes); got " + dtype_name(x.dtype()));
+  }
+  if (!issubdtype(dtype, floating)) {
+    throw std::invalid_argument("[from_fp8] the output dtype must be real floating; got " +
+                                dtype_name(dtype));
+  }
+  return array(x.shape(), dtype, std::make_shared<ConvertFP8>(to_stream(s), false, dtype), {x});
+}
+
+std::pair<std::vector<array>, std::vector<int>> ConvertFP8::vmap(const std::vector<array>& inputs,
+                                                                 const std::vector<int>& axes) {
+  return {{to_ ? to_fp8(inputs[0], stream()) : from_fp8(inputs[0], out_, stream())}, axes};
+}
+
 }  // namespace tessera

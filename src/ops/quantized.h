@@ -62,4 +62,25 @@ class QuantizedMatmul : public UnaryPrimitive, public QuantizedPrimitive {
   bool transpose_;
 };
 
+// float <-> fp8 e4m3 (the "fn" variant: bias 7, 3 mantissa bits, no infinities, 0x7F / 0xFF NaN,
+// largest 448) stored as uint8. to: round to nearest even, saturating at +-448.
+class ConvertFP8 : public UnaryPrimitive {
+ public:
+  ConvertFP8(Stream s, bool to, Dtype out) : UnaryPrimitive(s), to_(to), out_(out) {}
+  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  TESSERA_DECLARE_VMAP
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {
+    return {inputs[0].shape()};
+  }
+  const char* name() const override { return to_ ? "ToFP8" : "FromFP8"; }
+  bool is_equivalent(const Primitive& other) const override {
+    auto* o = dynamic_cast<const ConvertFP8*>(&other);
+    return o && o->to_ == to_ && o->out_ == out_;
+  }
+
+ private:
+  bool to_;
+  Dtype out_;
+};
+
 }  // namespace tessera

@@ -119,3 +119,35 @@ def test_quantized_matmul_gradients():
 def test_errors_name_the_problem(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def fp8_table():
+    """Every e4m3fn code's value, from the format's definition (NaN for 0x7F / 0xFF)."""
+    codes = np.arange(256)
+    sign = np.where(codes & 0x80, -1.0, 1.0)
+    e, m = (codes >> 3) & 0xF, codes & 7
+    vals = np.where(e == 0, m / 512.0, (1 + m / 8.0) * 2.0 ** (e - 7.0)) * sign
+    vals[(codes & 0x7F) == 0x7F] = np.nan
+    return vals
+
+
+def test_fp8_round_trip_is_the_nearest_code():
+    table = fp8_table()
+    finite = np.where(np.isnan(table), np.inf, table)
+    x = np.concatenate([RNG.standard_normal(2000) * 50, RNG.standard_normal(500) * 0.01,
+                        table[~np.isnan(table)], [500.0, -1e6, 0.0, -0.0]]).astype(np.float32)
+    codes = np.array(mx.to_fp8(mx.array(x)))
+    # Brute force: the nearest representable value (ties to the even code), saturating at 448.
+    clipped = np.clip(x.astype(np.float64), -448, 448)
+    dist = np.abs(finite[None, :] - clipped[:, None])
+    best = dist.min(axis=1, keepdims=True)
+    candidates = np.where(dist == best, np.arange(256), 999)
+    even = np.where(candidates % 2 == 0, candidates, 999).min(axis=1)
+    want = np.where(even < 999, even, candidates.min(axis=1))
+    np.testing.assert_array_equal(table[codes], table[want])
+    back = np.array(mx.from_fp8(mx.array(codes), dtype=mx.float32))
+    np.testing.assert_array_equal(back, table[codes].astype(np.float32))
+    assert mx.from_fp8(mx.array(codes)).dtype == mx.bfloat16
+    assert np.isnan(np.array(mx.from_fp8(mx.to_fp8(mx.array([np.nan])), dtype=mx.float32))).all()
+    with pytest.raises(ValueError, match="uint8"):
+        mx.from_fp8(mx.ones((2,)))

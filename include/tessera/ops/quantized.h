@@ -32,4 +32,10 @@ array quantized_matmul(const array& x, const array& w, const array& scales,
                        std::optional<int> bits = std::nullopt, const std::string& mode = "affine",
                        StreamOrDevice s = {});
 
+// x as fp8 e4m3 bytes (uint8): round to nearest even, saturating at +-448; NaN stays NaN (MLX
+// saturates it to 448).
+array to_fp8(const array& x, StreamOrDevice s = {});
+// fp8 e4m3 bytes (uint8) back to a floating dtype (default bfloat16, as MLX).
+array from_fp8(const array& x, Dtype dtype = bfloat16, StreamOrDevice s = {});
+
 }  // namespace tessera

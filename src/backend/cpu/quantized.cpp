@@ -348,4 +348,61 @@ void QuantizedMatmul::eval_cpu(const std::vector<array>& inputs, array& out) {
   });
 }
 
+namespace {
+
+uint8_t fp8_from_float(float x) {
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
+  if (std::isnan(x)) return static_cast<uint8_t>(sign | 0x7F);
+  const float a = std::fabs(x);
+  // 464 is halfway between 448 (the largest) and 480 (where 0x7F, the NaN code, would sit).
+  if (a >= 464.0f) return static_cast<uint8_t>(sign | 0x7E);
+  if (a < 0.015625f) {  // subnormal: steps of 2^-9 (8 of them reach the smallest normal)
+    return static_cast<uint8_t>(sign | static_cast<uint8_t>(std::rint(a * 512.0f)));
+  }
+  int e;
+  const float m = std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
+  int exponent = e - 1;
+  int q = static_cast<int>(std::rint((2.0f * m - 1.0f) * 8.0f));
+  if (q == 8) {
+    q = 0;
+    ++exponent;
+  }
+  return static_cast<uint8_t>(sign | ((exponent + 7) << 3) | q);
+}
+
+float fp8_to_float(uint8_t b) {
+  const float sign = (b & 0x80) ? -1.0f : 1.0f;
+  const int e = (b >> 3) & 0xF, m = b & 7;
+  if ((b & 0x7F) == 0x7F) return std::numeric_limits<float>::quiet_NaN();
+  if (e == 0) return sign * static_cast<float>(m) / 512.0f;
+  return sign * std::ldexp(1.0f + static_cast<float>(m) / 8.0f, e - 7);
+}
+
+}  // namespace
+
+void ConvertFP8::eval_cpu(const std::vector<array>& inputs, array& out) {
+  const array x = cpu::ensure_row_contiguous(inputs[0]);
+  out.set_data(allocator::malloc(out.nbytes()));
+  const size_t n = x.size();
+  if (to_) {
+    uint8_t* dst = out.data<uint8_t>();
+    by_float_dtype("to_fp8", x.dtype(), [&](auto t) {
+      using T = decltype(t);
+      const T* src = x.data<T>();
+      cpu::parallel_blocks(n, 1 << 16, [&](size_t b, size_t e) {
+        for (size_t i = b; i < e; ++i) dst[i] = fp8_from_float(static_cast<float>(src[i]));
+      });
+    });
+    return;
+  }
+  const uint8_t* src = x.data<uint8_t>();
+  by_float_dtype("from_fp8", out.dtype(), [&](auto t) {
+    using T = decltype(t);
+    T* dst = out.data<T>();
+    cpu::parallel_blocks(n, 1 << 16, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) dst[i] = T(fp8_to_float(src[i]));
+    });
+  });
+}
+
 }  // namespace tessera
