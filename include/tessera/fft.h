@@ -5,6 +5,7 @@
 // "ortho" (both by 1/sqrt(n)) and "forward" (forward by 1/n).
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "tessera/array.h"
@@ -112,3 +113,13 @@ array ifftshift(const array& a, const std::vector<int>& axes, StreamOrDevice s =
 array ifftshift(const array& a, StreamOrDevice s = {});
 
 }  // namespace tessera::fft
+
+namespace tessera {
+
+// The Walsh-Hadamard transform along the last axis, whose size must be a power of two (MLX also
+// takes 12, 20 or 28 times one; Tessera raises for those), times scale (default 1/sqrt(n)).
+// Real floating inputs; integers become float32.
+array hadamard_transform(const array& a, std::optional<float> scale = std::nullopt,
+                         StreamOrDevice s = {});
+
+}  // namespace tessera

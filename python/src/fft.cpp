@@ -130,6 +130,10 @@ void init_fft(nb::module_& parent) {
         return fft::ifftshift(a, std::get<std::vector<int>>(*axes), s);
       },
       "a"_a, "axes"_a = nb::none(), "stream"_a = nb::none(), "The inverse of fftshift.");
+  parent.def("hadamard_transform", &hadamard_transform, "a"_a, "scale"_a = nb::none(),
+             "stream"_a = nb::none(),
+             "The Walsh-Hadamard transform along the last axis (a power of two), times\n"
+             "``scale`` (default ``1 / sqrt(n)``).");
 }
 
 }  // namespace tessera::python

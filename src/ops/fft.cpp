@@ -265,4 +265,39 @@ std::pair<std::vector<array>, std::vector<int>> FFT::vmap(const std::vector<arra
   return {{apply(moveaxis(inputs[0], axes[0], 0, stream()), 1)}, {0}};
 }
 
+array hadamard_transform(const array& a, std::optional<float> scale, StreamOrDevice s) {
+  if (a.ndim() < 1) throw std::invalid_argument("[hadamard_transform] needs 1 or more dims");
+  const int n = a.shape(-1);
+  if (n <= 0 || (n & (n - 1)) != 0) {
+    throw std::invalid_argument("[hadamard_transform] the last axis (" + std::to_string(n) +
+                                ") must be a power of two (MLX's 12 / 20 / 28 times a power of two "
+                                "is not supported yet)");
+  }
+  if (issubdtype(a.dtype(), complexfloating)) {
+    throw std::invalid_argument("[hadamard_transform] complex inputs are not supported");
+  }
+  const Dtype dt = issubdtype(a.dtype(), floating) ? a.dtype() : float32;
+  const float k = scale.value_or(1.0f / std::sqrt(static_cast<float>(n)));
+  return array(a.shape(), dt, std::make_shared<Hadamard>(to_stream(s), k), {astype(a, dt, s)});
+}
+
+// H is symmetric and linear: its vjp and jvp are the transform itself.
+std::vector<array> Hadamard::vjp(const std::vector<array>&, const std::vector<array>& cotangents,
+                                 const std::vector<int>&, const std::vector<array>&) {
+  return {hadamard_transform(cotangents[0], scale_, stream())};
+}
+std::vector<array> Hadamard::jvp(const std::vector<array>&, const std::vector<array>& tangents,
+                                 const std::vector<int>&) {
+  return {hadamard_transform(tangents[0], scale_, stream())};
+}
+std::pair<std::vector<array>, std::vector<int>> Hadamard::vmap(const std::vector<array>& inputs,
+                                                               const std::vector<int>& axes) {
+  const int last = static_cast<int>(inputs[0].ndim()) - 1;
+  if (axes[0] == last) {
+    array x = moveaxis(inputs[0], last, 0, stream());
+    return {{hadamard_transform(x, scale_, stream())}, {0}};
+  }
+  return {{hadamard_transform(inputs[0], scale_, stream())}, axes};
+}
+
 }  // namespace tessera

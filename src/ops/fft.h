@@ -34,4 +34,23 @@ class FFT : public UnaryPrimitive {
   int real_length_;
 };
 
+// The Walsh-Hadamard transform of the last axis (a power of two), times `scale`.
+class Hadamard : public UnaryPrimitive {
+ public:
+  Hadamard(Stream s, float scale) : UnaryPrimitive(s), scale_(scale) {}
+  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  TESSERA_DECLARE_TRANSFORMS
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {
+    return {inputs[0].shape()};
+  }
+  const char* name() const override { return "Hadamard"; }
+  bool is_equivalent(const Primitive& other) const override {
+    auto* o = dynamic_cast<const Hadamard*>(&other);
+    return o && o->scale_ == scale_;
+  }
+
+ private:
+  float scale_;
+};
+
 }  // namespace tessera

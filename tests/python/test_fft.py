@@ -122,3 +122,16 @@ def test_gradients_match_finite_differences(kind):
 def test_errors_name_the_problem(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_hadamard_transform_matches_the_sylvester_matrix():
+    import scipy.linalg
+
+    x = RNG.standard_normal((3, 16)).astype(np.float32)
+    h = scipy.linalg.hadamard(16)
+    np.testing.assert_allclose(np.array(mx.hadamard_transform(mx.array(x))), x @ h.T / 4.0, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.array(mx.hadamard_transform(mx.array(x), scale=1.0)), x @ h.T, rtol=1e-5, atol=1e-4)
+    g = mx.grad(lambda v: mx.sum(mx.hadamard_transform(v) * mx.arange(16)))(mx.array(x))
+    np.testing.assert_allclose(np.array(g), np.broadcast_to(np.arange(16) @ h / 4.0, x.shape), rtol=1e-5)
+    with pytest.raises(ValueError, match="power of two"):
+        mx.hadamard_transform(mx.ones((12,)))

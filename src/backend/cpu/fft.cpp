@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <numbers>
+#include <type_traits>
 #include <vector>
 
 #include "backend/cpu/copy.h"
@@ -296,6 +297,52 @@ void FFT::eval_cpu(const std::vector<array>& inputs, array& out) {
       for (int k = 0; k < n; ++k) dst[dst_starts[l] + k * ds] = res[k].real() * scale;
     }
   });
+}
+
+void Hadamard::eval_cpu(const std::vector<array>& inputs, array& out) {
+  const array x = cpu::ensure_row_contiguous(inputs[0]);
+  out.set_data(allocator::malloc(out.nbytes()));
+  if (out.size() == 0) return;
+  const int64_t n = x.shape(-1), rows = static_cast<int64_t>(x.size()) / n;
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    const T* src = x.data<T>();
+    T* dst = out.data<T>();
+    cpu::parallel_blocks(static_cast<size_t>(rows), std::max<size_t>(1, 16384 / static_cast<size_t>(n)), [&](size_t b, size_t e) {
+      std::vector<A> v(static_cast<size_t>(n));
+      for (size_t r = b; r < e; ++r) {
+        for (int64_t i = 0; i < n; ++i) v[i] = static_cast<A>(static_cast<float>(src[r * n + i]));
+        if constexpr (std::is_same_v<T, double>) {
+          for (int64_t i = 0; i < n; ++i) v[i] = src[r * n + i];
+        }
+        // In-place butterflies: (a, b) -> (a + b, a - b) at strides 1, 2, 4, ...
+        for (int64_t h = 1; h < n; h *= 2) {
+          for (int64_t i = 0; i < n; i += 2 * h) {
+            for (int64_t j = i; j < i + h; ++j) {
+              const A a = v[j], c = v[j + h];
+              v[j] = a + c;
+              v[j + h] = a - c;
+            }
+          }
+        }
+        for (int64_t i = 0; i < n; ++i) {
+          const A y = v[i] * static_cast<A>(scale_);
+          if constexpr (std::is_same_v<T, double>) {
+            dst[r * n + i] = y;
+          } else {
+            dst[r * n + i] = T(static_cast<float>(y));
+          }
+        }
+      }
+    });
+  };
+  const Dtype dt = out.dtype();
+  if (dt == float32) run(float{});
+  else if (dt == float64) run(double{});
+  else if (dt == float16) run(float16_t{});
+  else if (dt == bfloat16) run(bfloat16_t{});
+  else throw std::invalid_argument("[hadamard_transform] no CPU kernel for dtype " + dtype_name(dt));
 }
 
 }  // namespace tessera
