@@ -476,9 +476,13 @@ TEST(Norm, MatrixNorms) {
   auto nv = to_vec(n1);
   EXPECT_DOUBLE_EQ(nv[0], 9.0);
   EXPECT_DOUBLE_EQ(nv[1], 18.0);
+  // The singular values in closed form: the eigenvalues of m m^T = [[14, -32], [-32, 77]] are
+  // (91 +- sqrt(8065)) / 2.
+  const double s_hi = std::sqrt((91.0 + std::sqrt(8065.0)) / 2), s_lo = std::sqrt((91.0 - std::sqrt(8065.0)) / 2);
+  EXPECT_NEAR(linalg::norm(m, 2.0).item<double>(), s_hi, 1e-12);
+  EXPECT_NEAR(linalg::norm(m, -2.0).item<double>(), s_lo, 1e-12);
+  EXPECT_NEAR(linalg::norm(m, "nuc").item<double>(), s_hi + s_lo, 1e-12);
   // Errors.
-  EXPECT_THROW(linalg::norm(m, "nuc"), std::invalid_argument);
-  EXPECT_THROW(linalg::norm(m, 2.0), std::invalid_argument);  // needs an SVD
   EXPECT_THROW(linalg::norm(m, "fro", 0), std::invalid_argument);
   EXPECT_THROW(linalg::norm(m, "bad"), std::invalid_argument);
   EXPECT_THROW(linalg::norm(ones({2, 2, 2}), 1.0), std::invalid_argument);

@@ -509,10 +509,10 @@ def test_norm_of_zeros_and_empty():
 
 
 def test_norm_errors():
-    with pytest.raises(ValueError, match="2|SVD|svd|nuc|supported"):
-        mx.linalg.norm(mx.zeros((2, 2)), 2, [0, 1])
-    with pytest.raises(ValueError, match="nuc|SVD|svd|supported"):
-        mx.linalg.norm(mx.zeros((2, 2)), "nuc")
+    with pytest.raises(ValueError, match="invalid ord"):
+        mx.linalg.norm(mx.zeros((2, 2)), 3, [0, 1])
+    with pytest.raises(ValueError, match="invalid ord"):
+        mx.linalg.norm(mx.zeros((2, 2)), "max")
     with pytest.raises(ValueError, match="fro|vector|string|ord"):
         mx.linalg.norm(mx.zeros((3,)), "fro", 0)
     with pytest.raises(ValueError, match="axis|rank"):
