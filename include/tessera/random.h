@@ -152,4 +152,11 @@ array permutation(const array& x, int axis = 0, const std::optional<array>& key 
 // A shuffle of arange(x) (uint32).
 array permutation(int x, const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
 
+// Samples of N(mean, cov) (mean (..., n), cov (..., n, n) symmetric positive semi-definite),
+// shaped broadcast(cov's batch dims, mean's, shape) + (n,): mean + z @ sqrt(cov) with the square
+// root from the SVD (a singular covariance works). float32 (as MLX) or float64.
+array multivariate_normal(const array& mean, const array& cov, const Shape& shape = {},
+                          Dtype dtype = float32, const std::optional<array>& key = std::nullopt,
+                          StreamOrDevice s = {});
+
 }  // namespace tessera::random

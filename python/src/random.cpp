@@ -205,6 +205,24 @@ void init_random(nb::module_& parent) {
       "Returns:\n"
       "    array: The uint32 indices.\n");
   m.def(
+      "multivariate_normal",
+      [](const array& mean, const array& cov, const Shape& shape, std::optional<Dtype> dtype,
+         const Key& key, StreamOrDevice s) {
+        return random::multivariate_normal(mean, cov, shape, dtype.value_or(float32),
+                                           resolve(key), s);
+      },
+      "mean"_a, "cov"_a, "shape"_a = Shape{}, "dtype"_a.none() = float32, "key"_a = nb::none(),
+      "stream"_a = nb::none(),
+      "Samples of a multivariate normal distribution.\n\n"
+      "Args:\n"
+      "    mean (array): Means (..., n).\n"
+      "    cov (array): Covariances (..., n, n), symmetric positive semi-definite.\n"
+      "    shape (list(int), optional): Batch shape, broadcast with the inputs'. Default: ``()``.\n"
+      "    dtype (Dtype, optional): ``float32`` or ``float64``. Default: ``float32``.\n"
+      "    key (array, optional): PRNG key; ``None`` uses the implicit one.\n\n"
+      "Returns:\n"
+      "    array: The samples, (..., n).\n");
+  m.def(
       "laplace",
       [](const Shape& shape, std::optional<Dtype> dtype, float loc, float scale, const Key& key,
          StreamOrDevice s) {

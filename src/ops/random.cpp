@@ -10,6 +10,7 @@
 
 #include "ops/random.h"
 #include "ops/utils.h"
+#include "tessera/linalg.h"
 #include "tessera/ops.h"
 #include "tessera/random.h"
 
@@ -375,6 +376,31 @@ array permutation(int x, const std::optional<array>& key, StreamOrDevice s) {
   }
   // Sorting random words gives a uniform shuffle (ties have probability ~n^2 / 2^33).
   return argsort(bits({x}, key, s), s);
+}
+
+array multivariate_normal(const array& mean, const array& cov, const Shape& shape, Dtype dtype,
+                          const std::optional<array>& key, StreamOrDevice s) {
+  if (dtype != float32 && dtype != float64) {
+    throw std::invalid_argument("[multivariate_normal] dtype must be float32 or float64; got " +
+                                dtype_name(dtype));
+  }
+  if (mean.ndim() < 1 || cov.ndim() < 2 || cov.shape(-1) != cov.shape(-2) ||
+      cov.shape(-1) != mean.shape(-1)) {
+    throw std::invalid_argument("[multivariate_normal] needs mean (..., n) and cov (..., n, n); got "
+                                "shapes " + detail::shape_str(mean.shape()) + " and " +
+                                detail::shape_str(cov.shape()));
+  }
+  const int n = mean.shape(-1);
+  Shape out = detail::broadcast_shapes("multivariate_normal",
+                                       Shape(cov.shape().begin(), cov.shape().end() - 2),
+                                       Shape(mean.shape().begin(), mean.shape().end() - 1));
+  out = detail::broadcast_shapes("multivariate_normal", out, shape);
+  out.push_back(n);
+  // sqrt(cov) = u diag(sqrt(s)) vt (the symmetric root of a symmetric PSD matrix).
+  auto usv = linalg::svd(astype(cov, dtype, s), true, s);
+  array root = matmul(multiply(usv[0], expand_dims(sqrt(usv[1], s), -2, s), s), usv[2], s);
+  array z = normal(out, dtype, 0.0f, 1.0f, key, s);
+  return add(astype(mean, dtype, s), squeeze(matmul(expand_dims(z, -2, s), root, s), -2, s), s);
 }
 
 }  // namespace random

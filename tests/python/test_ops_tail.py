@@ -66,3 +66,27 @@ def test_searchsorted(side):
 def test_windows(name, m):
     got = np.array(getattr(mx, name)(m))
     np.testing.assert_allclose(got, getattr(np, name)(m), atol=1e-6)
+
+
+def test_multivariate_normal_moments_shapes_and_errors():
+    cov = np.array([[2.0, 0.6, 0.0], [0.6, 1.0, -0.3], [0.0, -0.3, 0.5]])
+    mean = np.array([1.0, -2.0, 0.5])
+    n = 100000
+    x = np.array(mx.random.multivariate_normal(mx.array(mean), mx.array(cov), shape=(n,),
+                                               key=mx.random.key(3))).astype(np.float64)
+    assert x.shape == (n, 3)
+    # Within 5 standard errors: of the mean sqrt(var / n); of a covariance entry
+    # sqrt((s_ii s_jj + s_ij^2) / n).
+    assert np.all(np.abs(x.mean(0) - mean) < 5 * np.sqrt(np.diag(cov) / n))
+    se = np.sqrt((np.outer(np.diag(cov), np.diag(cov)) + cov**2) / n)
+    assert np.all(np.abs(np.cov(x.T) - cov) < 5 * se)
+    # A singular covariance (rank 1): every sample lies on the line mean + t * (1, 1).
+    y = np.array(mx.random.multivariate_normal(mx.zeros((2,)), mx.array([[1.0, 1.0], [1.0, 1.0]]),
+                                               shape=(50,), dtype=mx.float64, key=mx.random.key(4)))
+    np.testing.assert_allclose(y[:, 0], y[:, 1], atol=1e-6)
+    batched = mx.random.multivariate_normal(mx.zeros((4, 1, 3)), mx.array(np.stack([cov] * 2)))
+    assert batched.shape == (4, 2, 3)
+    with pytest.raises(ValueError, match="mean"):
+        mx.random.multivariate_normal(mx.zeros((2,)), mx.eye(3))
+    with pytest.raises(ValueError, match="float32 or float64"):
+        mx.random.multivariate_normal(mx.zeros((2,)), mx.eye(2), dtype=mx.float16)
