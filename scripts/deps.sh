@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Install the build and test dependencies that are missing (Debian packages); skip what is present.
-# (iproute2: the simulated multi-host tests, tests/cluster, build network namespaces with `ip`.)
+# (iproute2 and openssh: the simulated multi-host tests, tests/cluster, build network namespaces
+# with `ip` and run an sshd in each.)
 set -euo pipefail
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 for p in cmake ninja-build g++ pkg-config libopenblas-dev liblapacke-dev nlohmann-json3-dev \
-         libgtest-dev libgmock-dev libbenchmark-dev iproute2 zlib1g-dev; do
+         libgtest-dev libgmock-dev libbenchmark-dev iproute2 zlib1g-dev openssh-server \
+         openssh-client; do
   have_pkg "$p" || need+=("$p")
 done
 # The Python package: venv + ensurepip (make test's virtual environment) and Python.h (the

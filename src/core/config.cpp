@@ -125,6 +125,9 @@ std::vector<VarInfo> build_registry() {
       path_var("TESSERA_PYTHON", "", "python3", "launch", kUsed,
                "Interpreter that tessera launch runs a .py program with; the command installed "
                "by the Python package sets it to its own environment's interpreter."),
+      integer("TESSERA_LAUNCH_HEARTBEAT", "", "10", 1, 3600, "launch", kUsed,
+              "Seconds a rank started over ssh keeps running without word from tessera launch "
+              "(a heartbeat every quarter of it) before its host's agent stops it."),
       // distributed: ring
       path_var("TESSERA_HOSTFILE", "MLX_HOSTFILE", "", "distributed/ring", kUsed,
                "Path of the JSON hostfile that lists every rank's ip:port (ring backend)."),

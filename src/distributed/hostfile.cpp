@@ -31,6 +31,102 @@ bool valid_hostname(const std::string& h) {
 
 std::string json_type_name(const nlohmann::json& j) { return std::string(j.type_name()); }
 
+bool is_ip_literal(const std::string& s) {
+  in_addr v4{};
+  in6_addr v6{};
+  return inet_pton(AF_INET, s.c_str(), &v4) == 1 || inet_pton(AF_INET6, s.c_str(), &v6) == 1;
+}
+
+// An ssh destination: [user@]host, where host is a name (or an ssh config alias) or an IP.
+// A leading '-' would make ssh read it as an option, so it is refused.
+bool valid_ssh_name(const std::string& s) {
+  const size_t at = s.find('@');
+  const std::string host = at == std::string::npos ? s : s.substr(at + 1);
+  if (at != std::string::npos) {
+    const std::string user = s.substr(0, at);
+    if (user.empty() || user[0] == '-' ||
+        user.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
+            std::string::npos) {
+      return false;
+    }
+  }
+  return valid_hostname(host) || is_ip_literal(host);
+}
+
+bool valid_env_entry(const std::string& kv) {
+  const size_t eq = kv.find('=');
+  if (eq == std::string::npos || eq == 0 || std::isdigit(static_cast<unsigned char>(kv[0]))) {
+    return false;
+  }
+  for (size_t i = 0; i < eq; ++i) {
+    if (!std::isalnum(static_cast<unsigned char>(kv[i])) && kv[i] != '_') return false;
+  }
+  return true;
+}
+
+JobHost parse_job_host(const nlohmann::json& h, const std::string& origin, const std::string& where) {
+  if (!h.is_object()) {
+    fail(origin, where + ": expected an object like {\"ssh\": \"host1\", \"ips\": [\"10.0.0.1\"]} "
+                 "but got a JSON " + json_type_name(h) + " (" + h.dump() + ")");
+  }
+  for (auto it = h.begin(); it != h.end(); ++it) {
+    if (it.key() != "ssh" && it.key() != "ips" && it.key() != "rdma") {
+      fail(origin, where + ": unknown key \"" + it.key() + "\" (a host has \"ssh\", \"ips\" and "
+                   "\"rdma\")");
+    }
+  }
+  JobHost out;
+  if (!h.contains("ssh")) fail(origin, where + ": \"ssh\" is missing (the name ssh reaches it by)");
+  if (!h["ssh"].is_string()) {
+    fail(origin, where + ": \"ssh\" must be a string, got a JSON " + json_type_name(h["ssh"]));
+  }
+  out.ssh = h["ssh"].get<std::string>();
+  if (!valid_ssh_name(out.ssh)) {
+    fail(origin, where + ": \"ssh\": \"" + out.ssh + "\" is not a host name, [user@]host or IP address");
+  }
+  if (h.contains("ips")) {
+    const auto& ips = h["ips"];
+    if (!ips.is_array()) {
+      fail(origin, where + ": \"ips\" must be a list of IP addresses, got a JSON " + json_type_name(ips));
+    }
+    for (size_t k = 0; k < ips.size(); ++k) {
+      if (!ips[k].is_string() || !is_ip_literal(ips[k].get<std::string>())) {
+        fail(origin, where + ", ips entry " + std::to_string(k) + ": " + ips[k].dump() +
+                         " is not an IP address (host names belong in \"ssh\")");
+      }
+      out.ips.push_back(ips[k].get<std::string>());
+    }
+  }
+  if (h.contains("rdma")) {
+    const auto& rdma = h["rdma"];
+    if (!rdma.is_array()) {
+      fail(origin, where + ": \"rdma\" must be a list (one entry per host), got a JSON " +
+                       json_type_name(rdma));
+    }
+    for (size_t k = 0; k < rdma.size(); ++k) {
+      JobHost::Rdma d;
+      const auto& e = rdma[k];
+      auto bad = [&] {
+        fail(origin, where + ", rdma entry " + std::to_string(k) + ": expected null, a device name "
+                     "or a list of names, got " + e.dump());
+      };
+      if (e.is_string()) {
+        d.names.push_back(e.get<std::string>());
+      } else if (e.is_array()) {
+        d.is_list = true;
+        for (const auto& n : e) {
+          if (!n.is_string()) bad();
+          d.names.push_back(n.get<std::string>());
+        }
+      } else if (!e.is_null()) {
+        bad();
+      }
+      out.rdma.push_back(std::move(d));
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string HostAddress::text() const {
@@ -171,6 +267,117 @@ std::string Hostfile::to_json() const {
     j.push_back(e);
   }
   return j.dump();
+}
+
+bool is_known_backend(const std::string& name) {
+  for (const char* b : {"ring", "mpi", "nccl", "jaccl", "jaccl-ring"}) {
+    if (name == b) return true;
+  }
+  return false;
+}
+
+JobHostfile parse_job_hostfile(const std::string& json_text, const std::string& origin) {
+  const char* example = "expected a list of hosts like [{\"ssh\": \"host1\", \"ips\": [\"10.0.0.1\"]}] "
+                        "or an object {\"backend\": ..., \"envs\": [...], \"hosts\": [...]}";
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(json_text);
+  } catch (const nlohmann::json::parse_error& e) {
+    fail(origin, std::string("not valid JSON (") + e.what() + "); " + example);
+  }
+  JobHostfile out;
+  const nlohmann::json* hosts = &j;
+  if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (it.key() != "backend" && it.key() != "envs" && it.key() != "hosts") {
+        fail(origin, "unknown key \"" + it.key() + "\" at the top level (it has \"backend\", "
+                     "\"envs\" and \"hosts\")");
+      }
+    }
+    if (j.contains("backend")) {
+      if (!j["backend"].is_string()) fail(origin, "\"backend\" must be a string");
+      out.backend = j["backend"].get<std::string>();
+      if (!out.backend.empty() && !is_known_backend(out.backend)) {
+        fail(origin, "\"backend\": \"" + out.backend +
+                         "\" is not one of ring, mpi, nccl, jaccl, jaccl-ring");
+      }
+    }
+    if (j.contains("envs")) {
+      const auto& envs = j["envs"];
+      if (!envs.is_array()) fail(origin, "\"envs\" must be a list of \"NAME=VALUE\" strings");
+      for (size_t k = 0; k < envs.size(); ++k) {
+        if (!envs[k].is_string() || !valid_env_entry(envs[k].get<std::string>())) {
+          fail(origin, "envs entry " + std::to_string(k) + ": " + envs[k].dump() +
+                           " is not \"NAME=VALUE\" with NAME of letters, digits and underscores");
+        }
+        out.envs.push_back(envs[k].get<std::string>());
+      }
+    }
+    if (!j.contains("hosts")) fail(origin, "\"hosts\" is missing; " + std::string(example));
+    hosts = &j["hosts"];
+  }
+  if (!hosts->is_array()) {
+    fail(origin, "the hosts are a JSON " + json_type_name(*hosts) + "; " + example);
+  }
+  if (hosts->empty()) fail(origin, "the list of hosts is empty");
+  for (size_t i = 0; i < hosts->size(); ++i) {
+    out.hosts.push_back(parse_job_host((*hosts)[i], origin, "host " + std::to_string(i)));
+  }
+  return out;
+}
+
+JobHostfile load_job_hostfile(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw std::invalid_argument("[hostfile] cannot read '" + path + "'");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return parse_job_hostfile(ss.str(), "'" + path + "'");
+}
+
+JobHostfile job_hosts_from_list(const std::string& list) {
+  JobHostfile out;
+  size_t start = 0;
+  for (int k = 0;; ++k) {
+    size_t comma = list.find(',', start);
+    std::string name = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back()))) name.pop_back();
+    while (!name.empty() && std::isspace(static_cast<unsigned char>(name.front()))) name.erase(0, 1);
+    if (name.empty()) {
+      throw std::invalid_argument("[hostfile] --hosts '" + list + "': entry " + std::to_string(k) +
+                                  " is empty (hosts are separated by single commas)");
+    }
+    if (!valid_ssh_name(name)) {
+      throw std::invalid_argument("[hostfile] --hosts '" + list + "': '" + name +
+                                  "' is not a host name, [user@]host or IP address");
+    }
+    JobHost h;
+    h.ssh = name;
+    const size_t at = name.find('@');
+    const std::string host = at == std::string::npos ? name : name.substr(at + 1);
+    if (is_ip_literal(host)) h.ips.push_back(host);
+    out.hosts.push_back(std::move(h));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::string JobHostfile::to_json() const {
+  nlohmann::json j = nlohmann::json::object();
+  j["backend"] = backend;
+  j["envs"] = envs;
+  nlohmann::json hs = nlohmann::json::array();
+  for (const auto& h : hosts) {
+    nlohmann::json rdma = nlohmann::json::array();
+    for (const auto& d : h.rdma) {
+      if (d.is_list) rdma.push_back(d.names);
+      else if (d.names.empty()) rdma.push_back(nullptr);
+      else rdma.push_back(d.names[0]);
+    }
+    hs.push_back({{"ssh", h.ssh}, {"ips", h.ips}, {"rdma", rdma}});
+  }
+  j["hosts"] = hs;
+  return j.dump(2);
 }
 
 }  // namespace tessera::distributed::detail

@@ -3,7 +3,7 @@
 // link down. Everything it creates (namespaces, their links, the processes it started) is
 // removed by the destructor; namespaces left by a crashed test run are swept at the next start.
 // Needs root (CI and the development machines run as root); Cluster::available() says whether
-// it can work here. The multi-host launcher tests extend it with an sshd per namespace.
+// it can work here. SshHosts adds a real OpenSSH server per namespace for the launcher tests.
 #pragma once
 
 #include <signal.h>
@@ -12,6 +12,8 @@
 
 #include <chrono>
 #include <deque>
+#include <filesystem>
+#include <map>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -20,6 +22,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "distributed/hostfile.h"
 
 namespace tessera::test_cluster {
 
@@ -108,8 +112,15 @@ class Cluster {
   }
   ~Cluster() {
     procs_.clear();  // kills what was started
-    for (int i = 0; i < hosts_; ++i) sh("ip netns del " + ns(i));
+    // ... and whatever those left in the hosts in other process groups (an sshd's sessions).
+    for (int i = 0; i < hosts_; ++i) sh("ip netns pids " + ns(i) + " | xargs -r kill -9");
+    for (int i = 0; i < hosts_; ++i) {
+      sh("ip netns del " + ns(i));
+      std::error_code ec;
+      std::filesystem::remove_all("/etc/netns/" + ns(i), ec);  // SshHosts' name table
+    }
     sh("ip netns del " + sw());
+    std::remove(("/tmp/" + prefix_ + "-hostfile.json").c_str());
   }
   Cluster(const Cluster&) = delete;
 
@@ -133,6 +144,10 @@ class Cluster {
     return procs_.back();
   }
 
+  // The log-file prefix and scratch names of this cluster ("/tmp/<prefix>-...").
+  const std::string& prefix() const { return prefix_; }
+  int hosts() const { return hosts_; }
+
   // Host i loses its link (a partition).
   void cut(int i) { run("ip -n " + sw() + " link set s" + std::to_string(i) + " down"); }
 
@@ -144,13 +159,15 @@ class Cluster {
   }
   // Rank r on host at[r].first, port at[r].second (several ranks may share a host).
   std::string hostfile(const std::vector<std::pair<int, int>>& at) const {
-    std::string path = "/tmp/" + prefix_ + "-hostfile.json";
-    std::ofstream f(path);
-    f << "[";
-    for (size_t r = 0; r < at.size(); ++r) {
-      f << (r ? ", " : "") << "[\"" << ip(at[r].first) << ":" << at[r].second << "\"]";
+    distributed::detail::Hostfile hf;
+    for (const auto& [host, port] : at) {
+      distributed::detail::HostAddress a;
+      a.host = ip(host);
+      a.port = port;
+      hf.ranks.push_back({a});
     }
-    f << "]\n";
+    std::string path = "/tmp/" + prefix_ + "-hostfile.json";
+    std::ofstream(path) << hf.to_json() << "\n";
     return path;
   }
 
@@ -176,12 +193,147 @@ class Cluster {
       if (pid > 0 && ::kill(pid, 0) != 0) stale.push_back(name);
     }
     ::pclose(p);
-    for (const auto& n : stale) sh("ip netns del " + n);
+    for (const auto& n : stale) {
+      sh("ip netns pids " + n + " | xargs -r kill -9");
+      sh("ip netns del " + n);
+      std::error_code ec;
+      std::filesystem::remove_all("/etc/netns/" + n, ec);
+    }
   }
 
   std::string prefix_;
   int hosts_ = 0;
   std::deque<Process> procs_;  // a deque: references returned by start() stay valid
+};
+
+// The processes whose command line contains `marker`, with the rank each one was given
+// (TESSERA_RANK in its environment; -1 when it has none, e.g. an ssh client). Every namespace
+// shares this machine's process table, so one scan sees every "host".
+inline std::map<pid_t, int> processes_with(const std::string& marker) {
+  std::map<pid_t, int> out;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = std::atoi(name.c_str());
+    if (pid == ::getpid()) continue;
+    auto read = [&](const char* what) {
+      std::ifstream f(entry.path() / what);
+      std::stringstream ss;
+      ss << f.rdbuf();
+      return ss.str();
+    };
+    std::string cmd = read("cmdline");
+    for (char& ch : cmd) ch = ch == '\0' ? ' ' : ch;
+    if (cmd.find(marker) == std::string::npos) continue;
+    int rank = -1;
+    const std::string env = read("environ");
+    for (size_t at = 0; at < env.size();) {
+      const size_t end = env.find('\0', at);
+      const std::string kv = env.substr(at, end == std::string::npos ? std::string::npos : end - at);
+      if (kv.rfind("TESSERA_RANK=", 0) == 0) rank = std::atoi(kv.c_str() + 13);
+      if (end == std::string::npos) break;
+      at = end + 1;
+    }
+    out[pid] = rank;
+  }
+  return out;
+}
+
+// Waits up to `seconds` until no process's command line contains `marker`; returns whether.
+inline bool none_left(const std::string& marker, double seconds) {
+  for (auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);;) {
+    if (processes_with(marker).empty()) return true;
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+// A real OpenSSH server on every host of a Cluster, started by the test on that host's address
+// with keys the test generates, and a client set-up (an `ssh` wrapper that path_env() puts first
+// on PATH) that trusts them: `tessera launch` then reaches every host with BatchMode and no
+// prompt. A host can instead present a key the client does not know, or accept only passwords,
+// to test the errors. Every host also resolves the names node0, node1, ... (through
+// /etc/netns/<namespace>/hosts, which `ip netns exec` mounts over /etc/hosts inside the host).
+// Its files are removed by the destructor; the servers, their sessions and the name tables go
+// with the Cluster.
+class SshHosts {
+ public:
+  enum class Host { kTrusted, kUnknownKey, kPasswordOnly };
+
+  static bool available() {
+    return ::access("/usr/sbin/sshd", X_OK) == 0 && ::access("/usr/bin/ssh-keygen", X_OK) == 0 &&
+           ::access("/usr/bin/ssh", X_OK) == 0;
+  }
+
+  explicit SshHosts(Cluster& c, std::vector<Host> kinds = {}) : dir_("/tmp/" + c.prefix() + "-ssh") {
+    try {
+      set_up(c, std::move(kinds));
+    } catch (...) {
+      std::error_code ec;
+      std::filesystem::remove_all(dir_, ec);
+      throw;
+    }
+  }
+  ~SshHosts() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  SshHosts(const SshHosts&) = delete;
+
+  static std::string name(int i) { return "node" + std::to_string(i); }
+  // "PATH=<the ssh wrapper's directory>:$PATH", for the command that runs the launcher.
+  std::string path_env() const { return "PATH=" + dir_ + "/bin:$PATH"; }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  void set_up(Cluster& c, std::vector<Host> kinds) {
+    kinds.resize(static_cast<size_t>(c.hosts()), Host::kTrusted);
+    std::filesystem::create_directories(dir_ + "/bin");
+    std::filesystem::create_directories("/run/sshd");  // sshd's privilege separation directory
+    run("ssh-keygen -q -t ed25519 -N \"\" -f " + dir_ + "/client");
+    std::filesystem::copy_file(dir_ + "/client.pub", dir_ + "/authorized_keys");
+    std::ofstream known(dir_ + "/known_hosts");
+    std::string hosts = "127.0.0.1 localhost\n";
+    for (int i = 0; i < c.hosts(); ++i) hosts += Cluster::ip(i) + " " + name(i) + "\n";
+    for (int i = 0; i < c.hosts(); ++i) {
+      const std::string etc = "/etc/netns/" + c.ns(i);
+      std::filesystem::create_directories(etc);
+      std::ofstream(etc + "/hosts") << hosts;
+      const std::string key = dir_ + "/host" + std::to_string(i);
+      run("ssh-keygen -q -t ed25519 -N \"\" -f " + key);
+      if (kinds[i] != Host::kUnknownKey) {
+        std::ifstream pub(key + ".pub");
+        std::string type, blob;
+        pub >> type >> blob;
+        known << Cluster::ip(i) << "," << name(i) << " " << type << " " << blob << "\n";
+      }
+      const std::string conf = dir_ + "/sshd" + std::to_string(i) + ".conf";
+      std::ofstream(conf) << "ListenAddress " << Cluster::ip(i) << "\nPort 22\nHostKey " << key
+                          << "\nPidFile " << dir_ << "/sshd" << i << ".pid\nAuthorizedKeysFile "
+                          << (kinds[i] == Host::kPasswordOnly ? "/nonexistent" : dir_ + "/authorized_keys")
+                          << "\nStrictModes no\nUsePAM no\nPermitRootLogin yes\n"
+                          << "PasswordAuthentication " << (kinds[i] == Host::kPasswordOnly ? "yes" : "no")
+                          << "\nKbdInteractiveAuthentication no\nLogLevel ERROR\n"
+                          << "ClientAliveInterval 2\nClientAliveCountMax 3\n";
+      c.start(i, "exec /usr/sbin/sshd -D -e -f " + conf);
+    }
+    known.close();
+    std::ofstream(dir_ + "/ssh_config") << "Host *\n  IdentityFile " << dir_ << "/client\n"
+                                        << "  IdentitiesOnly yes\n  UserKnownHostsFile " << dir_
+                                        << "/known_hosts\n  GlobalKnownHostsFile /dev/null\n";
+    const std::string wrapper = dir_ + "/bin/ssh";
+    std::ofstream(wrapper) << "#!/bin/sh\nexec /usr/bin/ssh -F " << dir_ << "/ssh_config \"$@\"\n";
+    std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
+    for (int i = 0; i < c.hosts(); ++i) {  // every server listening, seen from host 0
+      const std::string probe = "ip netns exec " + c.ns(0) + " bash -c \"for k in {1..200}; do (: < /dev/tcp/" +
+                                Cluster::ip(i) + "/22) 2>/dev/null && exit 0; sleep 0.02; done; exit 1\"";
+      run(probe);
+    }
+  }
+  static void run(const std::string& cmd) {
+    if (sh(cmd) != 0) throw std::runtime_error("ssh set-up failed: " + cmd);
+  }
+  std::string dir_;
 };
 
 }  // namespace tessera::test_cluster

@@ -131,3 +131,74 @@ TEST(Hostfile, LoadNamesUnreadablePath) {
   }
   std::remove(path.c_str());
 }
+
+// The launcher's hostfile (MLX's mlx.launch format) in both forms.
+namespace {
+
+void expect_job_error(const std::string& json, std::initializer_list<const char*> fragments) {
+  try {
+    parse_job_hostfile(json, "hosts.json");
+    ADD_FAILURE() << "no error for " << json;
+  } catch (const std::invalid_argument& e) {
+    std::string msg = e.what();
+    for (const char* f : fragments) {
+      EXPECT_NE(msg.find(f), std::string::npos) << "message: " << msg << "\nmissing: " << f;
+    }
+  }
+}
+
+}  // namespace
+
+TEST(JobHostfile, ParsesTheListAndTheObjectForm) {
+  auto a = parse_job_hostfile(R"([{"ssh": "node1", "ips": ["10.0.0.1", "fe80::1"]}, {"ssh": "me@node2"}])");
+  ASSERT_EQ(a.hosts.size(), 2u);
+  EXPECT_EQ(a.backend, "");
+  EXPECT_EQ(a.hosts[0].ssh, "node1");
+  EXPECT_EQ(a.hosts[0].ips, (std::vector<std::string>{"10.0.0.1", "fe80::1"}));
+  EXPECT_EQ(a.hosts[1].ssh, "me@node2");
+  EXPECT_TRUE(a.hosts[1].ips.empty());
+  auto b = parse_job_hostfile(R"({"backend": "jaccl", "envs": ["X=1", "Y=a=b"], "hosts": [
+      {"ssh": "h1", "ips": ["10.0.0.1"], "rdma": [null, "rdma_en2", ["a", "b"]]},
+      {"ssh": "h2", "ips": ["10.0.0.2"], "rdma": ["rdma_en2", null, null]},
+      {"ssh": "h3", "ips": ["10.0.0.3"]}]})");
+  EXPECT_EQ(b.backend, "jaccl");
+  EXPECT_EQ(b.envs, (std::vector<std::string>{"X=1", "Y=a=b"}));
+  ASSERT_EQ(b.hosts[0].rdma.size(), 3u);
+  EXPECT_TRUE(b.hosts[0].rdma[0].names.empty());
+  EXPECT_EQ(b.hosts[0].rdma[2].names, (std::vector<std::string>{"a", "b"}));
+  // to_json writes the object form, and it reads back to the same hosts.
+  auto c = parse_job_hostfile(b.to_json());
+  EXPECT_EQ(c.to_json(), b.to_json());
+  EXPECT_EQ(c.hosts[2].ssh, "h3");
+  EXPECT_EQ(c.hosts[0].rdma[1].names, (std::vector<std::string>{"rdma_en2"}));
+  EXPECT_FALSE(c.hosts[0].rdma[1].is_list);
+}
+
+TEST(JobHostfile, EveryMistakeIsNamed) {
+  expect_job_error("{", {"hosts.json", "not valid JSON"});
+  expect_job_error("[]", {"empty"});
+  expect_job_error("5", {"number"});
+  expect_job_error(R"([{"ips": ["10.0.0.1"]}])", {"host 0", "\"ssh\" is missing"});
+  expect_job_error(R"([{"ssh": "a"}, {"ssh": 3}])", {"host 1", "must be a string"});
+  expect_job_error(R"([{"ssh": "-oProxyCommand=x"}])", {"host 0", "-oProxyCommand=x"});
+  expect_job_error(R"([{"ssh": "a", "ips": ["node7"]}])", {"host 0, ips entry 0", "not an IP address"});
+  expect_job_error(R"([{"ssh": "a", "ips": "10.0.0.1"}])", {"host 0", "list of IP addresses"});
+  expect_job_error(R"([{"ssh": "a", "port": 5}])", {"host 0", "unknown key \"port\""});
+  expect_job_error(R"([{"ssh": "a", "rdma": [5]}])", {"host 0, rdma entry 0"});
+  expect_job_error(R"({"backend": "gloo", "hosts": [{"ssh": "a"}]})", {"\"gloo\"", "ring, mpi"});
+  expect_job_error(R"({"envs": ["1X=2"], "hosts": [{"ssh": "a"}]})", {"envs entry 0"});
+  expect_job_error(R"({"env": [], "hosts": [{"ssh": "a"}]})", {"unknown key \"env\""});
+  expect_job_error(R"({"backend": "ring"})", {"\"hosts\" is missing"});
+}
+
+TEST(JobHostfile, HostsListGivesIpsToAddressesOnly) {
+  auto h = job_hosts_from_list("10.0.0.1, node2,root@10.0.0.3");
+  ASSERT_EQ(h.hosts.size(), 3u);
+  EXPECT_EQ(h.hosts[0].ips, (std::vector<std::string>{"10.0.0.1"}));
+  EXPECT_EQ(h.hosts[1].ssh, "node2");
+  EXPECT_TRUE(h.hosts[1].ips.empty());
+  EXPECT_EQ(h.hosts[2].ips, (std::vector<std::string>{"10.0.0.3"}));
+  EXPECT_THROW(job_hosts_from_list("a,,b"), std::invalid_argument);
+  EXPECT_THROW(job_hosts_from_list(""), std::invalid_argument);
+  EXPECT_THROW(job_hosts_from_list("a b"), std::invalid_argument);
+}

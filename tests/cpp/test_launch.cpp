@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -217,9 +218,17 @@ TEST(Launch, SigtermToTheLauncherIsForwarded) {
 }
 
 TEST(Launch, BadArgumentsAreUsageErrors) {
-  EXPECT_EQ(launch("-- true").code, 2);                       // no -n
+  EXPECT_EQ(launch("").code, 2);                              // no program
   EXPECT_EQ(launch("-n 0 true").code, 2);                     // out of range
-  EXPECT_EQ(launch("-n 2 --backend mpi true").code, 2);       // not for local launches
+  EXPECT_EQ(launch("-n 2 --backend mpi true").code, 2);       // not launchable yet
+  EXPECT_EQ(launch("--backend gloo true").code, 2);           // not a backend
+  EXPECT_EQ(launch("--mpi-arg -x true").code, 2);             // only for mpi
+  EXPECT_EQ(launch("--hosts 127.0.0.1,,127.0.0.1 true").code, 2);  // an empty host
+  EXPECT_EQ(launch("--hosts -oProxyCommand=x true").code, 2);      // not a host: an ssh option
+  EXPECT_EQ(launch("--hosts no-such-host.invalid true").code, 2);  // cannot be resolved
+  EXPECT_EQ(launch("--hostfile /nonexistent.json true").code, 2);
+  EXPECT_EQ(launch("--hostfile /dev/null --hosts 127.0.0.1 true").code, 2);  // both list hosts
+  EXPECT_EQ(launch("--cwd /nonexistent -n 2 true").code, 2);
   EXPECT_EQ(launch("-n 2 --env NOEQUALS true").code, 2);
   EXPECT_EQ(launch("-n 2 --starting-port 65535 true").code, 2);
   EXPECT_EQ(launch("-n 2 --env 9LIVES=1 true").code, 2);       // not a variable name
@@ -285,4 +294,48 @@ TEST(Launch, EachRankGetsItsShareOfTheMemoryLimit) {
   r = launch("-n 2 --env TESSERA_MEMORY_LIMIT_MB=123 -- " + std::string(TESSERA_BIN_DIR) +
              "/dist_worker memlimit");
   EXPECT_EQ(lines(r.out), (std::set<std::string>{"[0] memory limit 123 MiB", "[1] memory limit 123 MiB"}));
+}
+
+// MLX's defaults: -n repeats each host of --hosts (default 127.0.0.1), so `launch prog` is one
+// rank; names of this machine run here, with one ring port per rank, address and connection.
+TEST(Launch, HostsRepeatEachHostAndThisMachineRunsLocally) {
+  auto r = launch("prog-does-not-matter-here", "", 60, true);
+  EXPECT_EQ(r.code, 2) << r.out;  // not on PATH: checked before starting, as with -n
+  r = launch("--no-prefix -- bash -c 'echo $TESSERA_RANK/$TESSERA_WORLD_SIZE'");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out, "0/1\n");
+  r = launch("--hosts 127.0.0.1,localhost -n 2 --connections-per-ip 2 --no-prefix -- bash -c "
+             "'[ $TESSERA_RANK = 3 ] && cat $TESSERA_HOSTFILE; true'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 4u);
+  std::set<std::string> seen;
+  for (auto& rank : j) {
+    ASSERT_EQ(rank.size(), 2u);
+    for (auto& a : rank) seen.insert(a.get<std::string>());
+  }
+  EXPECT_EQ(seen.size(), 8u);
+}
+
+// An MLX launcher hostfile (the list form) whose hosts are this machine: one rank per entry,
+// its envs before --env (so --env wins), --cwd, and --python / --print-python.
+TEST(Launch, LocalHostfileEnvsCwdAndPython) {
+  char dir[] = "/tmp/tessera-launch-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string hf = std::string(dir) + "/hosts.json";
+  std::ofstream(hf) << R"({"envs": ["A=from-file", "B=file"], "hosts": [{"ssh": "127.0.0.1"}, )"
+                    << R"({"ssh": "localhost", "ips": ["127.0.0.1"]}, {"ssh": "127.0.0.1"}]})";
+  auto r = launch("--hostfile " + hf + " --env B=cli --cwd " + dir +
+                  " --no-prefix -- bash -c 'echo $TESSERA_RANK $A $B $(pwd)'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string d = dir;
+  EXPECT_EQ(lines(r.out), (std::set<std::string>{"0 from-file cli " + d, "1 from-file cli " + d,
+                                                 "2 from-file cli " + d}));
+  r = launch("--python /opt/py/bin/python --print-python");
+  EXPECT_EQ(r.out, "/opt/py/bin/python\n");
+  EXPECT_EQ(launch("-n 2 --hostfile " + hf + " true").code, 2);  // -n does not apply to a hostfile
+  std::ofstream(hf) << R"([{"ssh": "127.0.0.1", "ips": ["127.0.0.1"]}, {"ssh": "127.0.0.1", "ips": []}])";
+  r = launch("--hostfile " + hf + " true", "", 60, true);
+  EXPECT_EQ(r.code, 0) << r.out;  // no ips: the launcher resolves the ssh name (MLX's ring refuses)
+  std::filesystem::remove_all(dir);
 }

@@ -11,6 +11,8 @@ namespace tessera::cli {
 // 0 on success, 2 for bad usage or bad configuration, 1 for other failures.
 int env_command(const std::vector<std::string>& args);
 int launch_command(const std::vector<std::string>& args);
+// Not listed in the usage: the remote end of a rank started over ssh (rank_agent.cpp).
+int rank_agent_command(const std::vector<std::string>& args);
 
 // Merges DIR/rank0.json ... rank<n-1>.json into DIR/trace.json (launch --trace); returns its path.
 std::string merge_rank_traces(const std::string& dir, int n);

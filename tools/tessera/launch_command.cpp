@@ -1,15 +1,18 @@
-// `tessera launch`: run N ranks of a program on this host for the ring backend — picks ports,
-// writes the hostfile, gives every rank its rank, the hostfile and a fresh job token, then
-// supervises them (supervisor.h).
+// `tessera launch`: runs the ranks of a job for the ring backend, on this host and on others
+// over ssh — reads MLX's hostfiles or --hosts, picks ports, builds the ring hostfile, gives
+// every rank its rank, the hostfile and a fresh job token, then supervises them
+// (supervisor.h). A remote rank runs under `tessera _rank-agent` (rank_agent.cpp).
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
-#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -18,7 +21,12 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "commands.h"
+#include "distributed/hostfile.h"
+#include "distributed/ring/socket.h"
+#include "rank_host.h"
 #include "supervisor.h"
 #include "tessera/config.h"
 
@@ -28,43 +36,36 @@ namespace tessera::cli {
 
 namespace {
 
+namespace dd = distributed::detail;
+
 const char* kLaunchUsage =
-    "usage: tessera launch -n N [--backend ring] [--env K=V]... [--starting-port P]\n"
-    "                      [--connections-per-ip C] [--cpu-bind auto|none] [--verbose]\n"
-    "                      [--no-prefix] [--grace S] [--mlx] [--trace DIR] [--] program [args...]\n"
-    "Runs N ranks of `program` on this host. A program ending in .py runs with $TESSERA_PYTHON\n"
-    "(default python3; the command of the Python package sets its own interpreter); with --mlx\n"
-    "it runs through `python -m tessera.mlx`, so `import mlx.core` gives Tessera.\n"
+    "usage: tessera launch [--hosts H1,H2,... | --hostfile FILE] [-n N] [--backend ring]\n"
+    "                      [--env K=V]... [-p/--starting-port P] [--connections-per-ip C]\n"
+    "                      [--cwd DIR] [--python PY] [--print-python] [--cpu-bind auto|none]\n"
+    "                      [--verbose] [--no-prefix] [--grace S] [--mlx] [--trace DIR]\n"
+    "                      [--] program [args...]\n"
+    "Runs `program` as the ranks of one job: N ranks (-n, default 1) on each host of --hosts\n"
+    "(default 127.0.0.1), or one on each host of an MLX launcher hostfile. Hosts that name this\n"
+    "machine run here; the others are reached with `ssh -o BatchMode=yes` (never a prompt) and\n"
+    "run `tessera _rank-agent` from this command's own path, which must exist there too.\n"
+    "A program ending in .py runs with --python, else $TESSERA_PYTHON (default python3; the\n"
+    "command of the Python package sets its own interpreter); with --mlx it runs through\n"
+    "`python -m tessera.mlx`, so `import mlx.core` gives Tessera.\n"
     "Each rank gets TESSERA_RANK / MLX_RANK, TESSERA_HOSTFILE / MLX_HOSTFILE,\n"
-    "TESSERA_WORLD_SIZE and a fresh TESSERA_JOB_TOKEN. Output lines are prefixed with\n"
-    "\"[rank] \"; stdin goes to every rank. When a rank fails the others get SIGTERM, then\n"
-    "SIGKILL after --grace seconds (default 5), and the exit status is the first failure's.\n"
-    "--cpu-bind auto (the default) gives each rank its own share of the CPUs this launcher may\n"
-    "use (N contiguous groups; with more ranks than CPUs, CPU rank mod count), so the kernel\n"
-    "cannot stack communicating ranks on one CPU; --cpu-bind none leaves placement to it.\n"
-    "--trace DIR records a timeline of every kernel and collective: DIR/rank<r>.json per rank\n"
-    "and DIR/trace.json with one process per rank on a common clock (Chrome trace / Perfetto).\n";
+    "TESSERA_WORLD_SIZE, a fresh TESSERA_JOB_TOKEN, the hostfile's envs and --env; remote ranks\n"
+    "also get this shell's TESSERA_* and MLX_* settings. Ports: free ones for a job on this\n"
+    "host only, else from -p (default 32323), one per rank, address and connection. Output\n"
+    "lines are prefixed with \"[rank] \"; stdin goes to every rank. When a rank fails the\n"
+    "others get SIGTERM, then SIGKILL after --grace seconds (default 5), and the exit status\n"
+    "is the first failure's. A remote rank stops when its ssh connection ends or when this\n"
+    "launcher has been silent for TESSERA_LAUNCH_HEARTBEAT seconds.\n"
+    "--cpu-bind auto (the default) gives each rank its own share of its host's CPUs (contiguous\n"
+    "groups; with more ranks than CPUs, one CPU each in turn); none leaves placement to the\n"
+    "kernel. --trace DIR (ranks on this host only) records a timeline of every kernel and\n"
+    "collective: DIR/rank<r>.json per rank and DIR/trace.json with one process per rank on a\n"
+    "common clock (Chrome trace / Perfetto).\n";
 
-// The CPUs this process may run on, ascending.
-std::vector<int> allowed_cpus() {
-  std::vector<int> out;
-  cpu_set_t set;
-  if (::sched_getaffinity(0, sizeof(set), &set) == 0) {
-    for (int c = 0; c < CPU_SETSIZE; ++c)
-      if (CPU_ISSET(c, &set)) out.push_back(c);
-  }
-  return out;
-}
-
-// Rank r's CPUs out of `cpus` for n ranks: contiguous, nearly equal groups when n <= count,
-// else the single CPU r mod count.
-std::vector<int> cpus_for_rank(const std::vector<int>& cpus, int n, int r) {
-  const int m = static_cast<int>(cpus.size());
-  if (m == 0) return {};
-  if (n > m) return {cpus[static_cast<size_t>(r % m)]};
-  const int lo = r * m / n, hi = (r + 1) * m / n;
-  return std::vector<int>(cpus.begin() + lo, cpus.begin() + hi);
-}
+constexpr int kDefaultStartingPort = 32323;  // mlx.launch's
 
 int parse_int(const std::string& flag, const std::string& v, int lo, int hi) {
   size_t pos = 0;
@@ -162,19 +163,101 @@ void check_program(const std::string& program, const std::string& path_env) {
                               "' was not found on PATH; give its path (e.g. ./" + program + ")");
 }
 
-size_t physical_memory_bytes() {
-  long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : 0;
+// Quoted for the remote shell that ssh hands its command to.
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string this_host_name() {
+  char buf[HOST_NAME_MAX + 1] = {};
+  ::gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+// The first address of `name` (IPv4 preferred): the ring needs addresses, not names.
+std::string resolve(const std::string& name, const std::string& where) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (int rc = ::getaddrinfo(name.c_str(), nullptr, &hints, &res); rc != 0) {
+    throw std::invalid_argument("[launch] " + where + ": cannot resolve the host name '" + name +
+                                "' (" + ::gai_strerror(rc) + "); give its IP address");
+  }
+  std::string v4, v6;
+  for (addrinfo* a = res; a; a = a->ai_next) {
+    char text[INET6_ADDRSTRLEN] = {};
+    if (a->ai_family == AF_INET && v4.empty()) {
+      ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr, text, sizeof text);
+      v4 = text;
+    } else if (a->ai_family == AF_INET6 && v6.empty()) {
+      ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr, text, sizeof text);
+      v6 = text;
+    }
+  }
+  ::freeaddrinfo(res);
+  if (v4.empty() && v6.empty()) {
+    throw std::invalid_argument("[launch] " + where + ": the host name '" + name + "' has no address");
+  }
+  return v4.empty() ? v6 : v4;
+}
+
+dd::HostAddress address(const std::string& ip, int port) {
+  dd::HostAddress a;
+  a.host = ip;
+  a.port = port;
+  a.ipv6 = ip.find(':') != std::string::npos;
+  return a;
+}
+
+std::string self_path() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) throw std::runtime_error("[launch] cannot find this command's path (/proc/self/exe)");
+  return p.string();
+}
+
+// One host of the job, as the launcher will reach it.
+struct Place {
+  std::string ssh;               // ssh destination (remote hosts)
+  std::vector<std::string> ips;  // the ring addresses of its ranks
+  bool local = false;            // this machine: no ssh
+};
+
+std::vector<Place> place_hosts(const dd::JobHostfile& job) {
+  const std::string me = this_host_name();
+  std::vector<Place> out;
+  for (size_t i = 0; i < job.hosts.size(); ++i) {
+    const auto& h = job.hosts[i];
+    Place p;
+    p.ssh = h.ssh;
+    p.ips = h.ips;
+    const bool has_user = h.ssh.find('@') != std::string::npos;
+    const std::string name = has_user ? h.ssh.substr(h.ssh.find('@') + 1) : h.ssh;
+    if (p.ips.empty()) p.ips.push_back(resolve(name, "host " + std::to_string(i) + " ('" + h.ssh + "')"));
+    // Another user's login is never "this machine": that rank must run as that user.
+    p.local = !has_user && (name == "localhost" || name == me || dd::is_local_address(address(name, 1)) ||
+                            dd::is_local_address(address(p.ips[0], 1)));
+    if (!out.empty() && p.ips.size() != out[0].ips.size()) {
+      throw std::invalid_argument("[launch] host " + std::to_string(i) + " ('" + h.ssh + "') has " +
+                                  std::to_string(p.ips.size()) + " addresses but host 0 has " +
+                                  std::to_string(out[0].ips.size()) +
+                                  "; every host needs the same number (one ring connection each)");
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
 }
 
 }  // namespace
 
 int launch_command(const std::vector<std::string>& args) {
-  int n = 0, connections = 1, starting_port = 0;
+  int repeat = 0, connections = 1, starting_port = 0;
   double grace = 5.0;
-  bool verbose = false, prefix = true, bind = true, mlx = false;
-  std::string backend = "ring", trace_dir;
-  std::vector<std::string> extra_env, program;
+  bool verbose = false, prefix = true, bind = true, mlx = false, print_python = false;
+  std::string backend, trace_dir, hosts_arg, hostfile_path, cwd, python;
+  std::vector<std::string> cli_env, mpi_args, program;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&](const std::string& flag) -> const std::string& {
@@ -184,13 +267,17 @@ int launch_command(const std::vector<std::string>& args) {
     if (a == "--help" || a == "-h") {
       std::fputs(kLaunchUsage, stdout);
       return 0;
-    } else if (a == "-n" || a == "--nproc") {
-      n = parse_int("-n", value(a), 1, 4096);
+    } else if (a == "-n" || a == "--repeat-hosts" || a == "--nproc") {
+      repeat = parse_int("-n", value(a), 1, 4096);
+    } else if (a == "--hosts") {
+      hosts_arg = value(a);
+    } else if (a == "--hostfile") {
+      hostfile_path = value(a);
     } else if (a == "--backend") {
       backend = value(a);
-      if (backend != "ring") {
+      if (!dd::is_known_backend(backend)) {
         throw std::invalid_argument("--backend '" + backend +
-                                    "' is not supported by local launches yet; use ring");
+                                    "' is not one of ring, mpi, nccl, jaccl, jaccl-ring");
       }
     } else if (a == "--env") {
       const std::string& kv = value(a);
@@ -198,11 +285,19 @@ int launch_command(const std::vector<std::string>& args) {
         throw std::invalid_argument("--env expects NAME=VALUE with NAME of letters, digits and "
                                     "underscores (not starting with a digit), got '" + kv + "'");
       }
-      extra_env.push_back(kv);
-    } else if (a == "--starting-port") {
+      cli_env.push_back(kv);
+    } else if (a == "--mpi-arg") {
+      mpi_args.push_back(value(a));
+    } else if (a == "--starting-port" || a == "-p") {
       starting_port = parse_int("--starting-port", value(a), 1, 65535);
     } else if (a == "--connections-per-ip") {
       connections = parse_int("--connections-per-ip", value(a), 1, 64);
+    } else if (a == "--cwd") {
+      cwd = value(a);
+    } else if (a == "--python") {
+      python = value(a);
+    } else if (a == "--print-python") {
+      print_python = true;
     } else if (a == "--grace") {
       grace = parse_int("--grace", value(a), 0, 3600);
     } else if (a == "--cpu-bind") {
@@ -229,44 +324,110 @@ int launch_command(const std::vector<std::string>& args) {
       break;
     }
   }
-  if (n <= 0) throw std::invalid_argument(std::string("-n N is required\n") + kLaunchUsage);
+  if (python.empty()) python = config::get_string("TESSERA_PYTHON").value_or("python3");
+  if (print_python) {
+    std::printf("%s\n", python.c_str());
+    return 0;
+  }
+
+  // The hosts, in rank order.
+  dd::JobHostfile job;
+  if (!hostfile_path.empty()) {
+    if (!hosts_arg.empty()) {
+      throw std::invalid_argument("--hosts and --hostfile both list the hosts; give one of them");
+    }
+    if (repeat > 0) {
+      throw std::invalid_argument("-n repeats the entries of --hosts; a --hostfile runs one rank "
+                                  "per entry, so list a host once per rank there");
+    }
+    job = dd::load_job_hostfile(hostfile_path);
+  } else {
+    job = dd::job_hosts_from_list(hosts_arg.empty() ? "127.0.0.1" : hosts_arg);
+  }
+  if (repeat == 0) repeat = 1;
+  if (backend.empty()) backend = job.backend.empty() ? "ring" : job.backend;
+  if (backend != "ring") {
+    throw std::invalid_argument("--backend " + backend + " cannot be launched by this build yet; "
+                                "use ring (the default)");
+  }
+  if (!mpi_args.empty()) throw std::invalid_argument("--mpi-arg is for --backend mpi");
+  const std::vector<Place> places = place_hosts(job);
+  std::vector<int> host_of;  // rank -> index into places
+  for (size_t h = 0; h < places.size(); ++h)
+    for (int k = 0; k < repeat; ++k) host_of.push_back(static_cast<int>(h));
+  const int n = static_cast<int>(host_of.size());
+  if (n > 4096) throw std::invalid_argument("[launch] " + std::to_string(n) + " ranks: at most 4096");
+  const bool all_local = std::all_of(places.begin(), places.end(), [](const Place& p) { return p.local; });
+
   if (program.empty()) throw std::invalid_argument(std::string("no program given\n") + kLaunchUsage);
   if (ends_with(program[0], ".py")) {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(program[0], ec)) {
       throw std::invalid_argument("[launch] script '" + program[0] + "' does not exist");
     }
-    const std::string python = config::get_string("TESSERA_PYTHON").value_or("python3");
-    if (mlx) {
-      program.insert(program.begin(), {python, "-m", "tessera.mlx"});
-    } else {
-      program.insert(program.begin(), python);
-    }
+    if (mlx) program.insert(program.begin(), {python, "-m", "tessera.mlx"});
+    else program.insert(program.begin(), python);
   } else if (mlx) {
     throw std::invalid_argument("[launch] --mlx runs a Python script (a program ending in .py), "
                                 "not '" + program[0] + "'");
   }
 
-  if (starting_port > 0 && starting_port + n * connections - 1 > 65535) {
-    throw std::invalid_argument("--starting-port " + std::to_string(starting_port) + " with " +
-                                std::to_string(n * connections) + " ports passes 65535");
+  // Ports: one per rank, address and connection, in that order (as mlx.launch).
+  const int per_rank = static_cast<int>(places[0].ips.size()) * connections;
+  std::vector<int> ports;
+  if (all_local && starting_port == 0) {
+    ports = free_ports(n * per_rank);
+  } else {
+    const int first = starting_port > 0 ? starting_port : kDefaultStartingPort;
+    if (first + n * per_rank - 1 > 65535) {
+      throw std::invalid_argument("--starting-port " + std::to_string(first) + " with " +
+                                  std::to_string(n * per_rank) + " ports passes 65535");
+    }
+    for (int i = 0; i < n * per_rank; ++i) ports.push_back(first + i);
   }
+  dd::Hostfile ring;
+  for (int r = 0; r < n; ++r) {
+    std::vector<dd::HostAddress> addrs;
+    for (const auto& ip : places[static_cast<size_t>(host_of[r])].ips)
+      for (int c = 0; c < connections; ++c) addrs.push_back(address(ip, ports[addrs.size() + static_cast<size_t>(r * per_rank)]));
+    ring.ranks.push_back(std::move(addrs));
+  }
+  const std::string ring_json = ring.to_json();
 
-  std::vector<std::string> base_env;
-  const std::vector<std::string> ours = {"TESSERA_RANK",      "MLX_RANK",           "TESSERA_HOSTFILE",
-                                         "MLX_HOSTFILE",      "TESSERA_WORLD_SIZE", "MLX_WORLD_SIZE",
-                                         "TESSERA_JOB_TOKEN", "TESSERA_RING_VERBOSE", "TESSERA_TRACE"};
+  // Environment: a local rank inherits this one; a remote rank gets this one's Tessera and MLX
+  // settings. Both get the hostfile's envs, then --env.
+  std::vector<std::string> local_env, forwarded_env;
   bool memory_limit_given = false;
   std::string path_env = "/usr/bin:/bin";
   for (char** e = environ; *e; ++e) {
-    std::string kv = *e;
-    std::string k = kv.substr(0, kv.find('='));
-    if (std::find(ours.begin(), ours.end(), k) == ours.end()) base_env.push_back(kv);
+    const std::string kv = *e;
+    const std::string k = kv.substr(0, kv.find('='));
+    if (is_launcher_variable(k)) continue;
+    local_env.push_back(kv);
+    if (k.rfind("TESSERA_", 0) == 0 || k.rfind("MLX_", 0) == 0) forwarded_env.push_back(kv);
     memory_limit_given |= k == "TESSERA_MEMORY_LIMIT_MB";
     if (k == "PATH") path_env = kv.substr(5);  // execvp searches the launcher's own PATH
   }
-  check_program(program[0], path_env);
+  std::vector<std::string> job_env = job.envs;
+  job_env.insert(job_env.end(), cli_env.begin(), cli_env.end());
+  for (const auto& kv : job_env) memory_limit_given |= kv.rfind("TESSERA_MEMORY_LIMIT_MB=", 0) == 0;
+  int local_ranks = 0;
+  for (int r = 0; r < n; ++r) local_ranks += places[static_cast<size_t>(host_of[r])].local;
+  if (local_ranks > 0) check_program(program[0], path_env);
+  if (!memory_limit_given && local_ranks > 0) {
+    if (std::string m = memory_share_entry(local_ranks); !m.empty()) {
+      local_env.push_back(m);
+      if (verbose) std::fprintf(stderr, "[launch] memory limit per rank here: %s MiB\n", m.substr(m.find('=') + 1).c_str());
+    }
+  }
+  if (!cwd.empty() && local_ranks > 0 && !std::filesystem::is_directory(cwd)) {
+    throw std::invalid_argument("[launch] --cwd '" + cwd + "' is not a directory on this host");
+  }
   if (!trace_dir.empty()) {
+    if (!all_local) {
+      throw std::invalid_argument("[launch] --trace records ranks on this host only, and this "
+                                  "job has ranks on other hosts");
+    }
     std::error_code ec;
     std::filesystem::create_directories(trace_dir, ec);
     if (ec) {
@@ -275,31 +436,6 @@ int launch_command(const std::vector<std::string>& args) {
     }
     trace_dir = std::filesystem::absolute(trace_dir).string();
   }
-  for (const auto& kv : extra_env) memory_limit_given |= kv.rfind("TESSERA_MEMORY_LIMIT_MB=", 0) == 0;
-  // Every local rank would default to 0.8 x RAM, so n of them could together ask for 0.8 n x RAM
-  // and meet the kernel's OOM killer instead of our clear error: each gets its share instead.
-  if (!memory_limit_given && physical_memory_bytes() > 0) {
-    const size_t share_mb = std::max<size_t>(
-        1, static_cast<size_t>(0.8 * static_cast<double>(physical_memory_bytes()) / n) >> 20);
-    base_env.push_back("TESSERA_MEMORY_LIMIT_MB=" + std::to_string(share_mb));
-    if (verbose) std::fprintf(stderr, "[launch] memory limit per rank: %zu MiB\n", share_mb);
-  }
-  std::vector<int> ports;
-  if (starting_port > 0) {
-    for (int i = 0; i < n * connections; ++i) ports.push_back(starting_port + i);
-  } else {
-    ports = free_ports(n * connections);
-  }
-  std::string hostfile_json = "[";
-  for (int r = 0; r < n; ++r) {
-    hostfile_json += r ? ", [" : "[";
-    for (int c = 0; c < connections; ++c) {
-      hostfile_json += (c ? ", " : "") + std::string("\"127.0.0.1:") +
-                       std::to_string(ports[r * connections + c]) + "\"";
-    }
-    hostfile_json += "]";
-  }
-  hostfile_json += "]\n";
 
   char dir_template[] = "/tmp/tessera-launch-XXXXXX";
   if (!::mkdtemp(dir_template)) {
@@ -307,35 +443,90 @@ int launch_command(const std::vector<std::string>& args) {
   }
   std::filesystem::path dir(dir_template);
   std::filesystem::path hostfile = dir / "hostfile.json";
-  std::ofstream(hostfile) << hostfile_json;
-  if (verbose) std::fprintf(stderr, "[launch] hostfile %s: %s", hostfile.c_str(), hostfile_json.c_str());
+  std::ofstream(hostfile) << ring_json << "\n";
+  if (verbose) std::fprintf(stderr, "[launch] ring hostfile %s: %s\n", hostfile.c_str(), ring_json.c_str());
 
   const std::string token = random_token();
+  std::string agent_cmd, launcher_cwd;
+  if (!all_local) {
+    agent_cmd = shell_quote(self_path()) + " " + kAgentCommand;
+    std::error_code ec;
+    launcher_cwd = std::filesystem::current_path(ec).string();
+  }
+  const double heartbeat = static_cast<double>(config::get_int("TESSERA_LAUNCH_HEARTBEAT"));
   std::vector<RankSpec> specs(n);
   const std::vector<int> cpus = bind ? allowed_cpus() : std::vector<int>{};
+  // Ranks per machine (a host may be listed more than once; every local one is this machine),
+  // for each rank's share of its machine's CPUs and memory.
+  auto machine = [&](int r) {
+    const Place& p = places[static_cast<size_t>(host_of[r])];
+    return p.local ? std::string() : p.ssh;
+  };
+  std::vector<int> index_on_machine(n), ranks_on_machine(n);
   for (int r = 0; r < n; ++r) {
-    specs[r].argv = program;
-    specs[r].env = base_env;
-    for (const char* k : {"TESSERA_RANK=", "MLX_RANK="}) specs[r].env.push_back(k + std::to_string(r));
-    for (const char* k : {"TESSERA_HOSTFILE=", "MLX_HOSTFILE="}) specs[r].env.push_back(k + hostfile.string());
-    for (const char* k : {"TESSERA_WORLD_SIZE=", "MLX_WORLD_SIZE="}) specs[r].env.push_back(k + std::to_string(n));
-    specs[r].env.push_back("TESSERA_JOB_TOKEN=" + token);
-    if (verbose) specs[r].env.push_back("TESSERA_RING_VERBOSE=1");
-    for (auto& kv : extra_env) specs[r].env.push_back(kv);
-    if (!trace_dir.empty()) {
-      specs[r].env.push_back("TESSERA_TRACE=" + trace_dir + "/rank" + std::to_string(r) + ".json");
+    for (int q = 0; q < n; ++q) {
+      if (machine(q) != machine(r)) continue;
+      ranks_on_machine[r]++;
+      if (q < r) index_on_machine[r]++;
     }
-    specs[r].cpus = cpus_for_rank(cpus, n, r);
-    if (verbose && !specs[r].cpus.empty()) {
+  }
+  for (int r = 0; r < n; ++r) {
+    const Place& place = places[static_cast<size_t>(host_of[r])];
+    const int local_index = index_on_machine[r];
+    std::vector<std::string> rank_env;
+    for (const char* k : {"TESSERA_RANK=", "MLX_RANK="}) rank_env.push_back(k + std::to_string(r));
+    for (const char* k : {"TESSERA_WORLD_SIZE=", "MLX_WORLD_SIZE="}) rank_env.push_back(k + std::to_string(n));
+    rank_env.push_back("TESSERA_JOB_TOKEN=" + token);
+    if (verbose) rank_env.push_back("TESSERA_RING_VERBOSE=1");
+    RankSpec& spec = specs[r];
+    if (place.local) {
+      spec.argv = program;
+      spec.env = local_env;
+      spec.env.insert(spec.env.end(), job_env.begin(), job_env.end());
+      spec.env.insert(spec.env.end(), rank_env.begin(), rank_env.end());
+      for (const char* k : {"TESSERA_HOSTFILE=", "MLX_HOSTFILE="}) spec.env.push_back(k + hostfile.string());
+      if (!trace_dir.empty()) {
+        spec.env.push_back("TESSERA_TRACE=" + trace_dir + "/rank" + std::to_string(r) + ".json");
+      }
+      spec.cpus = cpus_for_rank(cpus, local_ranks, local_index);
+      spec.cwd = cwd;
+    } else {
+      spec.argv = {"ssh", "-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5",
+                   "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
+                   "-o", "LogLevel=ERROR", "--", place.ssh, agent_cmd};
+      spec.env = local_env;  // ssh's own: HOME, SSH_AUTH_SOCK, ...
+      spec.host = place.ssh;
+      spec.remote = true;
+      std::vector<std::string> env = forwarded_env;
+      env.insert(env.end(), job_env.begin(), job_env.end());
+      env.insert(env.end(), rank_env.begin(), rank_env.end());
+      nlohmann::json desc = {{"rank", r},
+                             {"argv", program},
+                             {"env", env},
+                             {"cwd", cwd},
+                             {"fallback_cwd", launcher_cwd},
+                             {"ring_hostfile", ring_json},
+                             {"grace", grace},
+                             {"heartbeat", heartbeat},
+                             {"local_index", local_index},
+                             {"local_count", ranks_on_machine[r]},
+                             {"cpu_bind", bind},
+                             {"verbose", verbose}};
+      spec.preamble = desc.dump() + "\n";
+    }
+    if (verbose) {
       std::string list;
-      for (int c : specs[r].cpus) list += (list.empty() ? "" : ",") + std::to_string(c);
-      std::fprintf(stderr, "[launch] rank %d runs on CPU %s\n", r, list.c_str());
+      for (int c : spec.cpus) list += (list.empty() ? "" : ",") + std::to_string(c);
+      std::fprintf(stderr, "[launch] rank %d: %s%s%s\n", r,
+                   place.local ? "this host" : ("ssh " + place.ssh).c_str(),
+                   list.empty() ? "" : ", CPUs ", list.c_str());
     }
   }
   SuperviseOptions opt;
   opt.prefix = prefix;
   opt.grace_seconds = grace;
   opt.verbose = verbose;
+  opt.heartbeat_seconds = heartbeat;
   int code = supervise(specs, opt);
   if (!trace_dir.empty()) {
     std::fprintf(stderr, "[launch] trace: %s\n", merge_rank_traces(trace_dir, n).c_str());

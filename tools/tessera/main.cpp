@@ -16,17 +16,20 @@ struct Subcommand {
   std::string_view name;
   std::string_view summary;
   int (*run)(const std::vector<std::string>& args);
+  bool listed = true;  // shown by the usage
 };
 
 constexpr Subcommand kSubcommands[] = {
     {"env", "print every environment variable with its effective value and source",
      env_command},
-    {"launch", "start and supervise the ranks of a job on this host", launch_command},
+    {"launch", "start and supervise the ranks of a job, on this host or over ssh", launch_command},
+    {"_rank-agent", "", rank_agent_command, false},
 };
 
 int usage() {
   std::fprintf(stderr, "usage: tessera <command> [arguments]\n\ncommands:\n");
   for (const Subcommand& sub : kSubcommands) {
+    if (!sub.listed) continue;
     std::fprintf(stderr, "  %-10.*s %.*s\n", static_cast<int>(sub.name.size()), sub.name.data(),
                  static_cast<int>(sub.summary.size()), sub.summary.data());
   }

@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "distributed/shm/segments.h"
+#include "rank_host.h"
 
 namespace tessera::cli {
 
@@ -95,8 +97,17 @@ struct LineRelay {
   std::string prefix;
   std::string partial;
   std::vector<std::string> last;  // the last kKept lines, oldest first
+  bool expect_marker = false;     // a remote rank: its first line is the agent's kAgentReady
+  bool saw_marker = false;
   // One write per line, so lines of different ranks never interleave mid-line.
   void write_line(const char* p, size_t n) {
+    if (expect_marker) {
+      expect_marker = false;
+      if (std::string(p, n) == kAgentReady) {
+        saw_marker = true;
+        return;
+      }
+    }
     std::string line;
     line.reserve(prefix.size() + n);
     line.append(prefix);
@@ -125,9 +136,12 @@ struct LineRelay {
 };
 
 struct Rank {
+  const RankSpec* spec = nullptr;
   pid_t pid = -1;
   bool running = false;
   int status_code = 0;  // exit code, or 128 + signal
+  bool by_signal = false;  // the process itself (for a remote rank: its ssh) died of a signal
+  std::vector<int> sent;   // signals the launcher sent it
   Fd out, err, in;
   LineRelay out_relay, err_relay;
   std::string pending_in;  // stdin bytes not yet written to this rank
@@ -159,6 +173,7 @@ pid_t spawn(const RankSpec& spec, int in_r, int out_w, int err_w) {
   sigemptyset(&block);
   for (int sig : {SIGINT, SIGTERM, SIGCHLD}) sigaddset(&block, sig);
   ::sigprocmask(SIG_BLOCK, &block, &saved);
+  const pid_t launcher = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) {
     ::sigprocmask(SIG_SETMASK, &saved, nullptr);
@@ -166,6 +181,10 @@ pid_t spawn(const RankSpec& spec, int in_r, int out_w, int err_w) {
   }
   if (pid == 0) {
     ::setpgid(0, 0);  // own process group: signals reach the rank's whole process tree
+    // A launcher killed outright takes its ranks with it (a remote rank: its ssh, whose agent
+    // then stops the rank).
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != launcher) ::_exit(137);
     if (!spec.cpus.empty()) {
       cpu_set_t set;
       CPU_ZERO(&set);
@@ -180,6 +199,11 @@ pid_t spawn(const RankSpec& spec, int in_r, int out_w, int err_w) {
     ::dup2(in_r, 0);
     ::dup2(out_w, 1);
     ::dup2(err_w, 2);
+    if (!spec.cwd.empty() && ::chdir(spec.cwd.c_str()) != 0) {
+      std::string msg = "[launch] cannot change to the directory '" + spec.cwd + "': " + std::strerror(errno) + "\n";
+      write_all(2, msg.data(), msg.size());
+      ::_exit(1);
+    }
     ::execvpe(argv[0], argv.data(), envp.data());
     std::string msg = "[launch] cannot execute '" + spec.argv[0] + "': " + std::strerror(errno) + "\n";
     write_all(2, msg.data(), msg.size());
@@ -190,9 +214,21 @@ pid_t spawn(const RankSpec& spec, int in_r, int out_w, int err_w) {
   return pid;
 }
 
+// "rank 3" or "rank 3 (host node2)".
+std::string rank_name(int i, const RankSpec& spec) {
+  std::string s = "rank " + std::to_string(i);
+  if (!spec.host.empty()) s += " (host " + spec.host + ")";
+  return s;
+}
+
 void signal_all(std::vector<Rank>& ranks, int sig) {
   for (auto& r : ranks) {
     if (!r.running) continue;
+    r.sent.push_back(sig);
+    if (r.spec->remote && sig != SIGKILL) {  // the agent signals the rank; SIGKILL ends its ssh
+      r.pending_in += frame_signal(sig);
+      continue;
+    }
     ::kill(-r.pid, sig);
     if (sig == SIGTERM || sig == SIGINT) ::kill(-r.pid, SIGCONT);  // a stopped rank must see it
   }
@@ -229,6 +265,8 @@ int supervise(const std::vector<RankSpec>& specs, const SuperviseOptions& opt) {
     make_pipe(in);
     make_pipe(out);
     make_pipe(err);
+    ranks[i].spec = &specs[i];
+    ranks[i].pending_in = specs[i].preamble;
     ranks[i].pid = spawn(specs[i], in[0], out[1], err[1]);
     ranks[i].running = true;
     ::close(in[0]);
@@ -246,10 +284,15 @@ int supervise(const std::vector<RankSpec>& specs, const SuperviseOptions& opt) {
     }
     ranks[i].out_relay = LineRelay{1, p, {}, {}};
     ranks[i].err_relay = LineRelay{2, p, {}, {}};
+    ranks[i].out_relay.expect_marker = specs[i].remote;
   }
+  const bool any_remote = std::any_of(specs.begin(), specs.end(), [](const RankSpec& s) { return s.remote; });
+  const double heartbeat_every = std::max(0.05, opt.heartbeat_seconds / 4);
+  double next_heartbeat = any_remote ? now_s() + heartbeat_every : 0;
 
   bool stdin_open = ::fcntl(0, F_GETFD) != -1;
   int first_failure = -1;  // index of the first rank that failed
+  std::vector<int> exit_order;  // ranks in the order their exits were seen
   double kill_deadline = 0;
   int running = n;
   double drain_deadline = 0;  // once every rank exited, pipes get 2 s to drain
@@ -276,13 +319,15 @@ int supervise(const std::vector<RankSpec>& specs, const SuperviseOptions& opt) {
         r.running = false;
         --running;
         r.status_code = status_to_code(status);
+        r.by_signal = WIFSIGNALED(status);
+        exit_order.push_back(i);
         // A rank killed while setting up shared memory leaves its segment: nobody else can.
         distributed::detail::remove_shm_segments_of(r.pid);
         if (r.status_code != 0 && first_failure < 0) {
           first_failure = i;
           if (running > 0) {
-            std::fprintf(stderr, "[launch] rank %d %s; stopping the other ranks\n", i,
-                         describe_exit(r.status_code).c_str());
+            std::fprintf(stderr, "[launch] %s %s; stopping the other ranks\n",
+                         rank_name(i, *r.spec).c_str(), describe_exit(r.status_code).c_str());
             signal_all(ranks, SIGTERM);
             kill_deadline = now_s() + opt.grace_seconds;
           }
@@ -293,6 +338,14 @@ int supervise(const std::vector<RankSpec>& specs, const SuperviseOptions& opt) {
     if (kill_deadline > 0 && now_s() > kill_deadline && running > 0) {
       signal_all(ranks, SIGKILL);
       kill_deadline = now_s() + 3600;  // once
+    }
+    if (next_heartbeat > 0 && now_s() >= next_heartbeat) {
+      for (auto& r : ranks) {
+        if (r.running && r.spec->remote && r.in.fd >= 0 && r.pending_in.size() < 4096) {
+          r.pending_in += frame_heartbeat();
+        }
+      }
+      next_heartbeat = now_s() + heartbeat_every;
     }
     // Poll pipes.
     std::vector<pollfd> fds;
@@ -315,7 +368,7 @@ int supervise(const std::vector<RankSpec>& specs, const SuperviseOptions& opt) {
     who.push_back({-2, -2});
     // Sleep until the nearest deadline (the kill after SIGTERM, the drain after the last exit).
     double until = 0;
-    for (double d : {kill_deadline, drain_deadline}) {
+    for (double d : {kill_deadline, drain_deadline, next_heartbeat}) {
       if (d > 0 && (until == 0 || d < until)) until = d;
     }
     // At most kBackstopMs even so: a backstop, not the mechanism (every wake-up comes through
@@ -338,10 +391,16 @@ int supervise(const std::vector<RankSpec>& specs, const SuperviseOptions& opt) {
         ssize_t got = ::read(0, buf, sizeof buf);
         if (got <= 0) {
           stdin_open = false;
-          for (auto& r : ranks) r.close_in_when_drained = true;
+          for (auto& r : ranks) {
+            if (r.spec->remote) r.pending_in += frame_stdin_end();  // its ssh stays open
+            else r.close_in_when_drained = true;
+          }
         } else {
-          for (auto& r : ranks)
-            if (r.in.fd >= 0) r.pending_in.append(buf, static_cast<size_t>(got));
+          for (auto& r : ranks) {
+            if (r.in.fd < 0) continue;
+            if (r.spec->remote) r.pending_in += frame_data(buf, static_cast<size_t>(got));
+            else r.pending_in.append(buf, static_cast<size_t>(got));
+          }
         }
         continue;
       }
@@ -371,11 +430,31 @@ int supervise(const std::vector<RankSpec>& specs, const SuperviseOptions& opt) {
   ::sigaction(SIGCHLD, &old_chld, nullptr);
   g_wake_fd = -1;
   if (first_failure < 0) return 0;
+  // The cause, when the first exit seen was a reaction: a rank that died of a signal the
+  // launcher did not send failed in its own right (Tessera's ranks raise, never die of a
+  // signal, when a peer fails), even if its survivors' errors arrived first — as they do when
+  // a remote rank is killed and its neighbours see the closed connection before ssh reports.
+  for (int i : exit_order) {
+    const Rank& r = ranks[i];
+    if (r.status_code > 128 &&
+        std::find(r.sent.begin(), r.sent.end(), r.status_code - 128) == r.sent.end()) {
+      first_failure = i;
+      break;
+    }
+  }
   // The first failure's own last words, so the cause is not lost among the others' reactions.
   const Rank& f = ranks[first_failure];
   const auto& lines = !f.err_relay.last.empty() ? f.err_relay.last : f.out_relay.last;
-  std::string report = "[launch] rank " + std::to_string(first_failure) + " failed first: it " +
-                       describe_exit(f.status_code);
+  std::string report = "[launch] " + rank_name(first_failure, *f.spec) + " failed first: ";
+  if (f.spec->remote && !f.out_relay.saw_marker) {
+    report += "it could not be started over ssh (ssh " + describe_exit(f.status_code) + ")";
+  } else if (f.spec->remote && f.by_signal) {
+    report += "its ssh client " + describe_exit(f.status_code);
+  } else if (f.spec->remote && f.status_code == 255) {
+    report += "its ssh connection failed, or it exited with status 255";
+  } else {
+    report += "it " + describe_exit(f.status_code);
+  }
   report += lines.empty() ? ", without output.\n" : ". Its last lines:\n";
   for (const auto& l : lines) report += "  " + l + (l.empty() || l.back() != '\n' ? "\n" : "");
   write_all(2, report.data(), report.size());

@@ -1,0 +1,43 @@
+// What the launcher and the rank agent (the remote end of an ssh rank) share: the per-host
+// defaults every rank gets (its CPUs, its share of memory) and the framing of the launcher's
+// messages to an agent over ssh's stdin.
+//
+// The launcher -> agent stream: one line of JSON (the rank's job: argv, environment, ring
+// hostfile, token, ...), then frames of one type byte each:
+//   'D' u32 (big-endian) length, bytes   stdin data for the rank
+//   'E'                                  the launcher's stdin ended: close the rank's stdin
+//   'H'                                  heartbeat: the launcher is alive
+//   'S' u8 signal                        send this signal to the rank's process group
+// The end of the stream (ssh closed, the launcher died) means: stop the rank. The agent's
+// stdout starts with kAgentReady, so the launcher can tell "ssh failed" from "the rank failed".
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessera::cli {
+
+inline constexpr const char* kAgentReady = "\x1etessera rank agent ready\n";
+inline constexpr const char* kAgentCommand = "_rank-agent";
+
+std::string frame_data(const char* data, size_t n);
+inline std::string frame_stdin_end() { return "E"; }
+inline std::string frame_heartbeat() { return "H"; }
+inline std::string frame_signal(int sig) { return std::string("S") + static_cast<char>(sig); }
+
+// The CPUs this process may run on, ascending.
+std::vector<int> allowed_cpus();
+// Rank i's CPUs out of `cpus` for n ranks on this host: contiguous, nearly equal groups when
+// n <= count, else the single CPU i mod count.
+std::vector<int> cpus_for_rank(const std::vector<int>& cpus, int n, int i);
+
+// "TESSERA_MEMORY_LIMIT_MB=<0.8 x RAM / n>" for each of n ranks on this host, or "" when the
+// RAM size is unknown: n ranks each defaulting to 0.8 x RAM could together ask for 0.8 n x RAM
+// and meet the kernel's OOM killer instead of Tessera's clear error.
+std::string memory_share_entry(int ranks_on_host);
+
+// Names the launcher sets for each rank; inherited values are dropped, never passed on.
+bool is_launcher_variable(const std::string& name);
+
+}  // namespace tessera::cli
