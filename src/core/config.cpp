@@ -136,6 +136,40 @@ std::vector<VarInfo> build_registry() {
            "even =0)."),
       flag("TESSERA_RING_SHM", "", "1", "distributed/ring", kUsed,
            "Use shared memory instead of TCP between ranks on the same host."),
+      string_var("TESSERA_COORDINATOR", "", "", "distributed/ring", kUsed,
+                 "host:port where rank 0 meets the other ranks of a job started by Slurm, mpirun "
+                 "or PMI without a hostfile; for Slurm the default is the step's first node and a "
+                 "port derived from the job and step ids."),
+      string_var("TESSERA_RING_ADDRESS", "", "", "distributed/ring", kUsed,
+                 "IP address this rank listens on and registers at the coordinator (jobs without "
+                 "a hostfile); unset means the address of the interface that reaches the "
+                 "coordinator."),
+      // set by schedulers: read to start a ring job without a hostfile
+      integer("SLURM_PROCID", "", "", 0, kMaxRank, "scheduler", kUsed,
+              "Set by Slurm (srun): the rank of this task."),
+      integer("SLURM_NTASKS", "", "", 1, kMaxRank, "scheduler", kUsed,
+              "Set by Slurm: the number of tasks of the job step."),
+      string_var("SLURM_STEP_NODELIST", "", "", "scheduler", kUsed,
+                 "Set by Slurm: the nodes of the step (node[01-04]); its first is the default "
+                 "coordinator host."),
+      string_var("SLURM_JOB_NODELIST", "", "", "scheduler", kUsed,
+                 "Set by Slurm: the nodes of the job; used when SLURM_STEP_NODELIST is unset."),
+      integer("SLURM_JOB_ID", "", "", 0, int64_t{1} << 40, "scheduler", kUsed,
+              "Set by Slurm: the job id; with SLURM_STEP_ID it gives the default coordinator port."),
+      integer("SLURM_STEP_ID", "", "", 0, int64_t{1} << 40, "scheduler", kUsed,
+              "Set by Slurm: the step id."),
+      integer("SLURM_LOCALID", "", "", 0, kMaxRank, "scheduler", kUsed,
+              "Set by Slurm: the task's index on its node."),
+      integer("OMPI_COMM_WORLD_RANK", "", "", 0, kMaxRank, "scheduler", kUsed,
+              "Set by Open MPI's mpirun: the rank of this process."),
+      integer("OMPI_COMM_WORLD_SIZE", "", "", 1, kMaxRank, "scheduler", kUsed,
+              "Set by Open MPI's mpirun: the number of processes."),
+      integer("OMPI_COMM_WORLD_LOCAL_RANK", "", "", 0, kMaxRank, "scheduler", kUsed,
+              "Set by Open MPI's mpirun: the process's index on its node."),
+      integer("PMI_RANK", "", "", 0, kMaxRank, "scheduler", kUsed,
+              "Set by MPICH's mpiexec (Hydra) and other PMI launchers: the rank."),
+      integer("PMI_SIZE", "", "", 1, kMaxRank, "scheduler", kUsed,
+              "Set by PMI launchers: the number of processes."),
       // distributed: mpi
       string_var("TESSERA_MPI_LIBNAME", "MLX_MPI_LIBNAME", "libmpi.so", "distributed/mpi", kMpiBackend,
                  "Name or path of the MPI library loaded with dlopen by the MPI backend."),

@@ -9,6 +9,7 @@
 
 #include "distributed/group_impl.h"
 #include "distributed/hostfile.h"
+#include "distributed/ring/rendezvous.h"
 #include "distributed/ring/ring_group.h"
 #include "tessera/config.h"
 #include "tessera/distributed.h"
@@ -69,6 +70,11 @@ std::shared_ptr<GroupImpl> init_ring(bool strict) {
   auto rank = config::get_string("TESSERA_RANK");
   auto hostfile = config::get_string("TESSERA_HOSTFILE");
   if (!rank && !hostfile) {
+    // A job that Slurm, mpirun or a PMI launcher started: meet at the coordinator instead.
+    if (auto job = detect_scheduler_job()) {
+      if (job->size == 1 && !strict) return nullptr;
+      return rendezvous_ring(*job, RingOptions::from_config());
+    }
     if (!strict) return nullptr;
     throw std::runtime_error(std::string("[ring] cannot initialize: ") + kRingNeeds +
                              "; neither is set");

@@ -109,6 +109,14 @@ class Cluster {
       run("ip -n " + ns(i) + " link set lo up");
       ++hosts_;
     }
+    // Every host resolves the names node0, node1, ...: `ip netns exec` mounts
+    // /etc/netns/<namespace>/hosts over /etc/hosts for what it starts.
+    std::string table = "127.0.0.1 localhost\n";
+    for (int i = 0; i < hosts; ++i) table += ip(i) + " " + name(i) + "\n";
+    for (int i = 0; i < hosts; ++i) {
+      std::filesystem::create_directories("/etc/netns/" + ns(i));
+      std::ofstream("/etc/netns/" + ns(i) + "/hosts") << table;
+    }
   }
   ~Cluster() {
     procs_.clear();  // kills what was started
@@ -126,6 +134,7 @@ class Cluster {
 
   std::string ns(int i) const { return prefix_ + "h" + std::to_string(i); }
   static std::string ip(int i) { return "10.77.0." + std::to_string(10 + i); }
+  static std::string name(int i) { return "node" + std::to_string(i); }
 
   // Starts `cmd` (a shell command line without single quotes) inside host i; the Cluster keeps
   // it and kills it at the end at the latest.
@@ -252,10 +261,8 @@ inline bool none_left(const std::string& marker, double seconds) {
 // with keys the test generates, and a client set-up (an `ssh` wrapper that path_env() puts first
 // on PATH) that trusts them: `tessera launch` then reaches every host with BatchMode and no
 // prompt. A host can instead present a key the client does not know, or accept only passwords,
-// to test the errors. Every host also resolves the names node0, node1, ... (through
-// /etc/netns/<namespace>/hosts, which `ip netns exec` mounts over /etc/hosts inside the host).
-// Its files are removed by the destructor; the servers, their sessions and the name tables go
-// with the Cluster.
+// to test the errors.
+// Its files are removed by the destructor; the servers and their sessions go with the Cluster.
 class SshHosts {
  public:
   enum class Host { kTrusted, kUnknownKey, kPasswordOnly };
@@ -280,7 +287,6 @@ class SshHosts {
   }
   SshHosts(const SshHosts&) = delete;
 
-  static std::string name(int i) { return "node" + std::to_string(i); }
   // "PATH=<the ssh wrapper's directory>:$PATH", for the command that runs the launcher.
   std::string path_env() const { return "PATH=" + dir_ + "/bin:$PATH"; }
   const std::string& dir() const { return dir_; }
@@ -293,19 +299,14 @@ class SshHosts {
     run("ssh-keygen -q -t ed25519 -N \"\" -f " + dir_ + "/client");
     std::filesystem::copy_file(dir_ + "/client.pub", dir_ + "/authorized_keys");
     std::ofstream known(dir_ + "/known_hosts");
-    std::string hosts = "127.0.0.1 localhost\n";
-    for (int i = 0; i < c.hosts(); ++i) hosts += Cluster::ip(i) + " " + name(i) + "\n";
     for (int i = 0; i < c.hosts(); ++i) {
-      const std::string etc = "/etc/netns/" + c.ns(i);
-      std::filesystem::create_directories(etc);
-      std::ofstream(etc + "/hosts") << hosts;
       const std::string key = dir_ + "/host" + std::to_string(i);
       run("ssh-keygen -q -t ed25519 -N \"\" -f " + key);
       if (kinds[i] != Host::kUnknownKey) {
         std::ifstream pub(key + ".pub");
         std::string type, blob;
         pub >> type >> blob;
-        known << Cluster::ip(i) << "," << name(i) << " " << type << " " << blob << "\n";
+        known << Cluster::ip(i) << "," << Cluster::name(i) << " " << type << " " << blob << "\n";
       }
       const std::string conf = dir_ + "/sshd" + std::to_string(i) + ".conf";
       std::ofstream(conf) << "ListenAddress " << Cluster::ip(i) << "\nPort 22\nHostKey " << key

@@ -198,3 +198,25 @@ TEST(ClusterLaunch, SshProblemsAreNamedWithinTenSeconds) {
     EXPECT_NE(out.find(reason), std::string::npos) << out;
   }
 }
+
+// Ranks that Slurm started on three hosts (its environment, set by hand here): no hostfile, the
+// coordinator is the first node of SLURM_STEP_NODELIST, and each rank registers the address of
+// its interface that reaches it.
+TEST(ClusterLaunch, SlurmEnvironmentAcrossHostsWithoutAHostfile) {
+  REQUIRE_SSH_CLUSTER();
+  Cluster c(3);
+  std::vector<Process*> ranks;
+  for (int r = 0; r < 3; ++r) {
+    ranks.push_back(&c.start(r, "env SLURM_PROCID=" + std::to_string(r) +
+                                    " SLURM_NTASKS=3 SLURM_STEP_NODELIST=\"node[0-2]\" SLURM_JOB_ID=77 "
+                                    "SLURM_STEP_ID=0 TESSERA_JOB_TOKEN=s3cret TESSERA_RING_VERBOSE=1 "
+                                    "TESSERA_DIST_CONNECT_TIMEOUT=20 timeout -s KILL 60 " + kWorker + " join"));
+  }
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(ranks[r]->wait(60), 0) << ranks[r]->output();
+    const std::string out = ranks[r]->output();
+    EXPECT_EQ(count_of(out, "rank " + std::to_string(r) + ": all_sum 6"), 1) << out;
+    EXPECT_EQ(count_of(out, "listening on " + Cluster::ip(r) + ":"), 1) << out;
+    EXPECT_EQ(count_of(out, "coordinator " + Cluster::ip(0) + ":" + std::to_string(20000 + 77 * 16)), 1) << out;
+  }
+}
