@@ -220,3 +220,43 @@ TEST(ClusterLaunch, SlurmEnvironmentAcrossHostsWithoutAHostfile) {
     EXPECT_EQ(count_of(out, "coordinator " + Cluster::ip(0) + ":" + std::to_string(20000 + 77 * 16)), 1) << out;
   }
 }
+
+// 2 hosts x 2 ranks, placed alternately (ranks 0 and 2 on host 0): collectives are
+// hierarchical (shared memory inside each host, TCP across), and every op, dtype and length of
+// the collectives check, plus 300 random collectives, agree with the closed-form reference.
+TEST(ClusterLaunch, TwoHostsTwoRanksEachShareMemoryInsideEachHost) {
+  REQUIRE_SSH_CLUSTER();
+  Cluster c(2);
+  SshHosts ssh(c);
+  const std::string hostfile = ssh.dir() + "/hosts.json";
+  std::ofstream(hostfile) << R"([{"ssh": "node0"}, {"ssh": "node1"}, {"ssh": "node0"}, {"ssh": "node1"}])";
+  Process& l = launch(c, ssh, "--verbose --hostfile " + hostfile + " -- " + kWorker + " collectives");
+  ASSERT_EQ(l.wait(120), 0) << l.output();
+  EXPECT_EQ(count_of(l.output(), "2 hosts x 2 ranks: shared memory inside the host"), 4) << l.output();
+  EXPECT_EQ(count_of(l.output(), "cases, 0 failures"), 4) << l.output();
+  Process& m = launch(c, ssh, "--hostfile " + hostfile + " -- " + kWorker + " mixed 300");
+  ASSERT_EQ(m.wait(120), 0) << m.output();
+}
+
+// A rank of a hierarchical job dies: its host-mate (shared memory) and the other host (TCP)
+// both raise, naming the dead rank's address, and nothing of the job is left.
+TEST(ClusterLaunch, KilledRankOfAHierarchicalJobIsNamedEverywhere) {
+  REQUIRE_SSH_CLUSTER();
+  Cluster c(2);
+  SshHosts ssh(c);
+  const std::string marker = c.prefix() + "-job";
+  Process& l = launch(c, ssh, "--hosts " + host_list(2) + " -n 2 -- " + kWorker + " loop " + marker,
+                      "TESSERA_DIST_TIMEOUT=20");
+  for (int r = 0; r < 4; ++r) ASSERT_TRUE(l.wait_for_output("rank " + std::to_string(r) + " ready", 60)) << l.output();
+  pid_t victim = -1;
+  for (auto [pid, rank] : processes_with(marker)) if (rank == 3 && victim < 0) victim = pid;
+  ASSERT_GT(victim, 0);
+  ::kill(victim, SIGKILL);
+  EXPECT_NE(l.wait(30), 0) << l.output();
+  const std::string out = l.output();
+  EXPECT_NE(out.find("rank 3 (host " + Cluster::ip(1) + ") failed first: it was killed by SIGKILL"),
+            std::string::npos) << out;
+  EXPECT_NE(out.find("in the shared-memory group of its host (its ranks 0 = 2, 1 = 3 of the job)"),
+            std::string::npos) << out;
+  EXPECT_TRUE(none_left(marker, 10)) << out;
+}

@@ -202,6 +202,16 @@ void RingGroup::reduce(const void* in, void* out, size_t count, Dtype dtype, Red
     if (in != out) std::memcpy(out, in, count * dtype.size());
     return;
   }
+  if (hier_) {
+    hier_run([&](Hierarchy&) {
+      if (!scatter) return hier_all_reduce(in, out, count, dtype, op);
+      const size_t bytes = count * dtype.size();
+      work_.resize(bytes * static_cast<size_t>(size_));
+      hier_all_reduce(in, work_.data(), count * static_cast<size_t>(size_), dtype, op);
+      std::memcpy(out, work_.data() + static_cast<size_t>(rank_) * bytes, bytes);
+    });
+    return;
+  }
   if (shm_) {
     try {
       if (scatter) {
@@ -227,6 +237,12 @@ void RingGroup::all_gather(const void* in_v, void* out_v, size_t bytes) {
     std::memmove(out + static_cast<size_t>(rank_) * bytes, in, bytes);
   }
   if (size_ == 1) return;
+  if (hier_) {
+    hier_run([&](Hierarchy&) {
+      hier_all_gather(out + static_cast<size_t>(rank_) * bytes, out, bytes);
+    });
+    return;
+  }
   if (shm_) {
     try {
       shm_->all_gather(out + static_cast<size_t>(rank_) * bytes, out, bytes, coll_seq_++);
@@ -345,6 +361,13 @@ void RingGroup::barrier() {
   check_usable("barrier");
   std::lock_guard<std::mutex> lk(op_mu_);
   if (size_ == 1) return;
+  if (hier_) {  // all of this host entered, then all of every host
+    hier_run([this](Hierarchy&) {
+      in_local([](GroupImpl& g) { g.barrier(); });
+      in_cross([](GroupImpl& g) { g.barrier(); });
+    });
+    return;
+  }
   if (shm_) {
     try {
       shm_->barrier(coll_seq_++);
@@ -379,6 +402,13 @@ void RingGroup::point_to_point(void* buf, size_t bytes, Dtype dtype, int peer, b
                                 std::to_string(size_));
   }
   std::lock_guard<std::mutex> lk(op_mu_);
+  if (hier_ && hier_->host_of[peer] == hier_->host) {  // same host: its shared memory
+    hier_run([&](Hierarchy& h) {
+      const int to = h.local_of[peer];
+      in_local([&](GroupImpl& g) { sending ? g.send(buf, bytes, dtype, to) : g.recv(buf, bytes, dtype, to); });
+    });
+    return;
+  }
   const bool neighbour = peer == left_ || peer == right_;
   const int R = neighbour ? std::clamp<int>(static_cast<int>(bytes / kMinLaneBytes), 1, conns_) : 1;
   OpDesc d{OpKind::send, dtype_code(dtype), bytes / dtype.size(), bytes};

@@ -174,9 +174,11 @@ RingGroup::RingGroup(int rank, Hostfile hostfile, RingOptions options,
   if (2 * conns_ - 1 > 0) pool_ = std::make_unique<LanePool>(2 * conns_ - 1);
   scratch_.resize(static_cast<size_t>(2 * conns_));
   if (opt_.shm) setup_shm();
+  if (opt_.shm && !shm_) setup_hierarchy();
 }
 
 RingGroup::~RingGroup() {
+  hier_.reset();
   stop_accepting();
   // Whatever a peer sent on the control connections is read, so closing them sends no reset
   // that could destroy the peer's own notice to us on the way.

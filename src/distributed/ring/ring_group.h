@@ -2,12 +2,14 @@
 // neighbour (C = addresses per rank in the hostfile), opens direct connections on demand for
 // send/recv between other ranks, and runs pipelined ring algorithms striped over all
 // connections in both directions. Ranks on one host use shared memory (shm/shm_transport.h)
-// for collectives and send/recv when enabled. Every message carries a WireHeader (stream.h), so ranks that
+// for collectives and send/recv when enabled; in a job across hosts with several ranks per
+// host, collectives are hierarchical (hierarchy.cpp). Every message carries a WireHeader (stream.h), so ranks that
 // call different operations or sizes get an error naming both sides instead of a hang.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <set>
 #include <memory>
@@ -129,6 +131,33 @@ class RingGroup : public GroupImpl {
   void small_reduce(const char* in, char* out, size_t count, Dtype dtype, ReduceOp op,
                     const OpDesc& d, uint64_t seq);
   void setup_shm();
+  // A job across hosts with as many ranks on every host (hierarchy.cpp).
+  struct Hierarchy {
+    std::shared_ptr<GroupImpl> local;  // this host's ranks (shared memory)
+    std::shared_ptr<GroupImpl> cross;  // this rank's counterparts, one per host (TCP)
+    int hosts = 0, per_host = 0, host = 0, local_rank = 0;
+    std::vector<int> host_of, local_of;  // per rank of this group
+    std::vector<int> rank_at;            // [host * per_host + local rank] -> rank
+    std::vector<int> local_members, cross_members;  // the sub-groups' ranks, in this numbering
+  };
+  void setup_hierarchy();
+  // Runs f on the local (or cross) sub-group; its errors, which number ranks within that
+  // sub-group, are rethrown with the job's numbering of its members.
+  void in_local(const std::function<void(GroupImpl&)>& f);
+  void in_cross(const std::function<void(GroupImpl&)>& f);
+  void in_subgroup(GroupImpl& g, const std::vector<int>& members, const char* which,
+                   const std::function<void(GroupImpl&)>& f);
+  void hier_all_reduce(const void* in, void* out, size_t count, Dtype dtype, ReduceOp op);
+  void hier_all_gather(const void* in, void* out, size_t bytes);
+  // Runs a hierarchical step; a failure breaks this group too, as one on its own ring would.
+  template <typename F>
+  void hier_run(F&& f) {
+    try {
+      f(*hier_);
+    } catch (const std::exception& e) {
+      fail(e);
+    }
+  }
 
   const int rank_;
   const int size_;
@@ -186,6 +215,8 @@ class RingGroup : public GroupImpl {
   FailureNotice last_notice_;  // the last notice sent to the neighbours
 
   std::unique_ptr<ShmTransport> shm_;
+  std::unique_ptr<Hierarchy> hier_;
+  std::vector<char> hier_buf_, hier_buf2_;  // hierarchical steps' intermediates (op_mu_)
 };
 
 }  // namespace tessera::distributed::detail
