@@ -148,7 +148,9 @@ std::vector<VarInfo> build_registry() {
       integer("SLURM_PROCID", "", "", 0, kMaxRank, "scheduler", kUsed,
               "Set by Slurm (srun): the rank of this task."),
       integer("SLURM_NTASKS", "", "", 1, kMaxRank, "scheduler", kUsed,
-              "Set by Slurm: the number of tasks of the job step."),
+              "Set by Slurm: the number of tasks (read when SLURM_STEP_NUM_TASKS is unset)."),
+      integer("SLURM_STEP_NUM_TASKS", "", "", 1, kMaxRank, "scheduler", kUsed,
+              "Set by Slurm's srun: the number of tasks of the step."),
       string_var("SLURM_STEP_NODELIST", "", "", "scheduler", kUsed,
                  "Set by Slurm: the nodes of the step (node[01-04]); its first is the default "
                  "coordinator host."),
@@ -157,7 +159,8 @@ std::vector<VarInfo> build_registry() {
       integer("SLURM_JOB_ID", "", "", 0, int64_t{1} << 40, "scheduler", kUsed,
               "Set by Slurm: the job id; with SLURM_STEP_ID it gives the default coordinator port."),
       integer("SLURM_STEP_ID", "", "", 0, int64_t{1} << 40, "scheduler", kUsed,
-              "Set by Slurm: the step id."),
+              "Set by Slurm's srun: the step id. Without it (Slurm's batch shell) the SLURM_* "
+              "rank variables are not read: the batch shell is one process."),
       integer("SLURM_LOCALID", "", "", 0, kMaxRank, "scheduler", kUsed,
               "Set by Slurm: the task's index on its node."),
       integer("OMPI_COMM_WORLD_RANK", "", "", 0, kMaxRank, "scheduler", kUsed,

@@ -315,7 +315,12 @@ std::optional<SchedulerJob> detect_scheduler_job() {
     }
     return true;
   };
-  if (!take("Slurm", "SLURM_PROCID", "SLURM_NTASKS") &&
+  // Slurm's batch shell (sbatch) also has SLURM_PROCID=0 and SLURM_NTASKS=N, but no step: a
+  // program run there directly is one process, not rank 0 of N. Only an srun step has a step id,
+  // and its own task count.
+  const bool slurm_step = config::get_string("SLURM_STEP_ID").has_value();
+  const char* slurm_size = config::get_string("SLURM_STEP_NUM_TASKS") ? "SLURM_STEP_NUM_TASKS" : "SLURM_NTASKS";
+  if (!(slurm_step && take("Slurm", "SLURM_PROCID", slurm_size)) &&
       !take("Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE") &&
       !take("PMI", "PMI_RANK", "PMI_SIZE")) {
     return std::nullopt;
@@ -334,7 +339,7 @@ std::optional<SchedulerJob> detect_scheduler_job() {
     }
     if (nodes && config::get_string("SLURM_JOB_ID")) {
       const int64_t job_id = config::get_int("SLURM_JOB_ID");
-      const int64_t step = config::get_string("SLURM_STEP_ID") ? config::get_int("SLURM_STEP_ID") : 0;
+      const int64_t step = config::get_int("SLURM_STEP_ID");
       const int port = static_cast<int>(20000 + (job_id * 16 + step) % 10000);
       job.coordinator = expand_slurm_hostlist(*nodes)[0] + ":" + std::to_string(port);
       job.coordinator_origin = "the first node of " + from + " and a port from SLURM_JOB_ID and SLURM_STEP_ID";

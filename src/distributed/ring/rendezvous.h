@@ -27,7 +27,7 @@ struct SchedulerJob {
   std::string coordinator_origin;  // how it was found, for messages
 };
 
-// The job a scheduler started this process in (Slurm's SLURM_PROCID / SLURM_NTASKS, Open
+// The job a scheduler started this process in (an srun step's SLURM_PROCID / SLURM_NTASKS, Open
 // MPI's OMPI_COMM_WORLD_*, PMI_RANK / PMI_SIZE), or nullopt when none did. A malformed or
 // inconsistent value throws std::invalid_argument naming the variable.
 std::optional<SchedulerJob> detect_scheduler_job();
