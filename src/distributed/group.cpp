@@ -63,6 +63,13 @@ constexpr const char* kRingNeeds =
     "ring: needs TESSERA_RANK (or MLX_RANK) and TESSERA_HOSTFILE (or MLX_HOSTFILE); tessera "
     "launch sets both";
 
+// " (this is Slurm's batch shell ...)" when it is, else "": its SLURM_PROCID=0 is no rank.
+std::string batch_shell_hint() {
+  if (!config::get_string("SLURM_PROCID")) return "";
+  return " (this is Slurm's batch shell, which has SLURM_PROCID but no step: start the ranks "
+         "with srun)";
+}
+
 // nullptr when the ring is not configured at all (neither a rank nor a hostfile), unless
 // strict. Half a configuration (one of the two, or an empty hostfile path) is an error, not a
 // quiet singleton group: a rank that silently computes alone is the worst failure of a job.
@@ -77,7 +84,7 @@ std::shared_ptr<GroupImpl> init_ring(bool strict) {
     }
     if (!strict) return nullptr;
     throw std::runtime_error(std::string("[ring] cannot initialize: ") + kRingNeeds +
-                             "; neither is set");
+                             "; neither is set" + batch_shell_hint());
   }
   if (hostfile && hostfile->empty()) {
     throw std::invalid_argument("[ring] " + spelled("TESSERA_HOSTFILE") +
@@ -181,7 +188,8 @@ Group init(bool strict, const std::string& backend) {
       throw std::runtime_error(
           std::string("[distributed] Couldn't initialize any backend. Tried, in order: nccl (not "
                       "in this build: it needs a CUDA build); ") + detail::kRingNeeds +
-          ", and neither is set; mpi (not in this build yet); jaccl (not supported by "
+          ", and neither is set" + detail::batch_shell_hint() +
+          "; mpi (not in this build yet); jaccl (not supported by "
           "Tessera). Start the job with tessera launch, or set the ring's variables.");
     }
   } else {
