@@ -11,7 +11,16 @@
 //
 //   bench_collectives [--quick] [--json FILE] [--ranks 2,4] [--rounds R] [--max-bytes N]
 //                     [--ops all_sum,all_gather,sum_scatter,sendrecv] [--peers gloo,mpi,mlx]
-//                     [--target-ms T] [--max-iters M] [--timeout S] [--keep]
+//                     [--target-ms T] [--max-iters M] [--timeout S] [--keep] [--hosts H]
+//
+// --hosts H (H >= 2, root): the job spans H simulated hosts — network namespaces on a bridge
+// with veth links and an sshd each (tests/cluster/cluster.h) — with ranks / H ranks per host,
+// placed host by host. Ours: `tessera launch --hostfile` over ssh, hierarchical (shared memory
+// inside each host, TCP across; the "ours-shm" column) and TCP only (TESSERA_RING_SHM=0);
+// Open MPI: mpirun over the same ssh, default transports (shared memory inside, TCP across;
+// compared with our hierarchy) and TCP only; Gloo: each rank started in its host's namespace.
+// It also times `tessera launch` against `mpirun` from start to exit (a job of `true`), 4
+// ranks on one host and 2 hosts x 2 over ssh.
 //
 // Method (BENCHMARKING.md, CONVENTIONS.md "Benchmarks"): each sample is the slowest rank's time
 // per op (every rank times the same batch after a barrier; the driver takes the maximum);
@@ -63,6 +72,7 @@
 #include <thread>
 #include <vector>
 
+#include "../tests/cluster/cluster.h"
 #include "tessera/tessera.h"
 
 namespace dist = tessera::distributed;
@@ -329,6 +339,7 @@ struct DriverArgs {
   int max_iters = 100000;
   double timeout_s = 300;
   bool keep = false;
+  int hosts = 0;  // >= 2: simulated hosts (network namespaces)
 };
 
 struct Contender {
@@ -472,11 +483,12 @@ int driver_main(int argc, char** argv) {
     } else if (k == "--target-ms") a.target_ms = std::stod(next()), target_set = true;
     else if (k == "--max-iters") a.max_iters = std::stoi(next()), iters_set = true;
     else if (k == "--timeout") a.timeout_s = std::stod(next());
+    else if (k == "--hosts") a.hosts = std::stoi(next());
     else {
       std::fprintf(stderr,
                    "usage: %s [--quick] [--json FILE] [--ranks 2,4] [--rounds R] [--max-bytes N]\n"
                    "          [--ops all_sum,all_gather,sum_scatter,sendrecv] [--peers gloo,mpi,mlx|none]\n"
-                   "          [--target-ms T] [--max-iters M] [--timeout S] [--keep]\n",
+                   "          [--target-ms T] [--max-iters M] [--timeout S] [--keep] [--hosts H]\n",
                    argv[0]);
       return 2;
     }
@@ -496,6 +508,32 @@ int driver_main(int argc, char** argv) {
   }
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
+  namespace tc = tessera::test_cluster;
+  std::unique_ptr<tc::Cluster> cluster;
+  std::unique_ptr<tc::SshHosts> ssh;
+  if (a.hosts >= 2) {
+    if (!tc::Cluster::available() || !tc::SshHosts::available()) {
+      std::fprintf(stderr, "bench_collectives: --hosts needs root, network namespaces and "
+                           "openssh-server\n");
+      return 2;
+    }
+    for (int n : a.ranks) {
+      if (n % a.hosts != 0) {
+        std::fprintf(stderr, "bench_collectives: %d ranks do not split over %d hosts\n", n, a.hosts);
+        return 2;
+      }
+    }
+    a.peers.erase(std::remove(a.peers.begin(), a.peers.end(), "mlx"), a.peers.end());
+    cluster = std::make_unique<tc::Cluster>(a.hosts);
+    ssh = std::make_unique<tc::SshHosts>(*cluster);
+  }
+  // A command run on host 0 (the launching host), with the test's ssh set-up first on PATH.
+  auto on_host0 = [&](const std::string& cmd) {
+    if (!cluster) return cmd;
+    return "ip netns exec " + cluster->ns(0) + " unshare --uts env " + ssh->path_env() + " sh -c " +
+           q("hostname " + tc::Cluster::name(0) + "; " + cmd);
+  };
+  auto host_of_rank = [&](int r, int n) { return r / (n / a.hosts); };
 
   const std::string bin = exe_dir();
   const std::string self = bin + "/bench_collectives";
@@ -548,9 +586,16 @@ int driver_main(int argc, char** argv) {
     c.ops = a.ops;
     bool shm = std::string(t) == "shm";
     c.command = [&, shm, ops = c.ops](int n, const std::string& out) {
-      return q(cli) + " launch -n " + std::to_string(n) + " --no-prefix" +
-             (shm ? " --env TESSERA_RING_SHM=1" : " --env TESSERA_RING_SHM=0") + " -- " +
-             q(self) + common(out, ops);
+      std::string where = " -n " + std::to_string(n);
+      if (cluster) {
+        json hf = json::array();
+        for (int r = 0; r < n; ++r) hf.push_back({{"ssh", tc::Cluster::name(host_of_rank(r, n))}});
+        std::ofstream(out + ".hosts.json") << hf.dump();
+        where = " --hostfile " + q(out + ".hosts.json");
+      }
+      return on_host0(q(cli) + " launch" + where + " --no-prefix" +
+                      (shm ? " --env TESSERA_RING_SHM=1" : " --env TESSERA_RING_SHM=0") + " -- " +
+                      q(self) + common(out, ops));
     };
     cs.push_back(c);
   }
@@ -573,8 +618,13 @@ int driver_main(int argc, char** argv) {
       std::string store = out + ".store";
       std::string cmd = "mkdir -p " + q(store) + "; export " + tunable + "; pids=;";
       for (int r = 0; r < n; ++r) {
-        cmd += " GLOO_RANK=" + std::to_string(r) + " GLOO_SIZE=" + std::to_string(n) +
-               " GLOO_STORE=" + q(store) + " " + q(exe) + common(out, ops) + " & pids=\"$pids $!\";";
+        std::string in_ns, host;
+        if (cluster) {
+          in_ns = "ip netns exec " + cluster->ns(host_of_rank(r, n)) + " unshare --uts env ";
+          host = " GLOO_HOSTNAME=" + tc::Cluster::ip(host_of_rank(r, n));
+        }
+        cmd += " " + in_ns + "GLOO_RANK=" + std::to_string(r) + " GLOO_SIZE=" + std::to_string(n) +
+               host + " GLOO_STORE=" + q(store) + " " + q(exe) + common(out, ops) + " & pids=\"$pids $!\";";
       }
       cmd += " rc=0; for p in $pids; do wait $p || rc=1; done; exit $rc";
       return cmd;
@@ -594,7 +644,7 @@ int driver_main(int argc, char** argv) {
       why = "Open MPI peer does not compile (mpicc)";
     }
     std::string ns_prefix;  // wraps the mpirun line
-    if (why.empty()) {
+    if (why.empty() && !cluster) {
       if (run_quiet("unshare --net sh -c 'ip link set lo up'", 30)) {
         ns_prefix = "unshare --net sh -c ";
       } else if (run_quiet("unshare -rn sh -c 'ip link set lo up'", 30)) {
@@ -612,6 +662,18 @@ int driver_main(int argc, char** argv) {
       c.unavailable = why;
       bool tcp = std::string(t) == "tcp";
       c.command = [&, exe, tcp, ns_prefix, ops = c.ops](int n, const std::string& out) {
+        if (cluster) {  // over the simulated hosts' ssh, their eth0 for both channels
+          std::string hosts;
+          for (int h = 0; h < a.hosts; ++h) {
+            hosts += (h ? "," : "") + tc::Cluster::name(h) + ":" + std::to_string(n / a.hosts);
+          }
+          return on_host0("export " + tunable + "; mpirun --allow-run-as-root --oversubscribe "
+                          "-x GLIBC_TUNABLES --host " + hosts + " --mca plm_rsh_agent " +
+                          q(ssh->dir() + "/bin/ssh") +
+                          " --mca oob_tcp_if_include eth0 --mca btl_tcp_if_include eth0" +
+                          (tcp ? " --mca pml ob1 --mca btl tcp,self" : "") + " " + q(exe) +
+                          common(out, ops));
+        }
         std::string run = "mpirun --allow-run-as-root --oversubscribe -x GLIBC_TUNABLES -np " +
                           std::to_string(n) +
                           (tcp ? " --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo" : "") +
@@ -711,6 +773,37 @@ int driver_main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", line.c_str());
     }
   }
+  // ---- launch: start to exit of a job of `true`, ours and mpirun interleaved ----
+  struct LaunchRow {
+    std::string job, ours_cmd, mpi_cmd;
+    std::vector<double> ours, mpi;
+  };
+  std::vector<LaunchRow> launch_rows;
+  if (cluster) {
+    const bool have_mpi = run_quiet("command -v mpirun");
+    std::string names, slots;
+    for (int h = 0; h < a.hosts; ++h) {
+      names += (h ? "," : "") + tc::Cluster::name(h);
+      slots += (h ? "," : "") + tc::Cluster::name(h) + ":2";
+    }
+    const std::string mpirun = "mpirun --allow-run-as-root --oversubscribe --mca oob_tcp_if_include eth0 ";
+    launch_rows.push_back({"4 ranks on one host", q(cli) + " launch -n 4 true", mpirun + "-np 4 true", {}, {}});
+    launch_rows.push_back({std::to_string(a.hosts) + " hosts x 2 ranks over ssh",
+                           q(cli) + " launch --hosts " + names + " -n 2 true",
+                           mpirun + "--host " + slots + " --mca plm_rsh_agent " + q(ssh->dir() + "/bin/ssh") + " true",
+                           {}, {}});
+    for (int k = 0; k < 7; ++k) {
+      for (auto& row : launch_rows) {
+        for (int side = 0; side < 2; ++side) {
+          const bool ours = (side + k) % 2 == 0;
+          if (!ours && !have_mpi) continue;
+          RunResult r = run_shell(on_host0(ours ? row.ours_cmd : row.mpi_cmd), "/dev/null", 60);
+          if (r.status == 0) (ours ? row.ours : row.mpi).push_back(r.seconds);
+        }
+      }
+    }
+    if (!have_mpi) note("mpirun is not installed: the launch table has no mpirun column");
+  }
   double elapsed = now() - t_start;
 
   // ---- tables ----
@@ -725,7 +818,13 @@ int driver_main(int argc, char** argv) {
     if (!c.ours) peers.push_back(c.name);
   }
   json jres = json::array();
-  std::printf("\n# Collectives: Tessera (ring over TCP / shared memory) vs peers, float32\n");
+  if (cluster) {
+    std::printf("\n# Collectives across %d simulated hosts (namespaces, veth), %s: Tessera "
+                "hierarchical (ours-shm: shared memory inside each host, TCP across) and TCP only "
+                "(ours-tcp) vs peers, float32\n", a.hosts, "ranks placed host by host");
+  } else {
+    std::printf("\n# Collectives: Tessera (ring over TCP / shared memory) vs peers, float32\n");
+  }
   std::printf("time = slowest rank per op, median of %d interleaved rounds [min-max], us; "
               "algbw/busbw GB/s (nccl-tests); xPEER = PEER time / our time (>1: ours faster; "
               "ours-tcp for gloo, mpi-tcp, mlx-*; ours-shm for mpi-shm).\n",
@@ -833,6 +932,25 @@ int driver_main(int argc, char** argv) {
         }
         if (printed) break;
       }
+    }
+  }
+
+  if (!launch_rows.empty()) {
+    std::printf("\n## Start to exit: tessera launch vs mpirun, a job of `true` (median of 7 "
+                "interleaved runs [min-max], ms; x = mpirun / ours)\n\n");
+    std::printf("| job | tessera launch ms | mpirun ms | x mpirun |\n|---|---:|---:|---:|\n");
+    for (auto& row : launch_rows) {
+      auto cell = [](const std::vector<double>& v) -> std::string {
+        if (v.empty()) return "-";
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%.0f [%.0f-%.0f]", median(v) * 1e3,
+                      *std::min_element(v.begin(), v.end()) * 1e3, *std::max_element(v.begin(), v.end()) * 1e3);
+        return buf;
+      };
+      std::string ratio = row.ours.empty() || row.mpi.empty() ? "-" : fmt_ratio(median(row.mpi) / median(row.ours));
+      std::printf("| %s | %s | %s | %s |\n", row.job.c_str(), cell(row.ours).c_str(), cell(row.mpi).c_str(),
+                  ratio.c_str());
+      jres.push_back({{"launch", row.job}, {"tessera_s", row.ours}, {"mpirun_s", row.mpi}});
     }
   }
 

@@ -101,7 +101,8 @@ int main(int argc, char** argv) {
   }
 
   gloo::transport::tcp::attr attr;
-  attr.hostname = "127.0.0.1";
+  const char* host = std::getenv("GLOO_HOSTNAME");  // this rank's address (simulated hosts)
+  attr.hostname = host ? host : "127.0.0.1";
   attr.ai_family = AF_INET;
   auto dev = gloo::transport::tcp::CreateDevice(attr);
   gloo::rendezvous::FileStore store(store_dir);

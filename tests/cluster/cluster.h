@@ -144,7 +144,7 @@ class Cluster {
     if (pid < 0) throw std::runtime_error("fork failed");
     if (pid == 0) {
       ::setpgid(0, 0);
-      std::string full = "exec ip netns exec " + ns(i) + " bash -c '" + cmd + "' > " + log + " 2>&1";
+      std::string full = "exec " + in_host(i, cmd) + " > " + log + " 2>&1";
       ::execl("/bin/bash", "bash", "-c", full.c_str(), nullptr);
       ::_exit(127);
     }
@@ -156,6 +156,13 @@ class Cluster {
   // The log-file prefix and scratch names of this cluster ("/tmp/<prefix>-...").
   const std::string& prefix() const { return prefix_; }
   int hosts() const { return hosts_; }
+
+  // The shell command that runs `cmd` (without single quotes) inside host i: its network
+  // namespace, and its own host name (node<i>, in a UTS namespace), so that what tells hosts
+  // apart by name (Open MPI, ssh sessions, messages) sees separate machines.
+  std::string in_host(int i, const std::string& cmd) const {
+    return "ip netns exec " + ns(i) + " unshare --uts bash -c 'hostname " + name(i) + "; " + cmd + "'";
+  }
 
   // Host i loses its link (a partition).
   void cut(int i) { run("ip -n " + sw() + " link set s" + std::to_string(i) + " down"); }

@@ -177,7 +177,8 @@ TEST(ClusterLaunch, PartitionedHostStopsTheJobEverywhere) {
 }
 
 // Hosts that would prompt (an unknown host key, a password-only server) and an address nobody
-// answers: each is an error within 10 s that names the host and ssh's reason.
+// answers: each is an error within 10 s that names the host and ssh's reason, before any rank
+// starts (the launcher opens one ssh connection per host first).
 TEST(ClusterLaunch, SshProblemsAreNamedWithinTenSeconds) {
   REQUIRE_SSH_CLUSTER();
   Cluster c(3);
@@ -193,8 +194,8 @@ TEST(ClusterLaunch, SshProblemsAreNamedWithinTenSeconds) {
     EXPECT_NE(l.wait(12), 0) << l.output();
     EXPECT_LT(seconds_since(t0), 10.0) << host;
     const std::string out = l.output();
-    EXPECT_NE(out.find("rank 1 (host " + host + ") failed first: it could not be started over ssh"),
-              std::string::npos) << out;
+    EXPECT_NE(out.find("cannot reach host '" + host + "' over ssh"), std::string::npos) << out;
+    EXPECT_NE(out.find("no rank was started"), std::string::npos) << out;
     EXPECT_NE(out.find(reason), std::string::npos) << out;
   }
 }
@@ -238,8 +239,8 @@ TEST(ClusterLaunch, TwoHostsTwoRanksEachShareMemoryInsideEachHost) {
   ASSERT_EQ(m.wait(120), 0) << m.output();
 }
 
-// A rank of a hierarchical job dies: its host-mate (shared memory) and the other host (TCP)
-// both raise, naming the dead rank's address, and nothing of the job is left.
+// A rank of a hierarchical job dies: the launcher names it, a survivor's error maps the
+// sub-group's ranks to the job's, and nothing of the job is left.
 TEST(ClusterLaunch, KilledRankOfAHierarchicalJobIsNamedEverywhere) {
   REQUIRE_SSH_CLUSTER();
   Cluster c(2);
@@ -256,7 +257,8 @@ TEST(ClusterLaunch, KilledRankOfAHierarchicalJobIsNamedEverywhere) {
   const std::string out = l.output();
   EXPECT_NE(out.find("rank 3 (host " + Cluster::ip(1) + ") failed first: it was killed by SIGKILL"),
             std::string::npos) << out;
-  EXPECT_NE(out.find("in the shared-memory group of its host (its ranks 0 = 2, 1 = 3 of the job)"),
-            std::string::npos) << out;
+  // Its host-mate (shared memory) or its counterpart on host 0 (TCP) raises first, in the
+  // job's numbering; the launcher then stops the rest, which may not get to say anything.
+  EXPECT_GE(count_of(out, ", 1 = 3 of the job): [ring]"), 1) << out;
   EXPECT_TRUE(none_left(marker, 10)) << out;
 }

@@ -6,7 +6,11 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,11 +18,13 @@
 #include <cerrno>
 #include <climits>
 #include <cstdio>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -250,6 +256,103 @@ std::vector<Place> place_hosts(const dd::JobHostfile& job) {
   return out;
 }
 
+// ssh's options for every connection: never a prompt, a bounded connect, a dead link noticed.
+const std::vector<std::string> kSshOptions = {"-o", "BatchMode=yes", "-o", "ConnectTimeout=5",
+                                              "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
+                                              "-o", "LogLevel=ERROR"};
+
+// One ssh connection per remote host, which that host's ranks share (OpenSSH's connection
+// multiplexing): the handshakes happen once per host, all hosts at once, and a host that cannot
+// be reached is one error before any rank starts.
+class SshMasters {
+ public:
+  SshMasters() = default;
+  SshMasters(const SshMasters&) = delete;
+  ~SshMasters() {
+    for (auto& m : masters_) {
+      if (m.pid > 0) ::kill(m.pid, SIGTERM);
+    }
+    for (auto& m : masters_) {
+      if (m.pid > 0) ::waitpid(m.pid, nullptr, 0);
+    }
+  }
+  // Connects to every host in `hosts` (ssh destinations); throws naming the first that fails.
+  void open(const std::vector<std::string>& hosts, const std::filesystem::path& dir, bool verbose) {
+    for (const auto& h : hosts) {
+      Master m;
+      m.host = h;
+      m.socket = (dir / ("ssh" + std::to_string(masters_.size()))).string();
+      m.errors = m.socket + ".err";
+      std::vector<std::string> argv = {"ssh", "-M", "-N", "-T", "-S", m.socket, "-o", "ControlPersist=no"};
+      argv.insert(argv.end(), kSshOptions.begin(), kSshOptions.end());
+      argv.insert(argv.end(), {"--", h});
+      m.pid = spawn(argv, m.errors);
+      masters_.push_back(std::move(m));
+    }
+    const auto start = std::chrono::steady_clock::now();
+    for (auto& m : masters_) {
+      for (;;) {
+        struct stat st {};
+        if (::stat(m.socket.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) break;
+        int status = 0;
+        if (::waitpid(m.pid, &status, WNOHANG) == m.pid) {
+          m.pid = -1;
+          throw std::runtime_error("[launch] cannot reach host '" + m.host + "' over ssh (ssh exited with status " +
+                                   std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : 255) + "): " +
+                                   last_words(m.errors) + "; no rank was started");
+        }
+        if (std::chrono::steady_clock::now() - start > std::chrono::seconds(15)) {
+          throw std::runtime_error("[launch] host '" + m.host + "' did not complete the ssh login within 15 s; "
+                                   "no rank was started");
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+      if (verbose) std::fprintf(stderr, "[launch] ssh connection to %s is up\n", m.host.c_str());
+    }
+  }
+  const std::string& socket_of(const std::string& host) const {
+    for (const auto& m : masters_)
+      if (m.host == host) return m.socket;
+    throw std::logic_error("no ssh connection to " + host);
+  }
+
+ private:
+  struct Master {
+    std::string host, socket, errors;
+    pid_t pid = -1;
+  };
+  static pid_t spawn(const std::vector<std::string>& args, const std::string& errors) {
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    const pid_t parent = ::getpid();
+    const pid_t pid = ::fork();
+    if (pid < 0) throw std::runtime_error(std::string("[launch] fork failed: ") + std::strerror(errno));
+    if (pid == 0) {
+      ::setpgid(0, 0);  // Ctrl-C reaches the ranks through the launcher, not the connections
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(137);
+      const int in = ::open("/dev/null", O_RDWR);
+      const int err = ::open(errors.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      ::dup2(in, 0);
+      ::dup2(in, 1);
+      if (err >= 0) ::dup2(err, 2);
+      ::execvp("ssh", argv.data());
+      ::_exit(127);
+    }
+    return pid;
+  }
+  static std::string last_words(const std::string& path) {
+    std::ifstream f(path);
+    std::string text, line;
+    while (std::getline(f, line)) {
+      if (!line.empty()) text += (text.empty() ? "" : " ") + line;
+    }
+    return text.empty() ? "no message" : text;
+  }
+  std::vector<Master> masters_;
+};
+
 }  // namespace
 
 int launch_command(const std::vector<std::string>& args) {
@@ -454,6 +557,20 @@ int launch_command(const std::vector<std::string>& args) {
     launcher_cwd = std::filesystem::current_path(ec).string();
   }
   const double heartbeat = static_cast<double>(config::get_int("TESSERA_LAUNCH_HEARTBEAT"));
+  SshMasters masters;
+  {
+    std::vector<std::string> remote;
+    for (const auto& p : places) {
+      if (!p.local && std::find(remote.begin(), remote.end(), p.ssh) == remote.end()) remote.push_back(p.ssh);
+    }
+    try {
+      masters.open(remote, dir, verbose);
+    } catch (...) {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+      throw;
+    }
+  }
   std::vector<RankSpec> specs(n);
   const std::vector<int> cpus = bind ? allowed_cpus() : std::vector<int>{};
   // Ranks per machine (a host may be listed more than once; every local one is this machine),
@@ -491,9 +608,9 @@ int launch_command(const std::vector<std::string>& args) {
       spec.cpus = cpus_for_rank(cpus, local_ranks, local_index);
       spec.cwd = cwd;
     } else {
-      spec.argv = {"ssh", "-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5",
-                   "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
-                   "-o", "LogLevel=ERROR", "--", place.ssh, agent_cmd};
+      spec.argv = {"ssh", "-T", "-S", masters.socket_of(place.ssh), "-o", "ControlMaster=no"};
+      spec.argv.insert(spec.argv.end(), kSshOptions.begin(), kSshOptions.end());
+      spec.argv.insert(spec.argv.end(), {"--", place.ssh, agent_cmd});
       spec.env = local_env;  // ssh's own: HOME, SSH_AUTH_SOCK, ...
       spec.host = place.ssh;
       spec.remote = true;
