@@ -148,3 +148,23 @@ TEST(Cluster, AStrangerClaimingALocalRankIsRefused) {
   EXPECT_EQ(r1.wait(30), 0) << r1.output();
   EXPECT_EQ(count_of(r0.output() + r1.output(), "all_sum 3"), 2) << r0.output() << r1.output();
 }
+
+// 2 hosts x 2 ranks (hierarchical: shared memory inside each host, TCP across), started by hand:
+// when rank 3 is killed, its host-mate and its counterpart on the other host raise, each naming
+// the sub-group it was in and how that group's ranks map to the job's.
+TEST(Cluster, KilledRankOfAHierarchicalJobIsNamedInTheJobsNumbering) {
+  REQUIRE_CLUSTER();
+  Cluster c(2);
+  auto hf = c.hostfile({{0, kPort}, {0, kPort + 1}, {1, kPort}, {1, kPort + 1}});
+  std::vector<Process*> ranks;
+  for (int r = 0; r < 4; ++r) ranks.push_back(&c.start(r / 2, rank_cmd(hf, r, "loop", "TESSERA_DIST_TIMEOUT=20")));
+  for (int r = 0; r < 4; ++r) ASSERT_TRUE(ranks[r]->wait_for_output("ready", 60)) << ranks[r]->output();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ranks[3]->kill(SIGKILL);
+  for (int r : {1, 2}) EXPECT_EQ(ranks[r]->wait(30), 3) << ranks[r]->output();
+  EXPECT_NE(ranks[2]->output().find("in the shared-memory group of its host (its ranks 0 = 2, 1 = 3 of the job)"),
+            std::string::npos) << ranks[2]->output();
+  EXPECT_NE(ranks[1]->output().find("in the group across hosts (its ranks 0 = 1, 1 = 3 of the job)"),
+            std::string::npos) << ranks[1]->output();
+  EXPECT_EQ(ranks[0]->wait(30), 3) << ranks[0]->output();
+}

@@ -571,32 +571,21 @@ int launch_command(const std::vector<std::string>& args) {
       throw;
     }
   }
-  std::vector<RankSpec> specs(n);
+  std::vector<RankSpec> local;
+  std::vector<HostSpec> remote;
+  std::vector<nlohmann::json> host_ranks;  // per entry of `remote`: its ranks' jobs
   const std::vector<int> cpus = bind ? allowed_cpus() : std::vector<int>{};
-  // Ranks per machine (a host may be listed more than once; every local one is this machine),
-  // for each rank's share of its machine's CPUs and memory.
-  auto machine = [&](int r) {
-    const Place& p = places[static_cast<size_t>(host_of[r])];
-    return p.local ? std::string() : p.ssh;
-  };
-  std::vector<int> index_on_machine(n), ranks_on_machine(n);
-  for (int r = 0; r < n; ++r) {
-    for (int q = 0; q < n; ++q) {
-      if (machine(q) != machine(r)) continue;
-      ranks_on_machine[r]++;
-      if (q < r) index_on_machine[r]++;
-    }
-  }
+  int local_index = 0;
   for (int r = 0; r < n; ++r) {
     const Place& place = places[static_cast<size_t>(host_of[r])];
-    const int local_index = index_on_machine[r];
     std::vector<std::string> rank_env;
     for (const char* k : {"TESSERA_RANK=", "MLX_RANK="}) rank_env.push_back(k + std::to_string(r));
     for (const char* k : {"TESSERA_WORLD_SIZE=", "MLX_WORLD_SIZE="}) rank_env.push_back(k + std::to_string(n));
     rank_env.push_back("TESSERA_JOB_TOKEN=" + token);
     if (verbose) rank_env.push_back("TESSERA_RING_VERBOSE=1");
-    RankSpec& spec = specs[r];
     if (place.local) {
+      RankSpec spec;
+      spec.rank = r;
       spec.argv = program;
       spec.env = local_env;
       spec.env.insert(spec.env.end(), job_env.begin(), job_env.end());
@@ -605,46 +594,54 @@ int launch_command(const std::vector<std::string>& args) {
       if (!trace_dir.empty()) {
         spec.env.push_back("TESSERA_TRACE=" + trace_dir + "/rank" + std::to_string(r) + ".json");
       }
-      spec.cpus = cpus_for_rank(cpus, local_ranks, local_index);
+      spec.cpus = cpus_for_rank(cpus, local_ranks, local_index++);
       spec.cwd = cwd;
-    } else {
+      if (verbose) {
+        std::string list;
+        for (int c : spec.cpus) list += (list.empty() ? "" : ",") + std::to_string(c);
+        std::fprintf(stderr, "[launch] rank %d: this host%s%s\n", r, list.empty() ? "" : ", CPUs ", list.c_str());
+      }
+      local.push_back(std::move(spec));
+      continue;
+    }
+    // Ranks on a remote host: one ssh session to one agent that runs them all.
+    size_t h = 0;
+    while (h < remote.size() && remote[h].host != place.ssh) ++h;
+    if (h == remote.size()) {
+      HostSpec spec;
+      spec.host = place.ssh;
       spec.argv = {"ssh", "-T", "-S", masters.socket_of(place.ssh), "-o", "ControlMaster=no"};
       spec.argv.insert(spec.argv.end(), kSshOptions.begin(), kSshOptions.end());
       spec.argv.insert(spec.argv.end(), {"--", place.ssh, agent_cmd});
       spec.env = local_env;  // ssh's own: HOME, SSH_AUTH_SOCK, ...
-      spec.host = place.ssh;
-      spec.remote = true;
-      std::vector<std::string> env = forwarded_env;
-      env.insert(env.end(), job_env.begin(), job_env.end());
-      env.insert(env.end(), rank_env.begin(), rank_env.end());
-      nlohmann::json desc = {{"rank", r},
-                             {"argv", program},
-                             {"env", env},
-                             {"cwd", cwd},
-                             {"fallback_cwd", launcher_cwd},
-                             {"ring_hostfile", ring_json},
-                             {"grace", grace},
-                             {"heartbeat", heartbeat},
-                             {"local_index", local_index},
-                             {"local_count", ranks_on_machine[r]},
-                             {"cpu_bind", bind},
-                             {"verbose", verbose}};
-      spec.preamble = desc.dump() + "\n";
+      remote.push_back(std::move(spec));
+      host_ranks.push_back(nlohmann::json::array());
     }
-    if (verbose) {
-      std::string list;
-      for (int c : spec.cpus) list += (list.empty() ? "" : ",") + std::to_string(c);
-      std::fprintf(stderr, "[launch] rank %d: %s%s%s\n", r,
-                   place.local ? "this host" : ("ssh " + place.ssh).c_str(),
-                   list.empty() ? "" : ", CPUs ", list.c_str());
-    }
+    std::vector<std::string> env = forwarded_env;
+    env.insert(env.end(), job_env.begin(), job_env.end());
+    env.insert(env.end(), rank_env.begin(), rank_env.end());
+    remote[h].ranks.push_back(r);
+    host_ranks[h].push_back({{"rank", r}, {"env", env}});
+    if (verbose) std::fprintf(stderr, "[launch] rank %d: ssh %s\n", r, place.ssh.c_str());
+  }
+  for (size_t h = 0; h < remote.size(); ++h) {
+    const nlohmann::json desc = {{"argv", program},
+                                 {"cwd", cwd},
+                                 {"fallback_cwd", launcher_cwd},
+                                 {"ring_hostfile", ring_json},
+                                 {"grace", grace},
+                                 {"heartbeat", heartbeat},
+                                 {"cpu_bind", bind},
+                                 {"verbose", verbose},
+                                 {"ranks", host_ranks[h]}};
+    remote[h].preamble = desc.dump() + "\n";
   }
   SuperviseOptions opt;
   opt.prefix = prefix;
   opt.grace_seconds = grace;
   opt.verbose = verbose;
   opt.heartbeat_seconds = heartbeat;
-  int code = supervise(specs, opt);
+  int code = supervise(n, local, remote, opt);
   if (!trace_dir.empty()) {
     std::fprintf(stderr, "[launch] trace: %s\n", merge_rank_traces(trace_dir, n).c_str());
   }

@@ -1,9 +1,9 @@
-// `tessera _rank-agent`: the remote end of a rank that `tessera launch` starts over ssh. It reads
-// the rank's job (one JSON line) and the launcher's frames from stdin (rank_host.h), runs the
-// rank in its own process group with stdout and stderr going straight back through ssh, and
-// stops it when the launcher asks, when the connection ends, or when the launcher has been
-// silent for the heartbeat limit — so no rank outlives its launcher on any host. It exits with
-// the rank's status (a death by signal n as 128 + n).
+// `tessera _rank-agent`: the remote end of one host of a job that `tessera launch` starts over
+// ssh. It reads the job of every rank on its host (one JSON line) and then the launcher's frames
+// from stdin (rank_host.h), runs each rank in its own process group, sends their output and
+// exits back as frames on stdout, and stops them when the launcher asks, when the connection
+// ends, or when the launcher has been silent for the heartbeat limit — so no rank outlives its
+// launcher on any host. It exits once every rank has.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -36,15 +36,15 @@ namespace {
 std::atomic<int> g_signal{0};
 int g_wake_fd = -1;
 
+void wake() {
+  char b = 1;
+  [[maybe_unused]] ssize_t w = ::write(g_wake_fd, &b, 1);
+}
 void on_signal(int sig) {
   g_signal.store(sig);
-  char b = 1;
-  [[maybe_unused]] ssize_t w = ::write(g_wake_fd, &b, 1);
+  wake();
 }
-void on_child(int) {
-  char b = 1;
-  [[maybe_unused]] ssize_t w = ::write(g_wake_fd, &b, 1);
-}
+void on_child(int) { wake(); }
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
@@ -54,6 +54,24 @@ double now_s() {
 void say(const std::string& msg) {
   std::string line = msg + "\n";
   [[maybe_unused]] ssize_t w = ::write(2, line.data(), line.size());
+}
+
+// Everything or nothing reaches the launcher: a short write on a pipe is retried.
+void write_all(int fd, const std::string& data) {
+  const char* p = data.data();
+  size_t n = data.size();
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && errno == EAGAIN) {
+      pollfd pf{fd, POLLOUT, 0};
+      ::poll(&pf, 1, 100);
+      continue;
+    }
+    if (w <= 0) return;  // the launcher is gone; the ranks are being stopped anyway
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
 }
 
 std::string host_name() {
@@ -76,111 +94,53 @@ std::string read_job_line() {
   }
 }
 
-struct Job {
+struct RankJob {
   int rank = 0;
-  std::vector<std::string> argv, env;
+  std::vector<std::string> env;  // the job's entries for this rank
+  pid_t pid = -1;
+  int in = -1, out = -1, err = -1;
+  std::string pending_in;
+  bool running = false;
+};
+
+struct Job {
+  std::vector<std::string> argv;
   std::string cwd, fallback_cwd, ring_hostfile;
   double grace = 5, heartbeat = 10;
-  int local_index = 0, local_count = 1;
   bool cpu_bind = true, verbose = false;
+  std::vector<RankJob> ranks;
 };
 
 Job parse_job(const std::string& line) {
   const auto j = nlohmann::json::parse(line);
   Job job;
-  job.rank = j.at("rank").get<int>();
   job.argv = j.at("argv").get<std::vector<std::string>>();
-  job.env = j.at("env").get<std::vector<std::string>>();
   job.cwd = j.value("cwd", "");
   job.fallback_cwd = j.value("fallback_cwd", "");
   job.ring_hostfile = j.at("ring_hostfile").get<std::string>();
   job.grace = j.value("grace", 5.0);
   job.heartbeat = j.value("heartbeat", 10.0);
-  job.local_index = j.value("local_index", 0);
-  job.local_count = j.value("local_count", 1);
   job.cpu_bind = j.value("cpu_bind", true);
   job.verbose = j.value("verbose", false);
-  if (job.argv.empty()) throw std::runtime_error("the job has no program");
+  for (const auto& r : j.at("ranks")) {
+    RankJob rj;
+    rj.rank = r.at("rank").get<int>();
+    rj.env = r.at("env").get<std::vector<std::string>>();
+    job.ranks.push_back(std::move(rj));
+  }
+  if (job.argv.empty() || job.ranks.empty()) throw std::runtime_error("the job has no program or no rank");
   return job;
 }
 
-}  // namespace
-
-int rank_agent_command(const std::vector<std::string>&) {
-  const std::string where = "on host " + host_name();
-  Job job;
-  try {
-    job = parse_job(read_job_line());
-  } catch (const std::exception& e) {
-    say("[launch] rank agent " + where + ": " + e.what());
-    return 1;
+// Starts one rank: its own process group, killed with the agent, its CPUs, pipes to us.
+void start_rank(RankJob& rj, const std::vector<std::string>& argv_s, std::vector<std::string> env,
+                const std::vector<int>& cpus, const std::string& who) {
+  int in[2], out[2], err[2];
+  if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
+    throw std::runtime_error(who + ": pipe failed: " + std::strerror(errno));
   }
-  const std::string who = "[launch] rank " + std::to_string(job.rank) + " " + where;
-  [[maybe_unused]] ssize_t w = ::write(1, kAgentReady, std::strlen(kAgentReady));
-
-  if (!job.cwd.empty()) {
-    if (::chdir(job.cwd.c_str()) != 0) {
-      say(who + ": cannot change to the directory '" + job.cwd + "' (--cwd): " + std::strerror(errno));
-      return 1;
-    }
-  } else if (!job.fallback_cwd.empty() && ::chdir(job.fallback_cwd.c_str()) != 0 && job.verbose) {
-    say(who + ": the launcher's directory '" + job.fallback_cwd + "' does not exist here; the rank "
-        "runs in " + (std::getenv("HOME") ? std::getenv("HOME") : "the login directory"));
-  }
-
-  char path[] = "/tmp/tessera-rank-XXXXXX.json";
-  int hf = ::mkstemps(path, 5);
-  if (hf < 0) {
-    say(who + ": cannot create the ring hostfile in /tmp: " + std::strerror(errno));
-    return 1;
-  }
-  const std::string hostfile = path;
-  const std::string content = job.ring_hostfile + "\n";
-  const bool wrote = ::write(hf, content.data(), content.size()) == static_cast<ssize_t>(content.size());
-  ::close(hf);
-  if (!wrote) {
-    ::unlink(hostfile.c_str());
-    say(who + ": cannot write the ring hostfile " + hostfile);
-    return 1;
-  }
-
-  // The environment: this login's, less what the launcher sets, plus the job's entries.
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e) {
-    const std::string kv = *e;
-    if (!is_launcher_variable(kv.substr(0, kv.find('=')))) env.push_back(kv);
-  }
-  bool memory_given = false;
-  for (const auto& kv : job.env) memory_given |= kv.rfind("TESSERA_MEMORY_LIMIT_MB=", 0) == 0;
-  for (const auto& kv : env) memory_given |= kv.rfind("TESSERA_MEMORY_LIMIT_MB=", 0) == 0;
-  if (!memory_given) {
-    if (std::string m = memory_share_entry(job.local_count); !m.empty()) env.push_back(m);
-  }
-  env.insert(env.end(), job.env.begin(), job.env.end());
-  for (const char* k : {"TESSERA_HOSTFILE=", "MLX_HOSTFILE="}) env.push_back(k + hostfile);
-  const std::vector<int> cpus =
-      job.cpu_bind ? cpus_for_rank(allowed_cpus(), job.local_count, job.local_index) : std::vector<int>{};
-
-  int wake[2], in[2];
-  if (::pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0 || ::pipe2(in, O_CLOEXEC) != 0) {
-    ::unlink(hostfile.c_str());
-    say(who + ": pipe failed: " + std::strerror(errno));
-    return 1;
-  }
-  g_wake_fd = wake[1];
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGTERM, SIGINT, SIGHUP}) ::sigaction(sig, &sa, nullptr);
-  struct sigaction sc {};
-  sc.sa_handler = on_child;
-  sigemptyset(&sc.sa_mask);
-  sc.sa_flags = SA_NOCLDSTOP;
-  ::sigaction(SIGCHLD, &sc, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
-
   std::vector<char*> argv, envp;
-  for (auto& a : job.argv) argv.push_back(a.data());
+  for (const auto& a : argv_s) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
@@ -203,58 +163,185 @@ int rank_agent_command(const std::vector<std::string>&) {
     for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE}) ::signal(sig, SIG_DFL);
     ::sigprocmask(SIG_SETMASK, &saved, nullptr);
     ::dup2(in[0], 0);
+    ::dup2(out[1], 1);
+    ::dup2(err[1], 2);
     ::execvpe(argv[0], argv.data(), envp.data());
-    say(who + ": cannot execute '" + job.argv[0] + "': " + std::strerror(errno));
+    say(who + ": cannot execute '" + argv_s[0] + "': " + std::strerror(errno));
     ::_exit(127);
   }
-  if (pid < 0) {
-    ::unlink(hostfile.c_str());
-    say(who + ": fork failed: " + std::strerror(errno));
+  ::sigprocmask(SIG_SETMASK, &saved, nullptr);
+  if (pid < 0) throw std::runtime_error(who + ": fork failed: " + std::strerror(errno));
+  ::setpgid(pid, pid);
+  ::close(in[0]);
+  ::close(out[1]);
+  ::close(err[1]);
+  rj.pid = pid;
+  rj.in = in[1];
+  rj.out = out[0];
+  rj.err = err[0];
+  rj.running = true;
+  ::fcntl(rj.in, F_SETFL, O_NONBLOCK);
+}
+
+}  // namespace
+
+int rank_agent_command(const std::vector<std::string>&) {
+  const std::string where = "on host " + host_name();
+  Job job;
+  try {
+    job = parse_job(read_job_line());
+  } catch (const std::exception& e) {
+    say("[launch] rank agent " + where + ": " + e.what());
     return 1;
   }
-  ::setpgid(pid, pid);
-  ::sigprocmask(SIG_SETMASK, &saved, nullptr);
-  ::close(in[0]);
-  int child_in = in[1];
-  ::fcntl(child_in, F_SETFL, O_NONBLOCK);
-
-  std::string frames, pending_in;
-  bool stdin_open = true, close_child_in = false, signalled = false;
-  double last_heard = now_s(), kill_at = 0;
-  auto stop = [&](bool at_once) {
-    if (at_once) {
-      ::kill(-pid, SIGKILL);
-      return;
+  const std::string who = "[launch] agent " + where;
+  write_all(1, kAgentReady);
+  if (!job.cwd.empty()) {
+    if (::chdir(job.cwd.c_str()) != 0) {
+      say(who + ": cannot change to the directory '" + job.cwd + "' (--cwd): " + std::strerror(errno));
+      return 1;
     }
-    ::kill(-pid, SIGTERM);
-    ::kill(-pid, SIGCONT);
+  } else if (!job.fallback_cwd.empty() && ::chdir(job.fallback_cwd.c_str()) != 0 && job.verbose) {
+    say(who + ": the launcher's directory '" + job.fallback_cwd + "' does not exist here; the ranks "
+        "run in " + (std::getenv("HOME") ? std::getenv("HOME") : "the login directory"));
+  }
+
+  char path[] = "/tmp/tessera-rank-XXXXXX.json";
+  int hf = ::mkstemps(path, 5);
+  if (hf < 0) {
+    say(who + ": cannot create the ring hostfile in /tmp: " + std::strerror(errno));
+    return 1;
+  }
+  const std::string hostfile = path;
+  const std::string content = job.ring_hostfile + "\n";
+  const bool wrote = ::write(hf, content.data(), content.size()) == static_cast<ssize_t>(content.size());
+  ::close(hf);
+  if (!wrote) {
+    ::unlink(hostfile.c_str());
+    say(who + ": cannot write the ring hostfile " + hostfile);
+    return 1;
+  }
+
+  int wake[2];
+  if (::pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+    ::unlink(hostfile.c_str());
+    say(who + ": pipe failed: " + std::strerror(errno));
+    return 1;
+  }
+  g_wake_fd = wake[1];
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) ::sigaction(sig, &sa, nullptr);
+  struct sigaction sc {};
+  sc.sa_handler = on_child;
+  sigemptyset(&sc.sa_mask);
+  sc.sa_flags = SA_NOCLDSTOP;
+  ::sigaction(SIGCHLD, &sc, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  // The environment: this login's, less what the launcher sets, plus each rank's entries.
+  std::vector<std::string> base;
+  bool memory_given = false;
+  for (char** e = environ; *e; ++e) {
+    const std::string kv = *e;
+    if (is_launcher_variable(kv.substr(0, kv.find('=')))) continue;
+    base.push_back(kv);
+    memory_given |= kv.rfind("TESSERA_MEMORY_LIMIT_MB=", 0) == 0;
+  }
+  for (const auto& kv : job.ranks[0].env) memory_given |= kv.rfind("TESSERA_MEMORY_LIMIT_MB=", 0) == 0;
+  const int n = static_cast<int>(job.ranks.size());
+  if (!memory_given) {
+    if (std::string m = memory_share_entry(n); !m.empty()) base.push_back(m);
+  }
+  for (const char* k : {"TESSERA_HOSTFILE=", "MLX_HOSTFILE="}) base.push_back(k + hostfile);
+  const std::vector<int> cpus = job.cpu_bind ? allowed_cpus() : std::vector<int>{};
+  int running = 0;
+  for (int i = 0; i < n; ++i) {
+    RankJob& rj = job.ranks[static_cast<size_t>(i)];
+    std::vector<std::string> env = base;
+    env.insert(env.end(), rj.env.begin(), rj.env.end());
+    try {
+      start_rank(rj, job.argv, std::move(env), cpus_for_rank(cpus, n, i),
+                 "[launch] rank " + std::to_string(rj.rank) + " " + where);
+      ++running;
+    } catch (const std::exception& e) {
+      say(e.what());
+      write_all(1, frame_exit(rj.rank, 1));
+    }
+  }
+
+  std::string frames;
+  bool stdin_open = true, close_inputs = false, signalled = false;
+  double last_heard = now_s(), kill_at = 0;
+  auto signal_ranks = [&](int sig) {
+    for (auto& rj : job.ranks) {
+      if (!rj.running) continue;
+      ::kill(-rj.pid, sig);
+      if (sig == SIGTERM || sig == SIGINT) ::kill(-rj.pid, SIGCONT);
+    }
+  };
+  auto stop = [&](bool at_once) {
+    if (at_once) return signal_ranks(SIGKILL);
+    signal_ranks(SIGTERM);
     if (kill_at == 0) kill_at = now_s() + job.grace;
   };
-  int code = -1;
+  // A rank's output so far, as frames; true while its pipe is open.
+  auto relay = [&](RankJob& rj, int& fd, char type) {
+    char buf[65536];
+    ssize_t got = ::read(fd, buf, sizeof buf);
+    if (got > 0) {
+      write_all(1, frame_output(type, rj.rank, buf, static_cast<size_t>(got)));
+      return;
+    }
+    if (got == 0 || (errno != EINTR && errno != EAGAIN)) ::close(fd), fd = -1;
+  };
   char buf[65536];
-  while (code < 0) {
-    int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) == pid) {
-      code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
-      break;
+  while (running > 0) {
+    for (auto& rj : job.ranks) {
+      int status = 0;
+      if (!rj.running || ::waitpid(rj.pid, &status, WNOHANG) != rj.pid) continue;
+      rj.running = false;
+      --running;
+      // Its last output first, then its exit: the launcher reports both in that order.
+      for (int* fd : {&rj.out, &rj.err}) {
+        if (*fd < 0) continue;
+        ::fcntl(*fd, F_SETFL, O_NONBLOCK);
+        while (*fd >= 0) {
+          ssize_t got = ::read(*fd, buf, sizeof buf);
+          if (got <= 0) {
+            ::close(*fd);
+            *fd = -1;
+            break;
+          }
+          write_all(1, frame_output(fd == &rj.out ? 'O' : 'R', rj.rank, buf, static_cast<size_t>(got)));
+        }
+      }
+      ::kill(-rj.pid, SIGKILL);  // whatever the rank left in its process group
+      distributed::detail::remove_shm_segments_of(rj.pid);
+      if (rj.in >= 0) ::close(rj.in), rj.in = -1;
+      const int code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+      write_all(1, frame_exit(rj.rank, code));
     }
-    if (int sig = g_signal.exchange(0)) {  // the agent itself is told to stop
-      (void)sig;
-      stop(false);
-    }
+    if (running == 0) break;
+    if (g_signal.exchange(0)) stop(false);  // the agent itself is told to stop
     const double t = now_s();
     if (kill_at > 0 && t > kill_at) {
       stop(true);
       kill_at = t + 3600;
     }
     if (stdin_open && job.heartbeat > 0 && t - last_heard > job.heartbeat) {
-      if (job.verbose) say(who + ": no word from the launcher for " + std::to_string(job.heartbeat) + " s; stopping the rank");
+      if (job.verbose) say(who + ": no word from the launcher for " + std::to_string(job.heartbeat) + " s; stopping the ranks");
       stdin_open = false;
       stop(false);
     }
     std::vector<pollfd> fds = {{wake[0], POLLIN, 0}};
     if (stdin_open) fds.push_back({0, POLLIN, 0});
-    if (child_in >= 0 && !pending_in.empty()) fds.push_back({child_in, POLLOUT, 0});
+    for (auto& rj : job.ranks) {
+      if (rj.out >= 0) fds.push_back({rj.out, POLLIN, 0});
+      if (rj.err >= 0) fds.push_back({rj.err, POLLIN, 0});
+      if (rj.in >= 0 && !rj.pending_in.empty()) fds.push_back({rj.in, POLLOUT, 0});
+    }
     int rc = ::poll(fds.data(), fds.size(), 100);
     if (rc < 0 && errno != EINTR) break;
     for (const auto& f : fds) {
@@ -262,7 +349,9 @@ int rank_agent_command(const std::vector<std::string>&) {
       if (f.fd == wake[0]) {
         while (::read(wake[0], buf, sizeof buf) > 0) {
         }
-      } else if (f.fd == 0) {
+        continue;
+      }
+      if (f.fd == 0) {
         ssize_t got = ::read(0, buf, sizeof buf);
         if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
         if (got <= 0) {  // the connection to the launcher is gone
@@ -277,36 +366,48 @@ int rank_agent_command(const std::vector<std::string>&) {
           const char type = frames[at];
           if (type == 'D') {
             if (frames.size() - at < 5) break;
-            uint32_t len = 0;
-            for (int k = 1; k <= 4; ++k) len = (len << 8) | static_cast<unsigned char>(frames[at + k]);
+            const uint32_t len = read_u32(frames.data() + at + 1);
             if (frames.size() - at - 5 < len) break;
-            if (child_in >= 0) pending_in.append(frames, at + 5, len);
+            for (auto& rj : job.ranks) {
+              if (rj.in >= 0) rj.pending_in.append(frames, at + 5, len);
+            }
             at += 5 + len;
           } else if (type == 'S') {
             if (frames.size() - at < 2) break;
-            const int sig = static_cast<unsigned char>(frames[at + 1]);
-            ::kill(-pid, sig);
-            if (sig == SIGTERM || sig == SIGINT) ::kill(-pid, SIGCONT);
+            signal_ranks(static_cast<unsigned char>(frames[at + 1]));
             signalled = true;
             at += 2;
           } else {
-            if (type == 'E') close_child_in = true;
+            if (type == 'E') close_inputs = true;
             at += 1;  // 'H' and anything unknown: nothing to do
           }
         }
         frames.erase(0, at);
-      } else if (f.fd == child_in) {
-        ssize_t n = ::write(child_in, pending_in.data(), pending_in.size());
-        if (n > 0) pending_in.erase(0, static_cast<size_t>(n));
-        else if (n < 0 && errno != EAGAIN && errno != EINTR) ::close(child_in), child_in = -1, pending_in.clear();
+        continue;
+      }
+      for (auto& rj : job.ranks) {
+        if (f.fd == rj.out) {
+          relay(rj, rj.out, 'O');
+        } else if (f.fd == rj.err) {
+          relay(rj, rj.err, 'R');
+        } else if (f.fd == rj.in) {
+          ssize_t w = ::write(rj.in, rj.pending_in.data(), rj.pending_in.size());
+          if (w > 0) rj.pending_in.erase(0, static_cast<size_t>(w));
+          else if (w < 0 && errno != EAGAIN && errno != EINTR) ::close(rj.in), rj.in = -1, rj.pending_in.clear();
+        } else {
+          continue;
+        }
+        break;
       }
     }
-    if (close_child_in && pending_in.empty() && child_in >= 0) ::close(child_in), child_in = -1;
+    if (close_inputs) {
+      for (auto& rj : job.ranks) {
+        if (rj.in >= 0 && rj.pending_in.empty()) ::close(rj.in), rj.in = -1;
+      }
+    }
   }
-  ::kill(-pid, SIGKILL);  // whatever the rank left in its process group
   ::unlink(hostfile.c_str());
-  distributed::detail::remove_shm_segments_of(pid);
-  return code < 0 ? 1 : code;
+  return 0;
 }
 
 }  // namespace tessera::cli

@@ -8,11 +8,39 @@
 
 namespace tessera::cli {
 
+namespace {
+
+void put_u32(std::string& f, uint32_t v) {
+  for (int shift = 24; shift >= 0; shift -= 8) f += static_cast<char>((v >> shift) & 0xff);
+}
+
+}  // namespace
+
+uint32_t read_u32(const char* p) {
+  uint32_t v = 0;
+  for (int k = 0; k < 4; ++k) v = (v << 8) | static_cast<unsigned char>(p[k]);
+  return v;
+}
+
 std::string frame_data(const char* data, size_t n) {
   std::string f = "D";
-  const auto len = static_cast<uint32_t>(n);
-  for (int shift = 24; shift >= 0; shift -= 8) f += static_cast<char>((len >> shift) & 0xff);
+  put_u32(f, static_cast<uint32_t>(n));
   f.append(data, n);
+  return f;
+}
+
+std::string frame_output(char type, int rank, const char* data, size_t n) {
+  std::string f(1, type);
+  put_u32(f, static_cast<uint32_t>(rank));
+  put_u32(f, static_cast<uint32_t>(n));
+  f.append(data, n);
+  return f;
+}
+
+std::string frame_exit(int rank, int status) {
+  std::string f = "X";
+  put_u32(f, static_cast<uint32_t>(rank));
+  put_u32(f, static_cast<uint32_t>(status));
   return f;
 }
 

@@ -8,8 +8,15 @@
 //   'E'                                  the launcher's stdin ended: close the rank's stdin
 //   'H'                                  heartbeat: the launcher is alive
 //   'S' u8 signal                        send this signal to the rank's process group
-// The end of the stream (ssh closed, the launcher died) means: stop the rank. The agent's
-// stdout starts with kAgentReady, so the launcher can tell "ssh failed" from "the rank failed".
+// The end of the stream (ssh closed, the launcher died) means: stop the ranks. One agent runs
+// every rank of its host, so a host costs one ssh session however many ranks it runs.
+//
+// The agent -> launcher stream (its stdout): the line kAgentReady (so the launcher can tell
+// "ssh failed" from "a rank failed"), then frames:
+//   'O' u32 rank, u32 length, bytes      the rank's stdout
+//   'R' u32 rank, u32 length, bytes      the rank's stderr
+//   'X' u32 rank, u32 status             the rank exited (a death by signal n as 128 + n)
+// The agent's own messages (a directory that does not exist, ...) go to its stderr.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +32,10 @@ std::string frame_data(const char* data, size_t n);
 inline std::string frame_stdin_end() { return "E"; }
 inline std::string frame_heartbeat() { return "H"; }
 inline std::string frame_signal(int sig) { return std::string("S") + static_cast<char>(sig); }
+std::string frame_output(char type, int rank, const char* data, size_t n);  // 'O' or 'R'
+std::string frame_exit(int rank, int status);
+// A big-endian u32 at p.
+uint32_t read_u32(const char* p);
 
 // The CPUs this process may run on, ascending.
 std::vector<int> allowed_cpus();

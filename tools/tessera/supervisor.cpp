@@ -97,17 +97,8 @@ struct LineRelay {
   std::string prefix;
   std::string partial;
   std::vector<std::string> last;  // the last kKept lines, oldest first
-  bool expect_marker = false;     // a remote rank: its first line is the agent's kAgentReady
-  bool saw_marker = false;
   // One write per line, so lines of different ranks never interleave mid-line.
   void write_line(const char* p, size_t n) {
-    if (expect_marker) {
-      expect_marker = false;
-      if (std::string(p, n) == kAgentReady) {
-        saw_marker = true;
-        return;
-      }
-    }
     std::string line;
     line.reserve(prefix.size() + n);
     line.append(prefix);
@@ -135,19 +126,6 @@ struct LineRelay {
   }
 };
 
-struct Rank {
-  const RankSpec* spec = nullptr;
-  pid_t pid = -1;
-  bool running = false;
-  int status_code = 0;  // exit code, or 128 + signal
-  bool by_signal = false;  // the process itself (for a remote rank: its ssh) died of a signal
-  std::vector<int> sent;   // signals the launcher sent it
-  Fd out, err, in;
-  LineRelay out_relay, err_relay;
-  std::string pending_in;  // stdin bytes not yet written to this rank
-  bool close_in_when_drained = false;
-};
-
 int status_to_code(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
@@ -160,11 +138,12 @@ void make_pipe(int fds[2]) {
   }
 }
 
-pid_t spawn(const RankSpec& spec, int in_r, int out_w, int err_w) {
+pid_t spawn(const std::vector<std::string>& args, const std::vector<std::string>& env,
+            const std::vector<int>& cpus, const std::string& cwd, int in_r, int out_w, int err_w) {
   std::vector<char*> argv, envp;
-  for (auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  for (auto& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
+  for (auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
   // Signals stay blocked across fork until the child has its default handlers: a SIGTERM for
   // the job that arrived in between would otherwise run the launcher's handler in the child and
@@ -181,14 +160,14 @@ pid_t spawn(const RankSpec& spec, int in_r, int out_w, int err_w) {
   }
   if (pid == 0) {
     ::setpgid(0, 0);  // own process group: signals reach the rank's whole process tree
-    // A launcher killed outright takes its ranks with it (a remote rank: its ssh, whose agent
-    // then stops the rank).
+    // A launcher killed outright takes its ranks with it (a remote host: its ssh, whose agent
+    // then stops the ranks there).
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != launcher) ::_exit(137);
-    if (!spec.cpus.empty()) {
+    if (!cpus.empty()) {
       cpu_set_t set;
       CPU_ZERO(&set);
-      for (int c : spec.cpus) CPU_SET(c, &set);
+      for (int c : cpus) CPU_SET(c, &set);
       ::sched_setaffinity(0, sizeof(set), &set);  // best effort: an error leaves it unbound
     }
     ::signal(SIGINT, SIG_DFL);
@@ -199,13 +178,13 @@ pid_t spawn(const RankSpec& spec, int in_r, int out_w, int err_w) {
     ::dup2(in_r, 0);
     ::dup2(out_w, 1);
     ::dup2(err_w, 2);
-    if (!spec.cwd.empty() && ::chdir(spec.cwd.c_str()) != 0) {
-      std::string msg = "[launch] cannot change to the directory '" + spec.cwd + "': " + std::strerror(errno) + "\n";
+    if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) {
+      std::string msg = "[launch] cannot change to the directory '" + cwd + "': " + std::strerror(errno) + "\n";
       write_all(2, msg.data(), msg.size());
       ::_exit(1);
     }
     ::execvpe(argv[0], argv.data(), envp.data());
-    std::string msg = "[launch] cannot execute '" + spec.argv[0] + "': " + std::strerror(errno) + "\n";
+    std::string msg = "[launch] cannot execute '" + args[0] + "': " + std::strerror(errno) + "\n";
     write_all(2, msg.data(), msg.size());
     ::_exit(127);
   }
@@ -214,31 +193,67 @@ pid_t spawn(const RankSpec& spec, int in_r, int out_w, int err_w) {
   return pid;
 }
 
+// A process the launcher started: a local rank, or one remote host's ssh session.
+struct Proc {
+  pid_t pid = -1;
+  bool running = false;
+  int status_code = 0;     // exit code, or 128 + signal
+  bool by_signal = false;  // it (for a host: its ssh) died of a signal
+  std::vector<int> sent;   // signals the launcher sent it
+  Fd out, err, in;
+  std::string pending_in;  // stdin bytes (a host: frames) not yet written
+  bool close_in_when_drained = false;
+  int rank = -1;                 // a local rank: which
+  const HostSpec* host = nullptr;  // a remote host
+  std::string frames;            // a host: its stdout not yet decoded
+  bool saw_marker = false;       // a host: its agent started
+  LineRelay messages;            // a host: what ssh and the agent say themselves
+};
+
+struct Rank {
+  int proc = -1;
+  bool running = true;
+  int status_code = 0;
+  bool lost = false;  // its host's ssh session ended before the rank's own exit was reported
+  LineRelay out_relay, err_relay;
+};
+
+std::string prefix_for(bool on, int rank) {
+  std::string p;
+  if (on) {  // built step by step: g++ 12 warns falsely on "lit" + std::string&&
+    p += '[';
+    p += std::to_string(rank);
+    p += "] ";
+  }
+  return p;
+}
+
 // "rank 3" or "rank 3 (host node2)".
-std::string rank_name(int i, const RankSpec& spec) {
+std::string rank_name(int i, const Proc& p) {
   std::string s = "rank " + std::to_string(i);
-  if (!spec.host.empty()) s += " (host " + spec.host + ")";
+  if (p.host) s += " (host " + p.host->host + ")";
   return s;
 }
 
-void signal_all(std::vector<Rank>& ranks, int sig) {
-  for (auto& r : ranks) {
-    if (!r.running) continue;
-    r.sent.push_back(sig);
-    if (r.spec->remote && sig != SIGKILL) {  // the agent signals the rank; SIGKILL ends its ssh
-      r.pending_in += frame_signal(sig);
+void signal_all(std::vector<Proc>& procs, int sig) {
+  for (auto& p : procs) {
+    if (!p.running) continue;
+    p.sent.push_back(sig);
+    if (p.host && sig != SIGKILL) {  // the agent signals the ranks; SIGKILL ends the session
+      p.pending_in += frame_signal(sig);
       continue;
     }
-    ::kill(-r.pid, sig);
-    if (sig == SIGTERM || sig == SIGINT) ::kill(-r.pid, SIGCONT);  // a stopped rank must see it
+    ::kill(-p.pid, sig);
+    if (sig == SIGTERM || sig == SIGINT) ::kill(-p.pid, SIGCONT);  // a stopped rank must see it
   }
 }
 
 }  // namespace
 
-int supervise(const std::vector<RankSpec>& specs, const SuperviseOptions& opt) {
-  const int n = static_cast<int>(specs.size());
-  std::vector<Rank> ranks(n);
+int supervise(int size, const std::vector<RankSpec>& local, const std::vector<HostSpec>& remote,
+              const SuperviseOptions& opt) {
+  std::vector<Rank> ranks(static_cast<size_t>(size));
+  std::vector<Proc> procs(local.size() + remote.size());
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
@@ -260,113 +275,193 @@ int supervise(const std::vector<RankSpec>& specs, const SuperviseOptions& opt) {
   ::sigaction(SIGTERM, &sa, &old_term);
   ::signal(SIGPIPE, SIG_IGN);  // a rank that closed its stdin must not kill the launcher
 
-  for (int i = 0; i < n; ++i) {
+  for (size_t k = 0; k < procs.size(); ++k) {
+    Proc& p = procs[k];
+    const bool is_host = k >= local.size();
+    const RankSpec* rs = is_host ? nullptr : &local[k];
+    p.host = is_host ? &remote[k - local.size()] : nullptr;
     int in[2], out[2], err[2];
     make_pipe(in);
     make_pipe(out);
     make_pipe(err);
-    ranks[i].spec = &specs[i];
-    ranks[i].pending_in = specs[i].preamble;
-    ranks[i].pid = spawn(specs[i], in[0], out[1], err[1]);
-    ranks[i].running = true;
+    p.pid = is_host ? spawn(p.host->argv, p.host->env, {}, "", in[0], out[1], err[1])
+                    : spawn(rs->argv, rs->env, rs->cpus, rs->cwd, in[0], out[1], err[1]);
+    p.running = true;
     ::close(in[0]);
     ::close(out[1]);
     ::close(err[1]);
-    ranks[i].in = Fd(in[1]);
-    ranks[i].out = Fd(out[0]);
-    ranks[i].err = Fd(err[0]);
+    p.in = Fd(in[1]);
+    p.out = Fd(out[0]);
+    p.err = Fd(err[0]);
     ::fcntl(in[1], F_SETFL, O_NONBLOCK);
-    std::string p;
-    if (opt.prefix) {  // built step by step: g++ 12 warns falsely on "lit" + std::string&&
-      p += '[';
-      p += std::to_string(i);
-      p += "] ";
+    if (is_host) {
+      p.pending_in = p.host->preamble;
+      p.messages = LineRelay{2, "[launch] host " + p.host->host + ": ", {}, {}};
+      for (int r : p.host->ranks) ranks[static_cast<size_t>(r)].proc = static_cast<int>(k);
+    } else {
+      p.rank = rs->rank;
+      ranks[static_cast<size_t>(rs->rank)].proc = static_cast<int>(k);
     }
-    ranks[i].out_relay = LineRelay{1, p, {}, {}};
-    ranks[i].err_relay = LineRelay{2, p, {}, {}};
-    ranks[i].out_relay.expect_marker = specs[i].remote;
   }
-  const bool any_remote = std::any_of(specs.begin(), specs.end(), [](const RankSpec& s) { return s.remote; });
+  for (int r = 0; r < size; ++r) {
+    ranks[r].out_relay = LineRelay{1, prefix_for(opt.prefix, r), {}, {}};
+    ranks[r].err_relay = LineRelay{2, prefix_for(opt.prefix, r), {}, {}};
+  }
   const double heartbeat_every = std::max(0.05, opt.heartbeat_seconds / 4);
-  double next_heartbeat = any_remote ? now_s() + heartbeat_every : 0;
+  double next_heartbeat = remote.empty() ? 0 : now_s() + heartbeat_every;
 
   bool stdin_open = ::fcntl(0, F_GETFD) != -1;
-  int first_failure = -1;  // index of the first rank that failed
+  int first_failure = -1;       // the first rank seen failing
   std::vector<int> exit_order;  // ranks in the order their exits were seen
   double kill_deadline = 0;
-  int running = n;
-  double drain_deadline = 0;  // once every rank exited, pipes get 2 s to drain
+  int running = size;
+  double drain_deadline = 0;  // once every process exited, pipes get 2 s to drain
   char buf[65536];
-  while (running > 0 || std::any_of(ranks.begin(), ranks.end(), [](const Rank& r) {
-           return r.out.fd >= 0 || r.err.fd >= 0;
-         })) {
-    if (running == 0) {
+
+  auto rank_exited = [&](int r, int code, bool lost) {
+    Rank& rk = ranks[static_cast<size_t>(r)];
+    if (!rk.running) return;
+    rk.running = false;
+    rk.status_code = code;
+    rk.lost = lost;
+    --running;
+    exit_order.push_back(r);
+    rk.out_relay.finish();
+    rk.err_relay.finish();
+    if (code != 0 && first_failure < 0) {
+      first_failure = r;
+      if (running > 0) {
+        std::fprintf(stderr, "[launch] %s %s; stopping the other ranks\n",
+                     rank_name(r, procs[static_cast<size_t>(rk.proc)]).c_str(), describe_exit(code).c_str());
+        signal_all(procs, SIGTERM);
+        kill_deadline = now_s() + opt.grace_seconds;
+      }
+    }
+  };
+  // Decodes a host's agent frames: output to the ranks' relays, exits to rank_exited.
+  auto decode = [&](Proc& p) {
+    if (!p.saw_marker) {
+      const std::string marker = kAgentReady;
+      if (p.frames.size() < marker.size()) return;
+      if (p.frames.compare(0, marker.size(), marker) != 0) {  // not our agent: show it as is
+        p.messages.feed(p.frames.data(), p.frames.size());
+        p.frames.clear();
+        return;
+      }
+      p.saw_marker = true;
+      p.frames.erase(0, marker.size());
+    }
+    size_t at = 0;
+    while (p.frames.size() - at >= 9) {
+      const char type = p.frames[at];
+      const auto r = static_cast<int>(read_u32(p.frames.data() + at + 1));
+      const uint32_t v = read_u32(p.frames.data() + at + 5);
+      const bool known = r >= 0 && r < size && ranks[static_cast<size_t>(r)].proc == static_cast<int>(&p - procs.data());
+      if (type == 'X') {
+        if (known) rank_exited(r, static_cast<int>(v), false);
+        at += 9;
+      } else if (type == 'O' || type == 'R') {
+        if (p.frames.size() - at - 9 < v) break;
+        if (known) {
+          Rank& rk = ranks[static_cast<size_t>(r)];
+          (type == 'O' ? rk.out_relay : rk.err_relay).feed(p.frames.data() + at + 9, v);
+        }
+        at += 9 + v;
+      } else {  // a broken stream: nothing after this can be trusted
+        p.messages.feed("unreadable output from the agent\n", 33);
+        at = p.frames.size();
+      }
+    }
+    p.frames.erase(0, at);
+  };
+
+  auto any_open = [&] {
+    return std::any_of(procs.begin(), procs.end(), [](const Proc& p) { return p.out.fd >= 0 || p.err.fd >= 0; });
+  };
+  auto procs_running = [&] {
+    return std::any_of(procs.begin(), procs.end(), [](const Proc& p) { return p.running; });
+  };
+  while (procs_running() || any_open()) {
+    if (!procs_running()) {
       if (drain_deadline == 0) drain_deadline = now_s() + 2.0;
       if (now_s() > drain_deadline) break;  // a leftover grandchild holds a pipe: stop waiting
     }
     if (int sig = g_pending_signal.exchange(0)) {
       if (opt.verbose) std::fprintf(stderr, "[launch] forwarding signal %d to every rank\n", sig);
-      signal_all(ranks, sig);
+      signal_all(procs, sig);
       if (kill_deadline == 0) kill_deadline = now_s() + opt.grace_seconds;
     }
     // Reap.
-    for (int i = 0; i < n; ++i) {
-      auto& r = ranks[i];
-      if (!r.running) continue;
+    for (auto& p : procs) {
+      if (!p.running) continue;
       int status = 0;
-      pid_t w = ::waitpid(r.pid, &status, WNOHANG);
-      if (w == r.pid) {
-        r.running = false;
-        --running;
-        r.status_code = status_to_code(status);
-        r.by_signal = WIFSIGNALED(status);
-        exit_order.push_back(i);
+      if (::waitpid(p.pid, &status, WNOHANG) != p.pid) continue;
+      p.running = false;
+      p.status_code = status_to_code(status);
+      p.by_signal = WIFSIGNALED(status);
+      if (p.in.fd >= 0) p.in.reset();
+      if (!p.host) {
         // A rank killed while setting up shared memory leaves its segment: nobody else can.
-        distributed::detail::remove_shm_segments_of(r.pid);
-        if (r.status_code != 0 && first_failure < 0) {
-          first_failure = i;
-          if (running > 0) {
-            std::fprintf(stderr, "[launch] %s %s; stopping the other ranks\n",
-                         rank_name(i, *r.spec).c_str(), describe_exit(r.status_code).c_str());
-            signal_all(ranks, SIGTERM);
-            kill_deadline = now_s() + opt.grace_seconds;
+        distributed::detail::remove_shm_segments_of(p.pid);
+        // Its last output is still in the pipes: read it before the exit counts.
+        for (Fd* f : {&p.out, &p.err}) {
+          if (f->fd < 0) continue;
+          ::fcntl(f->fd, F_SETFL, O_NONBLOCK);
+          for (ssize_t got; (got = ::read(f->fd, buf, sizeof buf)) > 0;) {
+            Rank& rk = ranks[static_cast<size_t>(p.rank)];
+            (f == &p.out ? rk.out_relay : rk.err_relay).feed(buf, static_cast<size_t>(got));
           }
         }
-        if (r.in.fd >= 0) r.in.reset();
+        rank_exited(p.rank, p.status_code, false);
+      } else {
+        for (Fd* f : {&p.out, &p.err}) {  // the agent's last frames
+          if (f->fd < 0) continue;
+          ::fcntl(f->fd, F_SETFL, O_NONBLOCK);
+          for (ssize_t got; (got = ::read(f->fd, buf, sizeof buf)) > 0;) {
+            if (f == &p.out) {
+              p.frames.append(buf, static_cast<size_t>(got));
+            } else {
+              p.messages.feed(buf, static_cast<size_t>(got));
+            }
+          }
+          if (f == &p.out) decode(p);
+        }
+        p.messages.finish();
+        for (int r : p.host->ranks) rank_exited(r, p.status_code == 0 ? 255 : p.status_code, true);
       }
     }
-    if (kill_deadline > 0 && now_s() > kill_deadline && running > 0) {
-      signal_all(ranks, SIGKILL);
+    if (kill_deadline > 0 && now_s() > kill_deadline && procs_running()) {
+      signal_all(procs, SIGKILL);
       kill_deadline = now_s() + 3600;  // once
     }
     if (next_heartbeat > 0 && now_s() >= next_heartbeat) {
-      for (auto& r : ranks) {
-        if (r.running && r.spec->remote && r.in.fd >= 0 && r.pending_in.size() < 4096) {
-          r.pending_in += frame_heartbeat();
-        }
+      for (auto& p : procs) {
+        if (p.running && p.host && p.in.fd >= 0 && p.pending_in.size() < 4096) p.pending_in += frame_heartbeat();
       }
       next_heartbeat = now_s() + heartbeat_every;
     }
     // Poll pipes.
     std::vector<pollfd> fds;
-    std::vector<std::pair<int, int>> who;  // (rank, 0 out / 1 err / 2 in / -1 stdin)
-    for (int i = 0; i < n; ++i) {
-      if (ranks[i].out.fd >= 0) fds.push_back({ranks[i].out.fd, POLLIN, 0}), who.push_back({i, 0});
-      if (ranks[i].err.fd >= 0) fds.push_back({ranks[i].err.fd, POLLIN, 0}), who.push_back({i, 1});
-      if (ranks[i].in.fd >= 0 && !ranks[i].pending_in.empty()) {
-        fds.push_back({ranks[i].in.fd, POLLOUT, 0});
+    std::vector<std::pair<int, int>> who;  // (proc, 0 out / 1 err / 2 in / -1 stdin)
+    for (size_t k = 0; k < procs.size(); ++k) {
+      const int i = static_cast<int>(k);
+      if (procs[k].out.fd >= 0) fds.push_back({procs[k].out.fd, POLLIN, 0}), who.push_back({i, 0});
+      if (procs[k].err.fd >= 0) fds.push_back({procs[k].err.fd, POLLIN, 0}), who.push_back({i, 1});
+      if (procs[k].in.fd >= 0 && !procs[k].pending_in.empty()) {
+        fds.push_back({procs[k].in.fd, POLLOUT, 0});
         who.push_back({i, 2});
       }
     }
-    bool any_pending = std::any_of(ranks.begin(), ranks.end(),
-                                   [](const Rank& r) { return !r.pending_in.empty(); });
+    const bool any_pending = std::any_of(procs.begin(), procs.end(), [](const Proc& p) {
+      return !p.pending_in.empty() && !(p.host && p.pending_in.size() < 4096);
+    });
     if (stdin_open && !any_pending && running > 0) {
       fds.push_back({0, POLLIN, 0});
       who.push_back({-1, -1});
     }
     fds.push_back({wake_r.fd, POLLIN, 0});
     who.push_back({-2, -2});
-    // Sleep until the nearest deadline (the kill after SIGTERM, the drain after the last exit).
+    // Sleep until the nearest deadline (the kill after SIGTERM, the drain, the heartbeat).
     double until = 0;
     for (double d : {kill_deadline, drain_deadline, next_heartbeat}) {
       if (d > 0 && (until == 0 || d < until)) until = d;
@@ -387,42 +482,55 @@ int supervise(const std::vector<RankSpec>& specs, const SuperviseOptions& opt) {
         }
         continue;
       }
-      if (i < 0) {  // our stdin -> every rank
+      if (i < 0) {  // our stdin -> every rank (a host's agent passes it to each of its ranks)
         ssize_t got = ::read(0, buf, sizeof buf);
         if (got <= 0) {
           stdin_open = false;
-          for (auto& r : ranks) {
-            if (r.spec->remote) r.pending_in += frame_stdin_end();  // its ssh stays open
-            else r.close_in_when_drained = true;
+          for (auto& p : procs) {
+            if (p.host) p.pending_in += frame_stdin_end();  // its ssh stays open
+            else p.close_in_when_drained = true;
           }
         } else {
-          for (auto& r : ranks) {
-            if (r.in.fd < 0) continue;
-            if (r.spec->remote) r.pending_in += frame_data(buf, static_cast<size_t>(got));
-            else r.pending_in.append(buf, static_cast<size_t>(got));
+          for (auto& p : procs) {
+            if (p.in.fd < 0) continue;
+            if (p.host) p.pending_in += frame_data(buf, static_cast<size_t>(got));
+            else p.pending_in.append(buf, static_cast<size_t>(got));
           }
         }
         continue;
       }
-      auto& r = ranks[i];
+      Proc& p = procs[static_cast<size_t>(i)];
       if (kind == 2) {
-        ssize_t w = ::write(r.in.fd, r.pending_in.data(), r.pending_in.size());
-        if (w > 0) r.pending_in.erase(0, static_cast<size_t>(w));
-        else if (w < 0 && errno != EAGAIN && errno != EINTR) r.in.reset(), r.pending_in.clear();
+        ssize_t w = ::write(p.in.fd, p.pending_in.data(), p.pending_in.size());
+        if (w > 0) p.pending_in.erase(0, static_cast<size_t>(w));
+        else if (w < 0 && errno != EAGAIN && errno != EINTR) p.in.reset(), p.pending_in.clear();
         continue;
       }
-      Fd& f = kind == 0 ? r.out : r.err;
-      LineRelay& relay = kind == 0 ? r.out_relay : r.err_relay;
+      Fd& f = kind == 0 ? p.out : p.err;
       ssize_t got = ::read(f.fd, buf, sizeof buf);
+      const bool ended = got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN);
       if (got > 0) {
-        relay.feed(buf, static_cast<size_t>(got));
-      } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
-        relay.finish();
+        if (p.host && kind == 0) {
+          p.frames.append(buf, static_cast<size_t>(got));
+          decode(p);
+        } else if (p.host) {
+          p.messages.feed(buf, static_cast<size_t>(got));
+        } else {
+          Rank& rk = ranks[static_cast<size_t>(p.rank)];
+          (kind == 0 ? rk.out_relay : rk.err_relay).feed(buf, static_cast<size_t>(got));
+        }
+      } else if (ended) {
+        if (p.host) {
+          if (kind == 1) p.messages.finish();
+        } else {
+          Rank& rk = ranks[static_cast<size_t>(p.rank)];
+          (kind == 0 ? rk.out_relay : rk.err_relay).finish();
+        }
         f.reset();
       }
     }
-    for (auto& r : ranks) {
-      if (r.close_in_when_drained && r.pending_in.empty() && r.in.fd >= 0) r.in.reset();
+    for (auto& p : procs) {
+      if (p.close_in_when_drained && p.pending_in.empty() && p.in.fd >= 0) p.in.reset();
     }
   }
   ::sigaction(SIGINT, &old_int, nullptr);
@@ -434,24 +542,27 @@ int supervise(const std::vector<RankSpec>& specs, const SuperviseOptions& opt) {
   // launcher did not send failed in its own right (Tessera's ranks raise, never die of a
   // signal, when a peer fails), even if its survivors' errors arrived first — as they do when
   // a remote rank is killed and its neighbours see the closed connection before ssh reports.
-  for (int i : exit_order) {
-    const Rank& r = ranks[i];
-    if (r.status_code > 128 &&
-        std::find(r.sent.begin(), r.sent.end(), r.status_code - 128) == r.sent.end()) {
-      first_failure = i;
+  for (int r : exit_order) {
+    const Rank& rk = ranks[static_cast<size_t>(r)];
+    const Proc& p = procs[static_cast<size_t>(rk.proc)];
+    if (rk.status_code > 128 && std::find(p.sent.begin(), p.sent.end(), rk.status_code - 128) == p.sent.end()) {
+      first_failure = r;
       break;
     }
   }
   // The first failure's own last words, so the cause is not lost among the others' reactions.
-  const Rank& f = ranks[first_failure];
-  const auto& lines = !f.err_relay.last.empty() ? f.err_relay.last : f.out_relay.last;
-  std::string report = "[launch] " + rank_name(first_failure, *f.spec) + " failed first: ";
-  if (f.spec->remote && !f.out_relay.saw_marker) {
-    report += "it could not be started over ssh (ssh " + describe_exit(f.status_code) + ")";
-  } else if (f.spec->remote && f.by_signal) {
-    report += "its ssh client " + describe_exit(f.status_code);
-  } else if (f.spec->remote && f.status_code == 255) {
-    report += "its ssh connection failed, or it exited with status 255";
+  const Rank& f = ranks[static_cast<size_t>(first_failure)];
+  const Proc& fp = procs[static_cast<size_t>(f.proc)];
+  const auto& lines = f.lost || f.err_relay.last.empty()
+                          ? (f.lost ? fp.messages.last : f.out_relay.last)
+                          : f.err_relay.last;
+  std::string report = "[launch] " + rank_name(first_failure, fp) + " failed first: ";
+  if (f.lost && !fp.saw_marker) {
+    report += "it could not be started over ssh (ssh " + describe_exit(fp.status_code) + ")";
+  } else if (f.lost && fp.by_signal) {
+    report += "its ssh client " + describe_exit(fp.status_code);
+  } else if (f.lost) {
+    report += "its host's ssh session ended (ssh " + describe_exit(fp.status_code) + ")";
   } else {
     report += "it " + describe_exit(f.status_code);
   }

@@ -1,8 +1,8 @@
-// Starting and supervising the ranks of a job: one process group per rank (a local rank, or the
-// ssh client of a remote one), stdout/stderr relayed line by line with a "[rank] " prefix, stdin
-// broadcast to every rank, and fail-fast shutdown (SIGTERM, then SIGKILL after a grace period)
-// when any rank fails. A remote rank's ssh runs `tessera _rank-agent` (rank_host.h): its stdin
-// carries the job, then framed stdin, signals and heartbeats.
+// Starting and supervising the ranks of a job: each local rank in its own process group, and
+// for each remote host one ssh session running `tessera _rank-agent`, which starts that host's
+// ranks (rank_host.h has the protocol). Output is relayed line by line with a "[rank] "
+// prefix, stdin is broadcast to every rank, and when any rank fails the others are stopped
+// (SIGTERM, then SIGKILL after a grace period).
 #pragma once
 
 #include <string>
@@ -10,25 +10,34 @@
 
 namespace tessera::cli {
 
+// A rank on this host.
 struct RankSpec {
+  int rank = 0;
   std::vector<std::string> argv;
   std::vector<std::string> env;  // "K=V" entries: the whole environment of the rank
   std::vector<int> cpus;         // CPUs the rank may run on (sched_setaffinity); empty = any
   std::string cwd;               // working directory; "" = the launcher's
-  std::string host;              // where it runs, for messages; "" for this host
-  bool remote = false;           // argv runs ssh to an agent
-  std::string preamble;          // bytes written to its stdin first (a remote rank's job)
+};
+
+// The ranks on one remote host: `argv` runs ssh to the host's agent, whose stdin gets
+// `preamble` (the job of every rank there) first.
+struct HostSpec {
+  std::string host;  // the ssh destination, for messages
+  std::vector<std::string> argv, env;
+  std::string preamble;
+  std::vector<int> ranks;  // in the order of the preamble's list
 };
 
 struct SuperviseOptions {
   bool prefix = true;          // "[rank] " before every line
   double grace_seconds = 5.0;  // SIGTERM -> SIGKILL delay after a failure
   bool verbose = false;
-  double heartbeat_seconds = 10;  // remote ranks: agents stop a rank after this much silence
+  double heartbeat_seconds = 10;  // agents stop their ranks after this much silence
 };
 
-// Runs every rank to completion. Returns 0 when all exit 0, else the first failing rank's exit
-// status (a death by signal n as 128 + n).
-int supervise(const std::vector<RankSpec>& ranks, const SuperviseOptions& options);
+// Runs every rank of a job of `size` ranks to completion. Returns 0 when all exit 0, else the
+// status of the rank that failed first (a death by signal n as 128 + n).
+int supervise(int size, const std::vector<RankSpec>& local, const std::vector<HostSpec>& remote,
+              const SuperviseOptions& options);
 
 }  // namespace tessera::cli
