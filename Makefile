@@ -72,6 +72,9 @@ bench: build
 bench-dist: build
 	@bash scripts/bench_dist_deps.sh
 	./$(BUILD)/bench_collectives --rounds 3 --json $(BUILD)/bench_collectives.json
+	@# 2 simulated hosts x 2 ranks (network namespaces over veth, an sshd each; needs root)
+	./$(BUILD)/bench_collectives --hosts 2 --ranks 4 --rounds 3 --max-bytes 67108864 \
+	  --ops all_sum,all_gather --peers gloo,mpi --json $(BUILD)/bench_collectives_hosts.json
 
 # Training steps against PyTorch (DDP over Gloo), JAX (jit) and MLX, at 1, 2 and 4 ranks.
 bench-train:

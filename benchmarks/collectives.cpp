@@ -667,7 +667,10 @@ int driver_main(int argc, char** argv) {
           for (int h = 0; h < a.hosts; ++h) {
             hosts += (h ? "," : "") + tc::Cluster::name(h) + ":" + std::to_string(n / a.hosts);
           }
+          // The simulated hosts share this machine's CPUs, so the ranks oversubscribe it:
+          // Open MPI's advice for that is to yield while idle (it cannot tell from the slots).
           return on_host0("export " + tunable + "; mpirun --allow-run-as-root --oversubscribe "
+                          "--mca mpi_yield_when_idle 1 "
                           "-x GLIBC_TUNABLES --host " + hosts + " --mca plm_rsh_agent " +
                           q(ssh->dir() + "/bin/ssh") +
                           " --mca oob_tcp_if_include eth0 --mca btl_tcp_if_include eth0" +
