@@ -125,6 +125,10 @@ std::vector<VarInfo> build_registry() {
       path_var("TESSERA_PYTHON", "", "python3", "launch", kUsed,
                "Interpreter that tessera launch runs a .py program with; the command installed "
                "by the Python package sets it to its own environment's interpreter."),
+      integer("TESSERA_HOST_CPUS", "", "", 1, 1'000'000, "launch", kUsed,
+              "CPUs that the ranks on this host share; tessera launch sets it (each rank may be "
+              "bound to fewer). More ranks on the host than this makes waits for peers yield the "
+              "CPU; unset, a rank counts the CPUs it may run on itself."),
       integer("TESSERA_LAUNCH_HEARTBEAT", "", "10", 1, 3600, "launch", kUsed,
               "Seconds a rank started over ssh keeps running without word from tessera launch "
               "(a heartbeat every quarter of it) before its host's agent stops it."),

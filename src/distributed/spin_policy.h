@@ -11,7 +11,8 @@ struct SpinPolicy {
   bool yield = false;     // oversubscribed host: sched_yield while polling
 };
 
-// Ranks on this host versus CPUs this process may run on.
+// Ranks on this host versus the CPUs they share (TESSERA_HOST_CPUS, set by tessera launch), or
+// else the CPUs this process may run on.
 bool host_oversubscribed(int local_ranks);
 
 }  // namespace tessera::distributed::detail

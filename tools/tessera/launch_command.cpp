@@ -595,6 +595,7 @@ int launch_command(const std::vector<std::string>& args) {
         spec.env.push_back("TESSERA_TRACE=" + trace_dir + "/rank" + std::to_string(r) + ".json");
       }
       spec.cpus = cpus_for_rank(cpus, local_ranks, local_index++);
+      if (!cpus.empty()) spec.env.push_back("TESSERA_HOST_CPUS=" + std::to_string(cpus.size()));
       spec.cwd = cwd;
       if (verbose) {
         std::string list;

@@ -256,6 +256,7 @@ int rank_agent_command(const std::vector<std::string>&) {
   }
   for (const char* k : {"TESSERA_HOSTFILE=", "MLX_HOSTFILE="}) base.push_back(k + hostfile);
   const std::vector<int> cpus = job.cpu_bind ? allowed_cpus() : std::vector<int>{};
+  if (!cpus.empty()) base.push_back("TESSERA_HOST_CPUS=" + std::to_string(cpus.size()));
   int running = 0;
   for (int i = 0; i < n; ++i) {
     RankJob& rj = job.ranks[static_cast<size_t>(i)];

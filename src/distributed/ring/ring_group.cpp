@@ -58,6 +58,9 @@ RingOptions RingOptions::from_config() {
 }
 
 bool host_oversubscribed(int local_ranks) {
+  // A launcher that bound each rank to its own CPUs says how many the host's ranks share: the
+  // rank's own affinity would make two bound ranks on two CPUs look like two ranks on one.
+  if (config::get_string("TESSERA_HOST_CPUS")) return local_ranks > config::get_int("TESSERA_HOST_CPUS");
   cpu_set_t cpus;
   int n = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 0;
   if (n <= 0) n = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
