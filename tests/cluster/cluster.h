@@ -61,6 +61,7 @@ class Process {
     }
     return code_;
   }
+  pid_t pid() const { return pid_; }
   std::string output() const {
     std::ifstream f(log_);
     std::stringstream ss;
@@ -251,6 +252,35 @@ inline std::map<pid_t, int> processes_with(const std::string& marker) {
       at = end + 1;
     }
     out[pid] = rank;
+  }
+  return out;
+}
+
+// The processes descended from `root` (itself excluded), from /proc's parent links.
+inline std::vector<pid_t> descendants_of(pid_t root) {
+  std::map<pid_t, pid_t> parent;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream f(entry.path() / "stat");
+    std::string stat;
+    std::getline(f, stat);
+    const size_t close = stat.rfind(')');  // the command name may hold spaces and parentheses
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 2));
+    char state = 0;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    parent[std::atoi(name.c_str())] = ppid;
+  }
+  std::vector<pid_t> out;
+  for (auto [pid, ppid] : parent) {
+    for (pid_t p = ppid; p > 1; p = parent.count(p) ? parent[p] : 0) {
+      if (p == root) {
+        out.push_back(pid);
+        break;
+      }
+    }
   }
   return out;
 }

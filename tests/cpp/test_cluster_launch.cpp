@@ -9,12 +9,14 @@
 
 #include <chrono>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "../cluster/cluster.h"
 #include "test_util.h"
 
 using tessera::test_cluster::Cluster;
+using tessera::test_cluster::descendants_of;
 using tessera::test_cluster::none_left;
 using tessera::test_cluster::Process;
 using tessera::test_cluster::processes_with;
@@ -129,12 +131,16 @@ TEST(ClusterLaunch, KilledSshConnectionStopsTheJobEverywhere) {
   Process& l = launch(c, ssh, "--hosts " + host_list(3) + " -- " + kWorker + " loop " + marker,
                       "TESSERA_DIST_TIMEOUT=20");
   for (int r = 0; r < 3; ++r) ASSERT_TRUE(l.wait_for_output("rank " + std::to_string(r) + " ready", 60)) << l.output();
+  // This launcher's ssh session to host 1 (not its connection master, nor another test's ssh).
   pid_t client = -1;
-  for (auto [pid, rank] : processes_with(Cluster::ip(1) + " ")) {  // "ssh ... -- 10.77.0.11 '...'"
-    std::ifstream f("/proc/" + std::to_string(pid) + "/comm");
-    std::string comm;
-    f >> comm;
-    if (comm == "ssh") client = pid;
+  for (pid_t pid : descendants_of(l.pid())) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    for (char& ch : cmd) ch = ch == '\0' ? ' ' : ch;
+    if (cmd.rfind("/usr/bin/ssh ", 0) == 0 && cmd.find(" -M ") == std::string::npos &&
+        cmd.find(" " + Cluster::ip(1) + " ") != std::string::npos) {
+      client = pid;
+    }
   }
   ASSERT_GT(client, 0);
   ::kill(client, SIGKILL);

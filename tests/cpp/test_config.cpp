@@ -634,8 +634,9 @@ TEST_F(ConfigRegistry, TesseraOwnVariablesHaveNoAliasAndTheSpecifiedDefaults) {
 TEST_F(ConfigRegistry, NamesAreTesseraPrefixedAndNoSpellingIsRegisteredTwice) {
   std::set<std::string> seen;
   for (const cfg::VarInfo& info : cfg::registry()) {
-    // Variables the system sets (PATH, HOME) keep their own names.
-    if (info.subsystem != "system") {
+    // Variables the system (PATH, HOME) or a scheduler (SLURM_*, OMPI_*, PMI_*) sets keep
+    // their own names.
+    if (info.subsystem != "system" && info.subsystem != "scheduler") {
       EXPECT_EQ(info.name.rfind("TESSERA_", 0), 0u) << info.name;
     }
     for (const std::string* spelling : {&info.name, &info.alias, &info.alias2}) {

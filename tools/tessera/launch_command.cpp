@@ -113,20 +113,6 @@ std::vector<int> free_ports(int count) {
   return ports;
 }
 
-std::string random_token() {
-  unsigned char bytes[32];
-  int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-  if (fd < 0 || ::read(fd, bytes, sizeof bytes) != static_cast<ssize_t>(sizeof bytes)) {
-    if (fd >= 0) ::close(fd);
-    throw std::runtime_error("[launch] cannot read /dev/urandom for the job token");
-  }
-  ::close(fd);
-  static const char* hex = "0123456789abcdef";
-  std::string s;
-  for (unsigned char b : bytes) s += hex[b >> 4], s += hex[b & 15];
-  return s;
-}
-
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
@@ -176,47 +162,6 @@ std::string shell_quote(const std::string& s) {
   return out + "'";
 }
 
-std::string this_host_name() {
-  char buf[HOST_NAME_MAX + 1] = {};
-  ::gethostname(buf, sizeof buf - 1);
-  return buf;
-}
-
-// The first address of `name` (IPv4 preferred): the ring needs addresses, not names.
-std::string resolve(const std::string& name, const std::string& where) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  if (int rc = ::getaddrinfo(name.c_str(), nullptr, &hints, &res); rc != 0) {
-    throw std::invalid_argument("[launch] " + where + ": cannot resolve the host name '" + name +
-                                "' (" + ::gai_strerror(rc) + "); give its IP address");
-  }
-  std::string v4, v6;
-  for (addrinfo* a = res; a; a = a->ai_next) {
-    char text[INET6_ADDRSTRLEN] = {};
-    if (a->ai_family == AF_INET && v4.empty()) {
-      ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr, text, sizeof text);
-      v4 = text;
-    } else if (a->ai_family == AF_INET6 && v6.empty()) {
-      ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr, text, sizeof text);
-      v6 = text;
-    }
-  }
-  ::freeaddrinfo(res);
-  if (v4.empty() && v6.empty()) {
-    throw std::invalid_argument("[launch] " + where + ": the host name '" + name + "' has no address");
-  }
-  return v4.empty() ? v6 : v4;
-}
-
-dd::HostAddress address(const std::string& ip, int port) {
-  dd::HostAddress a;
-  a.host = ip;
-  a.port = port;
-  a.ipv6 = ip.find(':') != std::string::npos;
-  return a;
-}
-
 std::string self_path() {
   std::error_code ec;
   auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
@@ -232,7 +177,7 @@ struct Place {
 };
 
 std::vector<Place> place_hosts(const dd::JobHostfile& job) {
-  const std::string me = this_host_name();
+  const std::string me = dd::this_host_name();
   std::vector<Place> out;
   for (size_t i = 0; i < job.hosts.size(); ++i) {
     const auto& h = job.hosts[i];
@@ -241,10 +186,10 @@ std::vector<Place> place_hosts(const dd::JobHostfile& job) {
     p.ips = h.ips;
     const bool has_user = h.ssh.find('@') != std::string::npos;
     const std::string name = has_user ? h.ssh.substr(h.ssh.find('@') + 1) : h.ssh;
-    if (p.ips.empty()) p.ips.push_back(resolve(name, "host " + std::to_string(i) + " ('" + h.ssh + "')"));
+    if (p.ips.empty()) p.ips.push_back(dd::resolve_ip(name, "[launch] host " + std::to_string(i) + " ('" + h.ssh + "')"));
     // Another user's login is never "this machine": that rank must run as that user.
-    p.local = !has_user && (name == "localhost" || name == me || dd::is_local_address(address(name, 1)) ||
-                            dd::is_local_address(address(p.ips[0], 1)));
+    p.local = !has_user && (name == "localhost" || name == me || dd::is_local_address(dd::ip_address(name, 1)) ||
+                            dd::is_local_address(dd::ip_address(p.ips[0], 1)));
     if (!out.empty() && p.ips.size() != out[0].ips.size()) {
       throw std::invalid_argument("[launch] host " + std::to_string(i) + " ('" + h.ssh + "') has " +
                                   std::to_string(p.ips.size()) + " addresses but host 0 has " +
@@ -492,7 +437,7 @@ int launch_command(const std::vector<std::string>& args) {
   for (int r = 0; r < n; ++r) {
     std::vector<dd::HostAddress> addrs;
     for (const auto& ip : places[static_cast<size_t>(host_of[r])].ips)
-      for (int c = 0; c < connections; ++c) addrs.push_back(address(ip, ports[addrs.size() + static_cast<size_t>(r * per_rank)]));
+      for (int c = 0; c < connections; ++c) addrs.push_back(dd::ip_address(ip, ports[addrs.size() + static_cast<size_t>(r * per_rank)]));
     ring.ranks.push_back(std::move(addrs));
   }
   const std::string ring_json = ring.to_json();
@@ -549,7 +494,7 @@ int launch_command(const std::vector<std::string>& args) {
   std::ofstream(hostfile) << ring_json << "\n";
   if (verbose) std::fprintf(stderr, "[launch] ring hostfile %s: %s\n", hostfile.c_str(), ring_json.c_str());
 
-  const std::string token = random_token();
+  const std::string token = dd::random_hex(32);
   std::string agent_cmd, launcher_cwd;
   if (!all_local) {
     agent_cmd = shell_quote(self_path()) + " " + kAgentCommand;

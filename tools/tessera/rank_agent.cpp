@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "distributed/ring/socket.h"
 #include "distributed/shm/segments.h"
 #include "rank_host.h"
 
@@ -72,12 +73,6 @@ void write_all(int fd, const std::string& data) {
     p += w;
     n -= static_cast<size_t>(w);
   }
-}
-
-std::string host_name() {
-  char buf[256] = {};
-  ::gethostname(buf, sizeof buf - 1);
-  return buf;
 }
 
 // The first line of stdin, read byte by byte so that nothing after it is consumed.
@@ -186,7 +181,7 @@ void start_rank(RankJob& rj, const std::vector<std::string>& argv_s, std::vector
 }  // namespace
 
 int rank_agent_command(const std::vector<std::string>&) {
-  const std::string where = "on host " + host_name();
+  const std::string where = "on host " + distributed::detail::this_host_name();
   Job job;
   try {
     job = parse_job(read_job_line());

@@ -25,53 +25,6 @@ constexpr size_t kMaxRegistration = 1 << 20;
 constexpr size_t kMaxTable = 64 << 20;
 constexpr double kRegistrationWait = 5.0;  // a connection that sends nothing is dropped after it
 
-std::string host_name() {
-  char buf[HOST_NAME_MAX + 1] = {};
-  ::gethostname(buf, sizeof buf - 1);
-  return buf;
-}
-
-std::string random_hex(size_t bytes) {
-  std::string raw(bytes, '\0');
-  FILE* f = std::fopen("/dev/urandom", "rb");
-  const bool ok = f && std::fread(raw.data(), 1, bytes, f) == bytes;
-  if (f) std::fclose(f);
-  if (!ok) throw std::runtime_error("[ring] rendezvous: cannot read /dev/urandom");
-  return to_hex(reinterpret_cast<const uint8_t*>(raw.data()), bytes);
-}
-
-// The first address of `host` (IPv4 preferred), as text.
-std::string resolve_ip(const std::string& host, const std::string& what) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  if (int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res); rc != 0) {
-    throw std::runtime_error("[ring] rendezvous: cannot resolve " + what + " '" + host + "': " +
-                             ::gai_strerror(rc));
-  }
-  std::string v4, v6;
-  for (addrinfo* a = res; a; a = a->ai_next) {
-    char text[INET6_ADDRSTRLEN] = {};
-    if (a->ai_family == AF_INET && v4.empty()) {
-      ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr, text, sizeof text);
-      v4 = text;
-    } else if (a->ai_family == AF_INET6 && v6.empty()) {
-      ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr, text, sizeof text);
-      v6 = text;
-    }
-  }
-  ::freeaddrinfo(res);
-  return v4.empty() ? v6 : v4;
-}
-
-HostAddress ip_address(const std::string& ip, int port) {
-  HostAddress a;
-  a.host = ip;
-  a.port = port;
-  a.ipv6 = ip.find(':') != std::string::npos;
-  return a;
-}
-
 // The local address the kernel would send from to reach `to`: the interface that reaches the
 // coordinator (a UDP connect sends nothing).
 std::string source_address_towards(const HostAddress& to) {
@@ -178,7 +131,7 @@ Hostfile coordinate(const SchedulerJob& job, const HostAddress& at, const std::s
   const Deadline d = Deadline::after(opt.connect_timeout_s);
   std::vector<Registrant> regs(static_cast<size_t>(job.size));
   regs[0].address = my_address;
-  regs[0].host = host_name();
+  regs[0].host = this_host_name();
   int missing = job.size - 1;
   auto answer_all = [&](const nlohmann::json& reply) {
     for (int r = 1; r < job.size; ++r) {
@@ -357,7 +310,7 @@ std::shared_ptr<GroupImpl> rendezvous_ring(const SchedulerJob& job, RingOptions 
                                 "(rank 0's host and a free port) on every rank, or use a hostfile");
   }
   HostAddress coord = parse_host_address(job.coordinator, "[ring] the coordinator (" + job.coordinator_origin + ")");
-  coord = ip_address(resolve_ip(coord.host, "the coordinator host (" + job.coordinator_origin + ")"), coord.port);
+  coord = ip_address(resolve_ip(coord.host, "[ring] the coordinator host (" + job.coordinator_origin + ")"), coord.port);
   std::string my_ip;
   if (auto a = config::get_string("TESSERA_RING_ADDRESS"); a && !a->empty()) {
     const bool v6 = a->find(':') != std::string::npos;
@@ -368,7 +321,7 @@ std::shared_ptr<GroupImpl> rendezvous_ring(const SchedulerJob& job, RingOptions 
     my_ip = source_address_towards(coord);
   }
   if (job.rank == 0 && !is_local_address(coord)) {
-    throw std::invalid_argument("[ring] rank 0 (" + where + ") runs on " + host_name() +
+    throw std::invalid_argument("[ring] rank 0 (" + where + ") runs on " + this_host_name() +
                                 ", but the coordinator " + job.coordinator + " (" + job.coordinator_origin +
                                 ") is not one of its addresses: rank 0 must run on the coordinator host");
   }
@@ -387,7 +340,7 @@ std::shared_ptr<GroupImpl> rendezvous_ring(const SchedulerJob& job, RingOptions 
     Socket c = connect_with_backoff(coord, d, job.rank, 0, opt.verbose);
     const std::string nonce = random_hex(16);
     const nlohmann::json reg = {{"tessera_rendezvous", 1}, {"rank", job.rank}, {"size", job.size},
-                                {"address", me}, {"host", host_name()}, {"nonce", nonce}};
+                                {"address", me}, {"host", this_host_name()}, {"nonce", nonce}};
     IoContext ctx = context(job.rank, 0, coord.text());
     send_message(c, reg.dump(), opt.token, "", d, ctx);
     // Rank 0 answers by the end of its own connect timeout, which may have started later.

@@ -327,6 +327,58 @@ void recv_all(const Socket& s, void* data, size_t len, const Deadline& d, const 
   }
 }
 
+std::string resolve_ip(const std::string& host, const std::string& what) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res); rc != 0) {
+    throw std::invalid_argument(what + ": cannot resolve the host name '" + host + "' (" +
+                                ::gai_strerror(rc) + "); give its IP address");
+  }
+  std::string v4, v6;
+  for (addrinfo* a = res; a; a = a->ai_next) {
+    char text[INET6_ADDRSTRLEN] = {};
+    if (a->ai_family == AF_INET && v4.empty()) {
+      ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr, text, sizeof text);
+      v4 = text;
+    } else if (a->ai_family == AF_INET6 && v6.empty()) {
+      ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr, text, sizeof text);
+      v6 = text;
+    }
+  }
+  ::freeaddrinfo(res);
+  if (v4.empty() && v6.empty()) {
+    throw std::invalid_argument(what + ": the host name '" + host + "' has no address");
+  }
+  return v4.empty() ? v6 : v4;
+}
+
+HostAddress ip_address(const std::string& ip, int port) {
+  HostAddress a;
+  a.host = ip;
+  a.port = port;
+  a.ipv6 = ip.find(':') != std::string::npos;
+  return a;
+}
+
+std::string this_host_name() {
+  char buf[256] = {};
+  ::gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+std::string random_hex(size_t bytes) {
+  std::string raw(bytes, '\0');
+  const int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  const bool ok = fd >= 0 && ::read(fd, raw.data(), bytes) == static_cast<ssize_t>(bytes);
+  if (fd >= 0) ::close(fd);
+  if (!ok) throw std::runtime_error("cannot read /dev/urandom");
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned char b : raw) out += hex[b >> 4], out += hex[b & 15];
+  return out;
+}
+
 bool is_loopback(const HostAddress& addr) {
   return addr.ipv6 ? addr.host == "::1"
                    : addr.host.rfind("127.", 0) == 0 || addr.host == "localhost";

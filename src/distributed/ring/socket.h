@@ -126,6 +126,16 @@ inline constexpr int kInterruptSliceMs = 100;
 std::string peer_closed_message(const IoContext& ctx, const char* direction, int err);
 std::string timeout_message(const IoContext& ctx);
 
+// The first address of `host` (IPv4 preferred) as text; throws std::invalid_argument naming
+// `what`, the name and the resolver's reason.
+std::string resolve_ip(const std::string& host, const std::string& what);
+// {ip, port} with the IPv6 flag set from the text.
+HostAddress ip_address(const std::string& ip, int port);
+// gethostname().
+std::string this_host_name();
+// `bytes` random bytes from /dev/urandom as hex; throws std::runtime_error if it cannot be read.
+std::string random_hex(size_t bytes);
+
 // True when `host` is a loopback address or an address of one of this host's interfaces.
 bool is_local_address(const HostAddress& addr);
 // True for 127.0.0.0/8, ::1 and localhost.
