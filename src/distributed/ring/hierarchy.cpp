@@ -95,6 +95,7 @@ void RingGroup::in_cross(const std::function<void(GroupImpl&)>& f) {
 }
 
 void RingGroup::hier_all_reduce(const void* in_v, void* out_v, size_t count, Dtype dtype, ReduceOp op) {
+  if (count == 0) return;
   Hierarchy& h = *hier_;
   const auto* in = static_cast<const char*>(in_v);
   auto* out = static_cast<char*>(out_v);
@@ -117,6 +118,7 @@ void RingGroup::hier_all_reduce(const void* in_v, void* out_v, size_t count, Dty
 }
 
 void RingGroup::hier_all_gather(const void* in, void* out_v, size_t bytes) {
+  if (bytes == 0) return;
   Hierarchy& h = *hier_;
   auto* out = static_cast<char*>(out_v);
   const size_t hosts = static_cast<size_t>(h.hosts), per_host = static_cast<size_t>(h.per_host);
