@@ -206,6 +206,7 @@ void RingGroup::reduce(const void* in, void* out, size_t count, Dtype dtype, Red
     hier_run([&](Hierarchy&) {
       if (!scatter) return hier_all_reduce(in, out, count, dtype, op);
       const size_t bytes = count * dtype.size();
+      if (bytes == 0) return;
       work_.resize(bytes * static_cast<size_t>(size_));
       hier_all_reduce(in, work_.data(), count * static_cast<size_t>(size_), dtype, op);
       std::memcpy(out, work_.data() + static_cast<size_t>(rank_) * bytes, bytes);
