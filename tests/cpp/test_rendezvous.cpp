@@ -138,3 +138,18 @@ TEST(Rendezvous, MissingWrongAndDuplicateRanksAreNamed) {
   j = run({c + " PMI_RANK=0 PMI_SIZE=2", c + " PMI_RANK=1 PMI_SIZE=3"});
   EXPECT_EQ(count_of(j.outs[0], "registered as rank 1 of 3 ranks, but this job has 2"), 1) << j.outs[0];
 }
+
+// A real Open MPI `mpirun -n 3` of a ring job: no hostfile, TESSERA_COORDINATOR passed with -x.
+TEST(Rendezvous, RealMpirunWithACoordinator) {
+  if (std::system("command -v mpirun >/dev/null 2>&1") != 0) GTEST_SKIP() << "needs Open MPI's mpirun (make test installs it)";
+  const std::string port = std::to_string(free_loopback_ports(1)[0]);
+  const std::string cmd = "env -u MLX_RANK -u TESSERA_RANK -u MLX_HOSTFILE -u TESSERA_HOSTFILE "
+                          "TESSERA_COORDINATOR=127.0.0.1:" + port + " TESSERA_JOB_TOKEN=t0k "
+                          "TESSERA_DIST_CONNECT_TIMEOUT=20 timeout -s KILL 60 mpirun --allow-run-as-root "
+                          "--oversubscribe --mca btl self,tcp --mca oob_tcp_if_include lo -n 3 "
+                          "-x TESSERA_COORDINATOR -x TESSERA_JOB_TOKEN -x TESSERA_DIST_CONNECT_TIMEOUT " +
+                          std::string(TESSERA_BIN_DIR) + "/dist_worker join 2>&1";
+  auto r = tessera::test_util::run_command(cmd);
+  EXPECT_EQ(r.code, 0) << r.out;
+  for (int k = 0; k < 3; ++k) EXPECT_EQ(count_of(r.out, "rank " + std::to_string(k) + ": all_sum 6"), 1) << r.out;
+}
