@@ -48,6 +48,22 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Whether every one of `ranks` ranks of the launcher's job said it is in its loop of all_sums.
+bool all_ready(const Process& l, int ranks) {
+  for (int r = 0; r < ranks; ++r) {
+    if (!l.wait_for_output("rank " + std::to_string(r) + " ready", 60)) return false;
+  }
+  return true;
+}
+
+// The pid of the job's rank `rank` (its command line holds `marker`), or -1.
+pid_t pid_of_rank(const std::string& marker, int rank) {
+  for (auto [pid, r] : processes_with(marker)) {
+    if (r == rank) return pid;
+  }
+  return -1;
+}
+
 }  // namespace
 
 // 3 hosts x 2 ranks from --hosts: every rank gets the same all_sum (1 + ... + 6), nobody warns
@@ -109,9 +125,8 @@ TEST(ClusterLaunch, KilledRemoteRankStopsTheJobEverywhere) {
   const std::string marker = c.prefix() + "-job";
   Process& l = launch(c, ssh, "--hosts " + host_list(3) + " -- " + kWorker + " loop " + marker,
                       "TESSERA_DIST_TIMEOUT=20");
-  for (int r = 0; r < 3; ++r) ASSERT_TRUE(l.wait_for_output("rank " + std::to_string(r) + " ready", 60)) << l.output();
-  pid_t victim = -1;
-  for (auto [pid, rank] : processes_with(marker)) if (rank == 2 && victim < 0) victim = pid;
+  ASSERT_TRUE(all_ready(l, 3)) << l.output();
+  const pid_t victim = pid_of_rank(marker, 2);
   ASSERT_GT(victim, 0);
   ::kill(victim, SIGKILL);
   EXPECT_NE(l.wait(30), 0) << l.output();
@@ -130,7 +145,7 @@ TEST(ClusterLaunch, KilledSshConnectionStopsTheJobEverywhere) {
   const std::string marker = c.prefix() + "-job";
   Process& l = launch(c, ssh, "--hosts " + host_list(3) + " -- " + kWorker + " loop " + marker,
                       "TESSERA_DIST_TIMEOUT=20");
-  for (int r = 0; r < 3; ++r) ASSERT_TRUE(l.wait_for_output("rank " + std::to_string(r) + " ready", 60)) << l.output();
+  ASSERT_TRUE(all_ready(l, 3)) << l.output();
   // This launcher's ssh session to host 1 (not its connection master, nor another test's ssh).
   pid_t client = -1;
   for (pid_t pid : descendants_of(l.pid())) {
@@ -157,7 +172,7 @@ TEST(ClusterLaunch, CtrlCOfTheLauncherStopsEveryRank) {
   SshHosts ssh(c);
   const std::string marker = c.prefix() + "-job";
   Process& l = launch(c, ssh, "--grace 2 --hosts " + host_list(3) + " -- " + kWorker + " loop " + marker);
-  for (int r = 0; r < 3; ++r) ASSERT_TRUE(l.wait_for_output("rank " + std::to_string(r) + " ready", 60)) << l.output();
+  ASSERT_TRUE(all_ready(l, 3)) << l.output();
   const auto t0 = std::chrono::steady_clock::now();
   l.kill(SIGINT);
   EXPECT_NE(l.wait(15), Process::kRunning) << l.output();
@@ -175,7 +190,7 @@ TEST(ClusterLaunch, PartitionedHostStopsTheJobEverywhere) {
   const std::string marker = c.prefix() + "-job";
   Process& l = launch(c, ssh, "--grace 2 --hosts " + host_list(3) + " -- " + kWorker + " loop " + marker,
                       "TESSERA_DIST_TIMEOUT=3 TESSERA_LAUNCH_HEARTBEAT=6");
-  for (int r = 0; r < 3; ++r) ASSERT_TRUE(l.wait_for_output("rank " + std::to_string(r) + " ready", 60)) << l.output();
+  ASSERT_TRUE(all_ready(l, 3)) << l.output();
   c.cut(2);
   EXPECT_NE(l.wait(30), 0) << l.output();
   EXPECT_NE(l.output().find("no data from rank"), std::string::npos) << l.output();
@@ -254,9 +269,8 @@ TEST(ClusterLaunch, KilledRankOfAHierarchicalJobIsNamedEverywhere) {
   const std::string marker = c.prefix() + "-job";
   Process& l = launch(c, ssh, "--hosts " + host_list(2) + " -n 2 -- " + kWorker + " loop " + marker,
                       "TESSERA_DIST_TIMEOUT=20");
-  for (int r = 0; r < 4; ++r) ASSERT_TRUE(l.wait_for_output("rank " + std::to_string(r) + " ready", 60)) << l.output();
-  pid_t victim = -1;
-  for (auto [pid, rank] : processes_with(marker)) if (rank == 3 && victim < 0) victim = pid;
+  ASSERT_TRUE(all_ready(l, 4)) << l.output();
+  const pid_t victim = pid_of_rank(marker, 3);
   ASSERT_GT(victim, 0);
   ::kill(victim, SIGKILL);
   EXPECT_NE(l.wait(30), 0) << l.output();

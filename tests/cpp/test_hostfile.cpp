@@ -11,10 +11,11 @@ using namespace tessera::distributed::detail;
 
 namespace {
 
-// Expects std::invalid_argument whose message contains every fragment.
-void expect_error(const std::string& json, std::initializer_list<const char*> fragments) {
+// Expects `parse(json)` to throw std::invalid_argument whose message contains every fragment.
+template <typename Parse>
+void expect_parse_error(Parse parse, const std::string& json, std::initializer_list<const char*> fragments) {
   try {
-    parse_hostfile(json, "test.json");
+    parse(json);
     ADD_FAILURE() << "no error for " << json;
   } catch (const std::invalid_argument& e) {
     std::string msg = e.what();
@@ -22,6 +23,14 @@ void expect_error(const std::string& json, std::initializer_list<const char*> fr
       EXPECT_NE(msg.find(f), std::string::npos) << "message: " << msg << "\nmissing: " << f;
     }
   }
+}
+
+void expect_error(const std::string& json, std::initializer_list<const char*> fragments) {
+  expect_parse_error([](const std::string& j) { return parse_hostfile(j, "test.json"); }, json, fragments);
+}
+
+void expect_job_error(const std::string& json, std::initializer_list<const char*> fragments) {
+  expect_parse_error([](const std::string& j) { return parse_job_hostfile(j, "hosts.json"); }, json, fragments);
 }
 
 }  // namespace
@@ -133,22 +142,6 @@ TEST(Hostfile, LoadNamesUnreadablePath) {
 }
 
 // The launcher's hostfile (MLX's mlx.launch format) in both forms.
-namespace {
-
-void expect_job_error(const std::string& json, std::initializer_list<const char*> fragments) {
-  try {
-    parse_job_hostfile(json, "hosts.json");
-    ADD_FAILURE() << "no error for " << json;
-  } catch (const std::invalid_argument& e) {
-    std::string msg = e.what();
-    for (const char* f : fragments) {
-      EXPECT_NE(msg.find(f), std::string::npos) << "message: " << msg << "\nmissing: " << f;
-    }
-  }
-}
-
-}  // namespace
-
 TEST(JobHostfile, ParsesTheListAndTheObjectForm) {
   auto a = parse_job_hostfile(R"([{"ssh": "node1", "ips": ["10.0.0.1", "fe80::1"]}, {"ssh": "me@node2"}])");
   ASSERT_EQ(a.hosts.size(), 2u);

@@ -27,6 +27,7 @@
 #include "distributed/ring/socket.h"
 #include "distributed/shm/segments.h"
 #include "rank_host.h"
+#include "tessera/config.h"
 
 extern char** environ;
 
@@ -198,7 +199,7 @@ int rank_agent_command(const std::vector<std::string>&) {
     }
   } else if (!job.fallback_cwd.empty() && ::chdir(job.fallback_cwd.c_str()) != 0 && job.verbose) {
     say(who + ": the launcher's directory '" + job.fallback_cwd + "' does not exist here; the ranks "
-        "run in " + (std::getenv("HOME") ? std::getenv("HOME") : "the login directory"));
+        "run in " + config::get_string("HOME").value_or("the login directory"));
   }
 
   char path[] = "/tmp/tessera-rank-XXXXXX.json";
