@@ -56,12 +56,38 @@ bool all_ready(const Process& l, int ranks) {
   return true;
 }
 
+// The tag on the command line of this cluster's job processes.
+std::string job_marker(const Cluster& c) { return c.prefix() + "-job"; }
+
+// `tessera launch ARGS -- dist_worker loop <marker>` on host 0: a loop of all_sums.
+Process& start_loop(Cluster& c, const SshHosts& ssh, const std::string& args,
+                    const std::string& env = "TESSERA_DIST_TIMEOUT=20") {
+  return launch(c, ssh, args + " -- " + kWorker + " loop " + job_marker(c), env);
+}
+
 // The pid of the job's rank `rank` (its command line holds `marker`), or -1.
 pid_t pid_of_rank(const std::string& marker, int rank) {
   for (auto [pid, r] : processes_with(marker)) {
     if (r == rank) return pid;
   }
   return -1;
+}
+
+// kill -9 of rank `victim` (on host `host`) in a loop job of `ranks` ranks over `args`: the
+// launcher names it as the first failure, and no process of the job is left on any host.
+void expect_killed_rank_named(Cluster& c, const SshHosts& ssh, const std::string& args, int ranks,
+                              int victim, int host) {
+  Process& l = start_loop(c, ssh, args);
+  ASSERT_TRUE(all_ready(l, ranks)) << l.output();
+  const pid_t pid = pid_of_rank(job_marker(c), victim);
+  ASSERT_GT(pid, 0);
+  ::kill(pid, SIGKILL);
+  EXPECT_NE(l.wait(30), 0) << l.output();
+  const std::string out = l.output();
+  EXPECT_NE(out.find("[launch] rank " + std::to_string(victim) + " (host " + Cluster::ip(host) +
+                     ") failed first: it was killed by SIGKILL"),
+            std::string::npos) << out;
+  EXPECT_TRUE(none_left(job_marker(c), 10)) << out;
 }
 
 }  // namespace
@@ -72,7 +98,7 @@ TEST(ClusterLaunch, HostsAcrossThreeHostsTwoRanksEach) {
   REQUIRE_SSH_CLUSTER();
   Cluster c(3);
   SshHosts ssh(c);
-  const std::string marker = c.prefix() + "-job";
+  const std::string marker = job_marker(c);
   Process& l = launch(c, ssh, "--hosts " + host_list(3) + " -n 2 -- " + kWorker + " join " + marker);
   ASSERT_EQ(l.wait(90), 0) << l.output();
   const std::string out = l.output();
@@ -122,18 +148,7 @@ TEST(ClusterLaunch, KilledRemoteRankStopsTheJobEverywhere) {
   REQUIRE_SSH_CLUSTER();
   Cluster c(3);
   SshHosts ssh(c);
-  const std::string marker = c.prefix() + "-job";
-  Process& l = launch(c, ssh, "--hosts " + host_list(3) + " -- " + kWorker + " loop " + marker,
-                      "TESSERA_DIST_TIMEOUT=20");
-  ASSERT_TRUE(all_ready(l, 3)) << l.output();
-  const pid_t victim = pid_of_rank(marker, 2);
-  ASSERT_GT(victim, 0);
-  ::kill(victim, SIGKILL);
-  EXPECT_NE(l.wait(30), 0) << l.output();
-  const std::string out = l.output();
-  EXPECT_NE(out.find("[launch] rank 2 (host " + Cluster::ip(2) + ") failed first: it was killed by SIGKILL"),
-            std::string::npos) << out;
-  EXPECT_TRUE(none_left(marker, 10)) << out;
+  expect_killed_rank_named(c, ssh, "--hosts " + host_list(3), 3, 2, 2);
 }
 
 // The ssh connection of a remote rank dies (its client is killed): the agent on that host stops
@@ -142,9 +157,8 @@ TEST(ClusterLaunch, KilledSshConnectionStopsTheJobEverywhere) {
   REQUIRE_SSH_CLUSTER();
   Cluster c(3);
   SshHosts ssh(c);
-  const std::string marker = c.prefix() + "-job";
-  Process& l = launch(c, ssh, "--hosts " + host_list(3) + " -- " + kWorker + " loop " + marker,
-                      "TESSERA_DIST_TIMEOUT=20");
+  const std::string marker = job_marker(c);
+  Process& l = start_loop(c, ssh, "--hosts " + host_list(3));
   ASSERT_TRUE(all_ready(l, 3)) << l.output();
   // This launcher's ssh session to host 1 (not its connection master, nor another test's ssh).
   pid_t client = -1;
@@ -170,8 +184,8 @@ TEST(ClusterLaunch, CtrlCOfTheLauncherStopsEveryRank) {
   REQUIRE_SSH_CLUSTER();
   Cluster c(3);
   SshHosts ssh(c);
-  const std::string marker = c.prefix() + "-job";
-  Process& l = launch(c, ssh, "--grace 2 --hosts " + host_list(3) + " -- " + kWorker + " loop " + marker);
+  const std::string marker = job_marker(c);
+  Process& l = start_loop(c, ssh, "--grace 2 --hosts " + host_list(3), "");
   ASSERT_TRUE(all_ready(l, 3)) << l.output();
   const auto t0 = std::chrono::steady_clock::now();
   l.kill(SIGINT);
@@ -187,9 +201,9 @@ TEST(ClusterLaunch, PartitionedHostStopsTheJobEverywhere) {
   REQUIRE_SSH_CLUSTER();
   Cluster c(3);
   SshHosts ssh(c);
-  const std::string marker = c.prefix() + "-job";
-  Process& l = launch(c, ssh, "--grace 2 --hosts " + host_list(3) + " -- " + kWorker + " loop " + marker,
-                      "TESSERA_DIST_TIMEOUT=3 TESSERA_LAUNCH_HEARTBEAT=6");
+  const std::string marker = job_marker(c);
+  Process& l = start_loop(c, ssh, "--grace 2 --hosts " + host_list(3),
+                          "TESSERA_DIST_TIMEOUT=3 TESSERA_LAUNCH_HEARTBEAT=6");
   ASSERT_TRUE(all_ready(l, 3)) << l.output();
   c.cut(2);
   EXPECT_NE(l.wait(30), 0) << l.output();
@@ -266,16 +280,5 @@ TEST(ClusterLaunch, KilledRankOfAHierarchicalJobIsNamedEverywhere) {
   REQUIRE_SSH_CLUSTER();
   Cluster c(2);
   SshHosts ssh(c);
-  const std::string marker = c.prefix() + "-job";
-  Process& l = launch(c, ssh, "--hosts " + host_list(2) + " -n 2 -- " + kWorker + " loop " + marker,
-                      "TESSERA_DIST_TIMEOUT=20");
-  ASSERT_TRUE(all_ready(l, 4)) << l.output();
-  const pid_t victim = pid_of_rank(marker, 3);
-  ASSERT_GT(victim, 0);
-  ::kill(victim, SIGKILL);
-  EXPECT_NE(l.wait(30), 0) << l.output();
-  const std::string out = l.output();
-  EXPECT_NE(out.find("rank 3 (host " + Cluster::ip(1) + ") failed first: it was killed by SIGKILL"),
-            std::string::npos) << out;
-  EXPECT_TRUE(none_left(marker, 10)) << out;
+  expect_killed_rank_named(c, ssh, "--hosts " + host_list(2) + " -n 2", 4, 3, 1);
 }

@@ -7,7 +7,6 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -266,25 +265,20 @@ class SshMasters {
     std::string host, socket, errors;
     pid_t pid = -1;
   };
+  // Its own process group, so Ctrl-C reaches the ranks through the launcher, not the connection.
   static pid_t spawn(const std::vector<std::string>& args, const std::string& errors) {
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    const pid_t parent = ::getpid();
-    const pid_t pid = ::fork();
-    if (pid < 0) throw std::runtime_error(std::string("[launch] fork failed: ") + std::strerror(errno));
-    if (pid == 0) {
-      ::setpgid(0, 0);  // Ctrl-C reaches the ranks through the launcher, not the connections
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::_exit(137);
-      const int in = ::open("/dev/null", O_RDWR);
-      const int err = ::open(errors.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      ::dup2(in, 0);
-      ::dup2(in, 1);
-      if (err >= 0) ::dup2(err, 2);
-      ::execvp("ssh", argv.data());
-      ::_exit(127);
+    const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+    const int err = ::open(errors.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    pid_t pid = -1;
+    try {
+      pid = spawn_child(args, nullptr, {}, "", null, null, err >= 0 ? err : null);
+    } catch (...) {
+      ::close(null);
+      if (err >= 0) ::close(err);
+      throw;
     }
+    ::close(null);
+    if (err >= 0) ::close(err);
     return pid;
   }
   static std::string last_words(const std::string& path) {

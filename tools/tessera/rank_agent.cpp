@@ -7,14 +7,12 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
@@ -48,32 +46,9 @@ void on_signal(int sig) {
 }
 void on_child(int) { wake(); }
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 void say(const std::string& msg) {
   std::string line = msg + "\n";
   [[maybe_unused]] ssize_t w = ::write(2, line.data(), line.size());
-}
-
-// Everything or nothing reaches the launcher: a short write on a pipe is retried.
-void write_all(int fd, const std::string& data) {
-  const char* p = data.data();
-  size_t n = data.size();
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0 && errno == EAGAIN) {
-      pollfd pf{fd, POLLOUT, 0};
-      ::poll(&pf, 1, 100);
-      continue;
-    }
-    if (w <= 0) return;  // the launcher is gone; the ranks are being stopped anyway
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
 }
 
 // The first line of stdin, read byte by byte so that nothing after it is consumed.
@@ -129,49 +104,16 @@ Job parse_job(const std::string& line) {
 }
 
 // Starts one rank: its own process group, killed with the agent, its CPUs, pipes to us.
-void start_rank(RankJob& rj, const std::vector<std::string>& argv_s, std::vector<std::string> env,
+void start_rank(RankJob& rj, const std::vector<std::string>& argv, const std::vector<std::string>& env,
                 const std::vector<int>& cpus, const std::string& who) {
   int in[2], out[2], err[2];
   if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
     throw std::runtime_error(who + ": pipe failed: " + std::strerror(errno));
   }
-  std::vector<char*> argv, envp;
-  for (const auto& a : argv_s) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  for (auto& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  sigset_t block, saved;
-  sigemptyset(&block);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&block, sig);
-  ::sigprocmask(SIG_BLOCK, &block, &saved);
-  const pid_t agent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // the agent killed outright takes the rank with it
-    if (::getppid() != agent) ::_exit(137);
-    if (!cpus.empty()) {
-      cpu_set_t set;
-      CPU_ZERO(&set);
-      for (int c : cpus) CPU_SET(c, &set);
-      ::sched_setaffinity(0, sizeof(set), &set);
-    }
-    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE}) ::signal(sig, SIG_DFL);
-    ::sigprocmask(SIG_SETMASK, &saved, nullptr);
-    ::dup2(in[0], 0);
-    ::dup2(out[1], 1);
-    ::dup2(err[1], 2);
-    ::execvpe(argv[0], argv.data(), envp.data());
-    say(who + ": cannot execute '" + argv_s[0] + "': " + std::strerror(errno));
-    ::_exit(127);
-  }
-  ::sigprocmask(SIG_SETMASK, &saved, nullptr);
-  if (pid < 0) throw std::runtime_error(who + ": fork failed: " + std::strerror(errno));
-  ::setpgid(pid, pid);
+  rj.pid = spawn_child(argv, &env, cpus, "", in[0], out[1], err[1]);
   ::close(in[0]);
   ::close(out[1]);
   ::close(err[1]);
-  rj.pid = pid;
   rj.in = in[1];
   rj.out = out[0];
   rj.err = err[0];
@@ -259,7 +201,7 @@ int rank_agent_command(const std::vector<std::string>&) {
     std::vector<std::string> env = base;
     env.insert(env.end(), rj.env.begin(), rj.env.end());
     try {
-      start_rank(rj, job.argv, std::move(env), cpus_for_rank(cpus, n, i),
+      start_rank(rj, job.argv, env, cpus_for_rank(cpus, n, i),
                  "[launch] rank " + std::to_string(rj.rank) + " " + where);
       ++running;
     } catch (const std::exception& e) {

@@ -1,10 +1,17 @@
 // Per-host rank defaults and the agent frames (see rank_host.h).
 #include "rank_host.h"
 
+#include <poll.h>
 #include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
 
 namespace tessera::cli {
 
@@ -77,6 +84,76 @@ bool is_launcher_variable(const std::string& name) {
     if (name == k) return true;
   }
   return false;
+}
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void write_all(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && errno == EAGAIN) {
+      pollfd pf{fd, POLLOUT, 0};
+      ::poll(&pf, 1, 100);
+      continue;
+    }
+    if (w <= 0) return;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+pid_t spawn_child(const std::vector<std::string>& args, const std::vector<std::string>* env,
+                  const std::vector<int>& cpus, const std::string& cwd, int in, int out, int err) {
+  std::vector<char*> argv, envp;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  if (env) {
+    for (const auto& e : *env) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+  }
+  sigset_t block, saved;
+  sigemptyset(&block);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&block, sig);
+  ::sigprocmask(SIG_BLOCK, &block, &saved);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::sigprocmask(SIG_SETMASK, &saved, nullptr);
+    throw std::runtime_error(std::string("[launch] fork failed: ") + std::strerror(errno));
+  }
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(137);  // the parent died before prctl took effect
+    if (!cpus.empty()) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      for (int c : cpus) CPU_SET(c, &set);
+      ::sched_setaffinity(0, sizeof(set), &set);  // best effort: an error leaves it unbound
+    }
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE}) ::signal(sig, SIG_DFL);
+    ::sigprocmask(SIG_SETMASK, &saved, nullptr);
+    ::dup2(in, 0);
+    ::dup2(out, 1);
+    ::dup2(err, 2);
+    if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) {
+      const std::string msg = "[launch] cannot change to the directory '" + cwd + "': " + std::strerror(errno) + "\n";
+      write_all(2, msg);
+      ::_exit(1);
+    }
+    if (env) ::execvpe(argv[0], argv.data(), envp.data());
+    else ::execvp(argv[0], argv.data());
+    const std::string msg = "[launch] cannot execute '" + args[0] + "': " + std::strerror(errno) + "\n";
+    write_all(2, msg);
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);  // also from the parent, to avoid racing the child
+  ::sigprocmask(SIG_SETMASK, &saved, nullptr);
+  return pid;
 }
 
 }  // namespace tessera::cli

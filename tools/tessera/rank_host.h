@@ -19,6 +19,8 @@
 // The agent's own messages (a directory that does not exist, ...) go to its stderr.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -50,5 +52,21 @@ std::string memory_share_entry(int ranks_on_host);
 
 // Names the launcher sets for each rank; inherited values are dropped, never passed on.
 bool is_launcher_variable(const std::string& name);
+
+// Seconds on a monotonic clock.
+double now_s();
+
+// Writes all n bytes (retrying EINTR, waiting out a full pipe); gives up quietly when the reader
+// is gone.
+void write_all(int fd, const char* p, size_t n);
+inline void write_all(int fd, const std::string& s) { write_all(fd, s.data(), s.size()); }
+
+// Starts `argv` (looked up in PATH) with stdin / stdout / stderr from in / out / err, in its own
+// process group (signals reach its whole tree), killed when this process dies, on `cpus` (empty:
+// anywhere), in `cwd` ("": here), with `env` (nullptr: this process's). Signals stay blocked
+// across the fork until the child has its default handlers, so one meant for the job is not
+// lost in the child. A program that cannot be started writes why to `err` and exits 127.
+pid_t spawn_child(const std::vector<std::string>& argv, const std::vector<std::string>* env,
+                  const std::vector<int>& cpus, const std::string& cwd, int in, int out, int err);
 
 }  // namespace tessera::cli

@@ -3,17 +3,14 @@
 #include "supervisor.h"
 
 #include <fcntl.h>
-#include <sched.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
@@ -51,11 +48,6 @@ std::string describe_exit(int code) {
          " (signal " + std::to_string(sig) + ")";
 }
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 // Owns a pipe end; closes it on destruction.
 struct Fd {
   int fd = -1;
@@ -76,18 +68,6 @@ struct Fd {
     fd = -1;
   }
 };
-
-void write_all(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return;  // our own stdout is gone; nothing useful to do
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-}
 
 // Splits a stream into lines and writes each with the rank's prefix; keeps the last few lines
 // for the launcher's closing report.
@@ -136,61 +116,6 @@ void make_pipe(int fds[2]) {
   if (::pipe2(fds, O_CLOEXEC) != 0) {
     throw std::runtime_error(std::string("[launch] pipe failed: ") + std::strerror(errno));
   }
-}
-
-pid_t spawn(const std::vector<std::string>& args, const std::vector<std::string>& env,
-            const std::vector<int>& cpus, const std::string& cwd, int in_r, int out_w, int err_w) {
-  std::vector<char*> argv, envp;
-  for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  for (auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-  // Signals stay blocked across fork until the child has its default handlers: a SIGTERM for
-  // the job that arrived in between would otherwise run the launcher's handler in the child and
-  // be lost there (the rank would then run until --grace ends and SIGKILL).
-  sigset_t block, saved;
-  sigemptyset(&block);
-  for (int sig : {SIGINT, SIGTERM, SIGCHLD}) sigaddset(&block, sig);
-  ::sigprocmask(SIG_BLOCK, &block, &saved);
-  const pid_t launcher = ::getpid();
-  pid_t pid = ::fork();
-  if (pid < 0) {
-    ::sigprocmask(SIG_SETMASK, &saved, nullptr);
-    throw std::runtime_error(std::string("[launch] fork failed: ") + std::strerror(errno));
-  }
-  if (pid == 0) {
-    ::setpgid(0, 0);  // own process group: signals reach the rank's whole process tree
-    // A launcher killed outright takes its ranks with it (a remote host: its ssh, whose agent
-    // then stops the ranks there).
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != launcher) ::_exit(137);
-    if (!cpus.empty()) {
-      cpu_set_t set;
-      CPU_ZERO(&set);
-      for (int c : cpus) CPU_SET(c, &set);
-      ::sched_setaffinity(0, sizeof(set), &set);  // best effort: an error leaves it unbound
-    }
-    ::signal(SIGINT, SIG_DFL);
-    ::signal(SIGTERM, SIG_DFL);
-    ::signal(SIGCHLD, SIG_DFL);
-    ::signal(SIGPIPE, SIG_DFL);
-    ::sigprocmask(SIG_SETMASK, &saved, nullptr);
-    ::dup2(in_r, 0);
-    ::dup2(out_w, 1);
-    ::dup2(err_w, 2);
-    if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) {
-      std::string msg = "[launch] cannot change to the directory '" + cwd + "': " + std::strerror(errno) + "\n";
-      write_all(2, msg.data(), msg.size());
-      ::_exit(1);
-    }
-    ::execvpe(argv[0], argv.data(), envp.data());
-    std::string msg = "[launch] cannot execute '" + args[0] + "': " + std::strerror(errno) + "\n";
-    write_all(2, msg.data(), msg.size());
-    ::_exit(127);
-  }
-  ::setpgid(pid, pid);  // also from the parent, to avoid racing the child
-  ::sigprocmask(SIG_SETMASK, &saved, nullptr);
-  return pid;
 }
 
 // A process the launcher started: a local rank, or one remote host's ssh session.
@@ -284,8 +209,10 @@ int supervise(int size, const std::vector<RankSpec>& local, const std::vector<Ho
     make_pipe(in);
     make_pipe(out);
     make_pipe(err);
-    p.pid = is_host ? spawn(p.host->argv, p.host->env, {}, "", in[0], out[1], err[1])
-                    : spawn(rs->argv, rs->env, rs->cpus, rs->cwd, in[0], out[1], err[1]);
+    // A launcher killed outright takes its ranks with it (a remote host: its ssh, whose agent
+    // then stops the ranks there).
+    p.pid = is_host ? spawn_child(p.host->argv, &p.host->env, {}, "", in[0], out[1], err[1])
+                    : spawn_child(rs->argv, &rs->env, rs->cpus, rs->cwd, in[0], out[1], err[1]);
     p.running = true;
     ::close(in[0]);
     ::close(out[1]);
