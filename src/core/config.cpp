@@ -22,7 +22,6 @@ constexpr bool kUnused = false;
 // Backends this build does not have yet: their variables are accepted and reported unused.
 constexpr bool kNcclBackend = false;   // flip when src/distributed/nccl/ lands (CUDA builds)
 constexpr bool kJacclBackend = false;  // Tessera has no JACCL (RDMA) backend
-constexpr bool kMpiBackend = false;    // flip when src/distributed/mpi/ lands
 constexpr int64_t kMaxRank = 1'000'000;
 
 VarInfo flag(std::string name, std::string alias, std::string default_value,
@@ -129,6 +128,8 @@ std::vector<VarInfo> build_registry() {
               "CPUs that the ranks on this host share; tessera launch sets it (each rank may be "
               "bound to fewer). More ranks on the host than this makes waits for peers yield the "
               "CPU; unset, a rank counts the CPUs it may run on itself."),
+      path_var("TESSERA_MPIRUN", "", "mpirun", "launch", kUsed,
+               "The mpirun (Open MPI's or MPICH's Hydra) that tessera launch --backend mpi runs."),
       integer("TESSERA_LAUNCH_HEARTBEAT", "", "10", 1, 3600, "launch", kUsed,
               "Seconds a rank started over ssh keeps running without word from tessera launch "
               "(a heartbeat every quarter of it) before its host's agent stops it."),
@@ -178,8 +179,13 @@ std::vector<VarInfo> build_registry() {
       integer("PMI_SIZE", "", "", 1, kMaxRank, "scheduler", kUsed,
               "Set by PMI launchers: the number of processes."),
       // distributed: mpi
-      string_var("TESSERA_MPI_LIBNAME", "MLX_MPI_LIBNAME", "libmpi.so", "distributed/mpi", kMpiBackend,
-                 "Name or path of the MPI library loaded with dlopen by the MPI backend."),
+      string_var("TESSERA_MPI_LIBNAME", "MLX_MPI_LIBNAME", "", "distributed/mpi", kUsed,
+                 "Name or path of the MPI library the MPI backend loads with dlopen; unset: "
+                 "libmpi.so.40 / libmpi.so (Open MPI) and libmpich.so.12 / libmpi.so.12 (MPICH), "
+                 "the launcher's own MPI first."),
+      flag("TESSERA_MPI_CHECK", "", "1", "distributed/mpi", kUsed,
+           "Check before every MPI collective that all ranks call the same operation with the "
+           "same size and dtype (one small MPI_Allreduce); 0 saves that call."),
       // distributed: nccl
       string_var("TESSERA_NCCL_HOST_IP", "NCCL_HOST_IP", "", "distributed/nccl", kNcclBackend,
                  "Host or IP of rank 0 for the NCCL bootstrap connection; set by the launcher."),

@@ -9,6 +9,7 @@
 
 #include "distributed/group_impl.h"
 #include "distributed/hostfile.h"
+#include "distributed/mpi/mpi_group.h"
 #include "distributed/ring/rendezvous.h"
 #include "distributed/ring/ring_group.h"
 #include "tessera/config.h"
@@ -80,6 +81,9 @@ std::shared_ptr<GroupImpl> init_ring(bool strict) {
     // A job that Slurm, mpirun or a PMI launcher started: meet at the coordinator instead.
     if (auto job = detect_scheduler_job()) {
       if (job->size == 1 && !strict) return nullptr;
+      // mpirun's processes without a coordinator for the ring: the MPI backend's job (next in
+      // the "any" order).
+      if (job->coordinator.empty() && job->source != "Slurm" && !strict) return nullptr;
       return rendezvous_ring(*job, RingOptions::from_config());
     }
     if (!strict) return nullptr;
@@ -113,24 +117,21 @@ std::shared_ptr<GroupImpl> init_ring(bool strict) {
 
 struct Backend {
   const char* name;
-  bool available;
+  std::function<bool()> available;  // can it run here at all (is_available)
+  // nullptr when this process is not configured for it (strict: an error saying why).
   std::function<std::shared_ptr<GroupImpl>(bool strict)> init;
 };
 
 const std::vector<Backend>& backends() {
   static const std::vector<Backend> b = {
-      {"nccl", false,
+      {"nccl", [] { return false; },
        [](bool strict) -> std::shared_ptr<GroupImpl> {
          if (strict) throw std::runtime_error("Cannot initialize nccl distributed backend.");
          return nullptr;
        }},
-      {"ring", true, init_ring},
-      {"mpi", false,
-       [](bool strict) -> std::shared_ptr<GroupImpl> {
-         if (strict) throw std::runtime_error("Cannot initialize MPI");
-         return nullptr;
-       }},
-      {"jaccl", false,
+      {"ring", [] { return true; }, init_ring},
+      {"mpi", [] { return mpi_available(); }, init_mpi},
+      {"jaccl", [] { return false; },
        [](bool strict) -> std::shared_ptr<GroupImpl> {
          if (strict) throw std::runtime_error("Cannot initialize jaccl distributed backend.");
          return nullptr;
@@ -160,14 +161,14 @@ Group Group::split(int color, int key) const { return Group(group_->split(color,
 
 bool is_available() {
   for (auto& b : detail::backends())
-    if (b.available) return true;
+    if (b.available()) return true;
   return false;
 }
 
 bool is_available(const std::string& backend) {
   if (backend == "any") return is_available();
   for (auto& b : detail::backends())
-    if (backend == b.name) return b.available;
+    if (backend == b.name) return b.available();
   return false;
 }
 
@@ -180,7 +181,6 @@ Group init(bool strict, const std::string& backend) {
   if (backend == "any") {
     for (auto& b : detail::backends()) {
       tried = b.name;
-      if (!b.available) continue;
       group = b.init(false);
       if (group) break;
     }
@@ -189,8 +189,9 @@ Group init(bool strict, const std::string& backend) {
           std::string("[distributed] Couldn't initialize any backend. Tried, in order: nccl (not "
                       "in this build: it needs a CUDA build); ") + detail::kRingNeeds +
           ", and neither is set" + detail::batch_shell_hint() +
-          "; mpi (not in this build yet); jaccl (not supported by "
-          "Tessera). Start the job with tessera launch, or set the ring's variables.");
+          "; mpi (needs a process started by mpirun: OMPI_COMM_WORLD_SIZE or PMI_SIZE above 1); "
+          "jaccl (not supported by Tessera). Start the job with tessera launch, or set the ring's "
+          "variables.");
     }
   } else {
     const detail::Backend* found = nullptr;

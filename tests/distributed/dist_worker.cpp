@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <complex>
@@ -369,6 +370,37 @@ int mode_mismatch(int a = 1000, int b = 1200) {
   }
 }
 
+// split(color = rank % 2, key = -rank): the sub-groups' ranks in reverse order of the world's;
+// all_sum and all_gather on them agree with references computed from the world ranks.
+int mode_split() {
+  auto world = dist::init();
+  auto sub = world.split(g_rank % 2, g_size - g_rank);
+  std::vector<int> members;  // world ranks of my colour, in the sub-group's order
+  for (int r = g_size - 1; r >= 0; --r)
+    if (r % 2 == g_rank % 2) members.push_back(r);
+  const int want_rank = static_cast<int>(std::find(members.begin(), members.end(), g_rank) - members.begin());
+  if (sub.size() != static_cast<int>(members.size()) || sub.rank() != want_rank) {
+    fail("split: rank " + std::to_string(sub.rank()) + " of " + std::to_string(sub.size()));
+  }
+  auto mine = mx::array(static_cast<float>(g_rank));
+  float want_sum = 0;
+  for (int r : members) want_sum += static_cast<float>(r);
+  if (sub.size() > 1) {
+    if (dist::all_sum(mine, sub).item<float>() != want_sum) fail("split: all_sum");
+    auto g = dist::all_gather(mx::reshape(mine, {1}), sub);
+    g.eval();
+    for (size_t i = 0; i < members.size(); ++i)
+      if (g.data<float>()[i] != static_cast<float>(members[i])) fail("split: all_gather order");
+  }
+  // The world group still works after the split.
+  if (dist::all_sum(mine, world).item<float>() != static_cast<float>(g_size * (g_size - 1) / 2)) {
+    fail("world all_sum after split");
+  }
+  std::printf("rank %d: split ok (sub-group rank %d of %d), %d failures\n", g_rank, sub.rank(),
+              sub.size(), g_failures);
+  return g_failures ? 1 : 0;
+}
+
 // Ranks name different broadcast roots: both must raise an error naming both roots.
 int mode_bcastroot() {
   try {
@@ -580,8 +612,14 @@ int mode_join() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::string backend = "any";
+  if (argc > 2 && std::string(argv[1]) == "--backend") {  // dist_worker --backend NAME MODE ...
+    backend = argv[2];
+    argv += 2;
+    argc -= 2;
+  }
   if (argc < 2) {
-    std::fprintf(stderr, "usage: dist_worker MODE\n");
+    std::fprintf(stderr, "usage: dist_worker [--backend NAME] MODE\n");
     return 2;
   }
   std::string mode = argv[1];
@@ -594,7 +632,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (mode != "badtoken" && mode != "silent") {  // those two act before joining
-      auto g = dist::init(true);
+      auto g = dist::init(true, backend);
       g_rank = g.rank();
       g_size = g.size();
     } else {
@@ -604,6 +642,7 @@ int main(int argc, char** argv) {
     if (mode == "collectives") return mode_collectives();
     if (mode == "mixed") return mode_mixed(argc > 2 ? std::atol(argv[2]) : 1000);
     if (mode == "init") return mode_init();
+    if (mode == "split") return mode_split();
     if (mode == "grad") return mode_grad();
     if (mode == "kill") return mode_kill();
     if (mode == "stop") return mode_stop();

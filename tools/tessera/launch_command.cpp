@@ -44,10 +44,11 @@ namespace {
 namespace dd = distributed::detail;
 
 const char* kLaunchUsage =
-    "usage: tessera launch [--hosts H1,H2,... | --hostfile FILE] [-n N] [--backend ring]\n"
+    "usage: tessera launch [--hosts H1,H2,... | --hostfile FILE] [-n N] [--backend ring|mpi]\n"
     "                      [--env K=V]... [-p/--starting-port P] [--connections-per-ip C]\n"
     "                      [--cwd DIR] [--python PY] [--print-python] [--cpu-bind auto|none]\n"
     "                      [--verbose] [--no-prefix] [--grace S] [--mlx] [--trace DIR]\n"
+    "                      [--mpi-arg ARG]...\n"
     "                      [--] program [args...]\n"
     "Runs `program` as the ranks of one job: N ranks (-n, default 1) on each host of --hosts\n"
     "(default 127.0.0.1), or one on each host of an MLX launcher hostfile. Hosts that name this\n"
@@ -68,7 +69,11 @@ const char* kLaunchUsage =
     "groups; with more ranks than CPUs, one CPU each in turn); none leaves placement to the\n"
     "kernel. --trace DIR (ranks on this host only) records a timeline of every kernel and\n"
     "collective: DIR/rank<r>.json per rank and DIR/trace.json with one process per rank on a\n"
-    "common clock (Chrome trace / Perfetto).\n";
+    "common clock (Chrome trace / Perfetto).\n"
+    "--backend mpi runs the job with mpirun instead ($TESSERA_MPIRUN, Open MPI's or MPICH's):\n"
+    "the hosts become -H host:slots, the hostfile's envs, --env and this shell's TESSERA_* /\n"
+    "MLX_* settings are passed with -x (-genv for MPICH), --mpi-arg values follow, and the\n"
+    "exit status is mpirun's.\n";
 
 constexpr int kDefaultStartingPort = 32323;  // mlx.launch's
 
@@ -292,6 +297,79 @@ class SshMasters {
   std::vector<Master> masters_;
 };
 
+// --backend mpi: mpirun starts the ranks (MPI gives them their rank), with the hosts as
+// `-H host:slots` in first-seen order, the environment with -x (Open MPI) or -genv (MPICH's
+// Hydra), this shell's TESSERA_* / MLX_* settings forwarded, then --mpi-arg. mpirun replaces
+// this process, so its exit status is the job's and signals reach it directly.
+int launch_mpi(const dd::JobHostfile& job, int repeat, const std::vector<std::string>& program,
+               const std::vector<std::string>& job_env, const std::vector<std::string>& mpi_args,
+               const std::string& cwd, bool verbose) {
+  const std::string mpirun = config::get_string("TESSERA_MPIRUN").value_or("mpirun");
+  FILE* p = ::popen((shell_quote(mpirun) + " --version 2>&1").c_str(), "r");
+  std::string version;
+  if (p) {
+    char buf[512];
+    while (std::fgets(buf, sizeof buf, p)) version += buf;
+  }
+  const int status = p ? ::pclose(p) : -1;
+  if (status != 0 && version.find("Version") == std::string::npos) {
+    throw std::invalid_argument("[launch] --backend mpi needs mpirun, but '" + mpirun + " --version' " +
+                                (status == 127 * 256 || version.find("not found") != std::string::npos
+                                     ? std::string("was not found (install openmpi-bin or mpich, or set TESSERA_MPIRUN)")
+                                     : "failed: " + version));
+  }
+  const bool open_mpi = version.find("Open MPI") != std::string::npos || version.find("OpenRTE") != std::string::npos;
+  const bool hydra = version.find("HYDRA") != std::string::npos;
+  if (!open_mpi && !hydra) {
+    throw std::invalid_argument("[launch] '" + mpirun + "' is neither Open MPI's nor MPICH's (Hydra) mpirun: " +
+                                version.substr(0, version.find('\n')));
+  }
+  std::vector<std::pair<std::string, int>> slots;  // ssh name -> ranks, first-seen order
+  for (const auto& h : job.hosts) {
+    auto it = std::find_if(slots.begin(), slots.end(), [&](const auto& e) { return e.first == h.ssh; });
+    if (it == slots.end()) slots.emplace_back(h.ssh, repeat);
+    else it->second += repeat;
+  }
+  std::string hosts;
+  int n = 0;
+  for (const auto& [h, k] : slots) {
+    hosts += (hosts.empty() ? "" : ",") + h + ":" + std::to_string(k);
+    n += k;
+  }
+  std::vector<std::string> argv = {mpirun, "-n", std::to_string(n), open_mpi ? "-H" : "-hosts", hosts};
+  if (!cwd.empty()) argv.insert(argv.end(), {"-wdir", cwd});
+  auto add_env = [&](const std::string& kv) {
+    if (open_mpi) {
+      argv.insert(argv.end(), {"-x", kv});
+    } else {
+      const size_t eq = kv.find('=');
+      argv.insert(argv.end(), {"-genv", kv.substr(0, eq), kv.substr(eq + 1)});
+    }
+  };
+  for (char** e = environ; *e; ++e) {
+    const std::string kv = *e;
+    const std::string k = kv.substr(0, kv.find('='));
+    if (is_launcher_variable(k)) continue;
+    if (k.rfind("TESSERA_", 0) == 0 || k.rfind("MLX_", 0) == 0) add_env(kv);
+  }
+  for (const auto& kv : job_env) add_env(kv);
+  argv.insert(argv.end(), mpi_args.begin(), mpi_args.end());
+  if (open_mpi) argv.push_back("--");  // Hydra takes the program at the first non-option
+  argv.insert(argv.end(), program.begin(), program.end());
+  if (verbose) {
+    std::string line;
+    for (const auto& a : argv) line += (line.empty() ? "" : " ") + shell_quote(a);
+    std::fprintf(stderr, "[launch] %s\n", line.c_str());
+  }
+  std::vector<char*> cargv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  ::execvp(cargv[0], cargv.data());
+  throw std::runtime_error("[launch] cannot run " + mpirun + ": " + std::strerror(errno));
+}
+
 }  // namespace
 
 int launch_command(const std::vector<std::string>& args) {
@@ -388,18 +466,11 @@ int launch_command(const std::vector<std::string>& args) {
   }
   if (repeat == 0) repeat = 1;
   if (backend.empty()) backend = job.backend.empty() ? "ring" : job.backend;
-  if (backend != "ring") {
-    throw std::invalid_argument("--backend " + backend + " cannot be launched by this build yet; "
-                                "use ring (the default)");
+  if (backend != "ring" && backend != "mpi") {
+    throw std::invalid_argument("--backend " + backend + " cannot be launched by this build; "
+                                "use ring (the default) or mpi");
   }
-  if (!mpi_args.empty()) throw std::invalid_argument("--mpi-arg is for --backend mpi");
-  const std::vector<Place> places = place_hosts(job);
-  std::vector<int> host_of;  // rank -> index into places
-  for (size_t h = 0; h < places.size(); ++h)
-    for (int k = 0; k < repeat; ++k) host_of.push_back(static_cast<int>(h));
-  const int n = static_cast<int>(host_of.size());
-  if (n > 4096) throw std::invalid_argument("[launch] " + std::to_string(n) + " ranks: at most 4096");
-  const bool all_local = std::all_of(places.begin(), places.end(), [](const Place& p) { return p.local; });
+  if (backend != "mpi" && !mpi_args.empty()) throw std::invalid_argument("--mpi-arg is for --backend mpi");
 
   if (program.empty()) throw std::invalid_argument(std::string("no program given\n") + kLaunchUsage);
   if (ends_with(program[0], ".py")) {
@@ -413,6 +484,20 @@ int launch_command(const std::vector<std::string>& args) {
     throw std::invalid_argument("[launch] --mlx runs a Python script (a program ending in .py), "
                                 "not '" + program[0] + "'");
   }
+  std::vector<std::string> job_env = job.envs;
+  job_env.insert(job_env.end(), cli_env.begin(), cli_env.end());
+  if (backend == "mpi") {
+    if (!trace_dir.empty()) throw std::invalid_argument("[launch] --trace is for the ring backend");
+    return launch_mpi(job, repeat, program, job_env, mpi_args, cwd, verbose);
+  }
+
+  const std::vector<Place> places = place_hosts(job);
+  std::vector<int> host_of;  // rank -> index into places
+  for (size_t h = 0; h < places.size(); ++h)
+    for (int k = 0; k < repeat; ++k) host_of.push_back(static_cast<int>(h));
+  const int n = static_cast<int>(host_of.size());
+  if (n > 4096) throw std::invalid_argument("[launch] " + std::to_string(n) + " ranks: at most 4096");
+  const bool all_local = std::all_of(places.begin(), places.end(), [](const Place& p) { return p.local; });
 
   // Ports: one per rank, address and connection, in that order (as mlx.launch).
   const int per_rank = static_cast<int>(places[0].ips.size()) * connections;
@@ -450,8 +535,6 @@ int launch_command(const std::vector<std::string>& args) {
     memory_limit_given |= k == "TESSERA_MEMORY_LIMIT_MB";
     if (k == "PATH") path_env = kv.substr(5);  // execvp searches the launcher's own PATH
   }
-  std::vector<std::string> job_env = job.envs;
-  job_env.insert(job_env.end(), cli_env.begin(), cli_env.end());
   for (const auto& kv : job_env) memory_limit_given |= kv.rfind("TESSERA_MEMORY_LIMIT_MB=", 0) == 0;
   int local_ranks = 0;
   for (int r = 0; r < n; ++r) local_ranks += places[static_cast<size_t>(host_of[r])].local;

@@ -1,0 +1,738 @@
+// The MPI backend (see mpi_group.h).
+#include "distributed/mpi/mpi_group.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "distributed/reduce_kernels.h"
+#include "tessera/config.h"
+
+namespace tessera::distributed::detail {
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// The library: its functions, typed with the handle type of its ABI (H = void* for Open MPI,
+// int for MPICH and its derivatives), and its predefined handles.
+
+template <typename H>
+using UserFn = void (*)(void* in, void* inout, int* len, H* type);
+
+template <typename H>
+struct Api {
+  int (*Init_thread)(int*, char***, int, int*);
+  int (*Initialized)(int*);
+  int (*Finalized)(int*);
+  int (*Finalize)();
+  int (*Query_thread)(int*);
+  int (*Comm_rank)(H, int*);
+  int (*Comm_size)(H, int*);
+  int (*Comm_dup)(H, H*);
+  int (*Comm_split)(H, int, int, H*);
+  int (*Comm_free)(H*);
+  int (*Comm_set_errhandler)(H, H);
+  int (*Allreduce)(const void*, void*, int, H, H, H);
+  int (*Allgather)(const void*, int, H, void*, int, H, H);
+  int (*Reduce_scatter_block)(const void*, void*, int, H, H, H);
+  int (*Send)(const void*, int, H, int, int, H);
+  int (*Recv)(void*, int, H, int, int, H, void*);
+  int (*Get_count)(const void*, H, int*);
+  int (*Bcast)(void*, int, H, int, H);
+  int (*Alltoall)(const void*, int, H, void*, int, H, H);
+  int (*Barrier)(H);
+  int (*Op_create)(UserFn<H>, int, H*);
+  int (*Type_contiguous)(int, H, H*);
+  int (*Type_commit)(H*);
+  int (*Type_free)(H*);
+  int (*Error_string)(int, char*, int*);
+
+  H comm_world{}, errors_return{};
+  H byte{}, c_bool{}, u8{}, u16{}, u32{}, u64{}, i8{}, i16{}, i32{}, i64{}, f32{}, f64{}, c64{};
+  H sum{}, max{}, min{}, lor{}, land{};
+  void* in_place = nullptr;
+  size_t status_bytes = 0;  // sizeof(MPI_Status)
+  int tag_ub = 32767;       // the largest tag every MPI must allow
+};
+
+constexpr int kThreadSerialized = 2;  // MPI_THREAD_SERIALIZED in both ABIs
+
+template <typename F>
+bool load_fn(void* lib, const char* name, F& f, std::string& missing) {
+  f = reinterpret_cast<F>(dlsym(lib, name));
+  if (!f) missing += std::string(missing.empty() ? "" : ", ") + name;
+  return f != nullptr;
+}
+
+template <typename H>
+void load_functions(void* lib, Api<H>& a, std::string& missing) {
+#define TESSERA_MPI_FN(n) load_fn(lib, "MPI_" #n, a.n, missing)
+  TESSERA_MPI_FN(Init_thread);
+  TESSERA_MPI_FN(Initialized);
+  TESSERA_MPI_FN(Finalized);
+  TESSERA_MPI_FN(Finalize);
+  TESSERA_MPI_FN(Query_thread);
+  TESSERA_MPI_FN(Comm_rank);
+  TESSERA_MPI_FN(Comm_size);
+  TESSERA_MPI_FN(Comm_dup);
+  TESSERA_MPI_FN(Comm_split);
+  TESSERA_MPI_FN(Comm_free);
+  TESSERA_MPI_FN(Comm_set_errhandler);
+  TESSERA_MPI_FN(Allreduce);
+  TESSERA_MPI_FN(Allgather);
+  TESSERA_MPI_FN(Reduce_scatter_block);
+  TESSERA_MPI_FN(Send);
+  TESSERA_MPI_FN(Recv);
+  TESSERA_MPI_FN(Get_count);
+  TESSERA_MPI_FN(Bcast);
+  TESSERA_MPI_FN(Alltoall);
+  TESSERA_MPI_FN(Barrier);
+  TESSERA_MPI_FN(Op_create);
+  TESSERA_MPI_FN(Type_contiguous);
+  TESSERA_MPI_FN(Type_commit);
+  TESSERA_MPI_FN(Type_free);
+  TESSERA_MPI_FN(Error_string);
+#undef TESSERA_MPI_FN
+}
+
+// Open MPI: a predefined handle is the address of a library global.
+void load_open_mpi_handles(void* lib, Api<void*>& a, std::string& missing) {
+  auto g = [&](const char* name, void*& h) {
+    h = dlsym(lib, name);
+    if (!h) missing += std::string(missing.empty() ? "" : ", ") + name;
+  };
+  g("ompi_mpi_comm_world", a.comm_world);
+  g("ompi_mpi_errors_return", a.errors_return);
+  g("ompi_mpi_byte", a.byte);
+  g("ompi_mpi_c_bool", a.c_bool);
+  g("ompi_mpi_uint8_t", a.u8);
+  g("ompi_mpi_uint16_t", a.u16);
+  g("ompi_mpi_uint32_t", a.u32);
+  g("ompi_mpi_uint64_t", a.u64);
+  g("ompi_mpi_int8_t", a.i8);
+  g("ompi_mpi_int16_t", a.i16);
+  g("ompi_mpi_int32_t", a.i32);
+  g("ompi_mpi_int64_t", a.i64);
+  g("ompi_mpi_float", a.f32);
+  g("ompi_mpi_double", a.f64);
+  g("ompi_mpi_c_float_complex", a.c64);
+  g("ompi_mpi_op_sum", a.sum);
+  g("ompi_mpi_op_max", a.max);
+  g("ompi_mpi_op_min", a.min);
+  g("ompi_mpi_op_lor", a.lor);
+  g("ompi_mpi_op_land", a.land);
+  a.in_place = reinterpret_cast<void*>(1);
+  a.status_bytes = 24;  // source, tag, error, cancelled, size_t count
+}
+
+// MPICH (and the MPICH ABI: Intel MPI, MVAPICH): predefined handles are constants of mpi.h.
+void set_mpich_handles(Api<int>& a) {
+  a.comm_world = 0x44000000;
+  a.errors_return = 0x54000001;
+  a.byte = 0x4c00010d;
+  a.c_bool = 0x4c00013f;
+  a.u8 = 0x4c00013b;
+  a.u16 = 0x4c00023c;
+  a.u32 = 0x4c00043d;
+  a.u64 = 0x4c00083e;
+  a.i8 = 0x4c000137;
+  a.i16 = 0x4c000238;
+  a.i32 = 0x4c000439;
+  a.i64 = 0x4c00083a;
+  a.f32 = 0x4c00040a;
+  a.f64 = 0x4c00080b;
+  a.c64 = 0x4c000840;
+  a.max = 0x58000001;
+  a.min = 0x58000002;
+  a.sum = 0x58000003;
+  a.land = 0x58000005;
+  a.lor = 0x58000007;
+  a.in_place = reinterpret_cast<void*>(-1);
+  a.status_bytes = 20;  // count_lo, count_hi_and_cancelled, source, tag, error
+}
+
+enum class Abi { open_mpi, mpich };
+
+struct Library {
+  void* handle = nullptr;
+  std::string name;     // what dlopen was given
+  std::string version;  // MPI_Get_library_version's first line
+  Abi abi = Abi::open_mpi;
+  Api<void*> ompi{};
+  Api<int> mpich{};
+  std::string error;  // why no MPI is usable ("" when one is)
+};
+
+bool env_set(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v;
+}
+
+bool launched_by_open_mpi() { return env_set("OMPI_COMM_WORLD_SIZE"); }
+bool launched_by_hydra() { return !launched_by_open_mpi() && env_set("PMI_SIZE") && env_set("PMI_RANK"); }
+
+// The names to try, the launcher's MPI first: two MPIs installed side by side is common.
+std::vector<std::string> candidate_names() {
+  if (auto n = config::get_string("TESSERA_MPI_LIBNAME"); n && !n->empty()) return {*n};
+  const std::vector<std::string> open_mpi = {"libmpi.so.40", "libmpi.so"};
+  const std::vector<std::string> mpich = {"libmpich.so.12", "libmpi.so.12", "libmpich.so"};
+  std::vector<std::string> out = launched_by_hydra() ? mpich : open_mpi;
+  const auto& rest = launched_by_hydra() ? open_mpi : mpich;
+  out.insert(out.end(), rest.begin(), rest.end());
+  return out;
+}
+
+// The first line of the library's version text, "" when it has no such function.
+std::string library_version(void* lib) {
+  auto get = reinterpret_cast<int (*)(char*, int*)>(dlsym(lib, "MPI_Get_library_version"));
+  if (!get) return "";
+  std::vector<char> buf(16384, '\0');  // MPI_MAX_LIBRARY_VERSION_STRING: 256 / 8192
+  int len = 0;
+  if (get(buf.data(), &len) != 0) return "";
+  std::string v(buf.data(), std::min<size_t>(std::strlen(buf.data()), buf.size()));
+  if (auto nl = v.find('\n'); nl != std::string::npos) v.resize(nl);
+  while (!v.empty() && (v.back() == ' ' || v.back() == ',')) v.pop_back();
+  return v;
+}
+
+Library load_library() {
+  Library lib;
+  std::string tried;
+  for (const auto& name : candidate_names()) {
+    void* h = dlopen(name.c_str(), RTLD_NOW | RTLD_GLOBAL);  // Open MPI's plugins need GLOBAL
+    if (!h) {
+      const char* e = dlerror();
+      tried += "\n  " + name + ": " + (e ? e : "not found");
+      continue;
+    }
+    std::string missing;
+    const std::string version = library_version(h);
+    if (dlsym(h, "ompi_mpi_comm_world")) {
+      lib.abi = Abi::open_mpi;
+      load_functions(h, lib.ompi, missing);
+      load_open_mpi_handles(h, lib.ompi, missing);
+    } else if (version.find("MPICH") != std::string::npos ||
+               version.find("Intel") != std::string::npos ||
+               version.find("MVAPICH") != std::string::npos) {
+      lib.abi = Abi::mpich;
+      load_functions(h, lib.mpich, missing);
+      set_mpich_handles(lib.mpich);
+    } else {
+      tried += "\n  " + name + ": loaded, but it is neither Open MPI nor of the MPICH family (" +
+               (version.empty() ? "no MPI_Get_library_version" : version) + ")";
+      dlclose(h);
+      continue;
+    }
+    if (!missing.empty()) {
+      tried += "\n  " + name + ": loaded, but it lacks " + missing;
+      dlclose(h);
+      continue;
+    }
+    lib.handle = h;
+    lib.name = name;
+    lib.version = version;
+    return lib;
+  }
+  lib.error = "no MPI library could be loaded; tried:" + tried +
+              "\n  (install Open MPI or MPICH, or set TESSERA_MPI_LIBNAME to the library's path)";
+  return lib;
+}
+
+Library& library() {
+  static Library* lib = new Library(load_library());  // never unloaded: MPI outlives main()
+  return *lib;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Process-wide state: one MPI_Init, one lock around every MPI call, the watchdog.
+
+// What the call in flight is, for the watchdog's message.
+struct CallDesc {
+  const char* op = "";
+  int64_t count = 0;
+  int dtype = -1;  // Dtype::Val, or -1 for bytes
+  int peer = -1;   // send/recv/broadcast: the other rank
+};
+
+std::string describe(const CallDesc& d) {
+  std::string s = d.op;
+  if (d.dtype >= 0) {
+    s += " of " + std::to_string(d.count) + " " + dtype_name(kAllDtypes[d.dtype]);
+  } else if (d.count > 0 || std::strcmp(d.op, "barrier") != 0) {
+    s += " of " + std::to_string(d.count) + " bytes";
+  }
+  if (d.peer >= 0) {
+    s += std::strcmp(d.op, "broadcast") == 0 ? " from root " : std::strcmp(d.op, "recv") == 0 ? " from rank " : " to rank ";
+    s += std::to_string(d.peer);
+  }
+  return s;
+}
+
+class Runtime {
+ public:
+  std::mutex call_mu;  // held across every MPI call
+  bool initialized = false;
+  bool finalized = false;  // by our exit handler: later frees are skipped
+  bool we_initialized = false;
+  int world_rank = 0, world_size = 1;
+  bool check = true;
+
+  // Arms the watchdog for a call that starts now; disarm() when it returns.
+  void arm(const CallDesc& d) {
+    if (timeout_s_ <= 0) return;
+    std::lock_guard<std::mutex> l(desc_mu_);
+    desc_ = d;
+    since_ns_.store(now_ns(), std::memory_order_release);
+  }
+  void disarm() {
+    if (timeout_s_ <= 0) return;
+    since_ns_.store(0, std::memory_order_release);
+  }
+  void start_watchdog(double timeout_s) {
+    timeout_s_ = timeout_s;
+    if (timeout_s_ <= 0) return;
+    std::thread([this] { watch(); }).detach();  // the runtime is never destroyed
+  }
+
+ private:
+  static int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
+  void watch() {
+    const auto tick = std::chrono::milliseconds(std::clamp<int64_t>(
+        static_cast<int64_t>(timeout_s_ * 250), 10, 1000));
+    for (;;) {
+      std::this_thread::sleep_for(tick);
+      const int64_t since = since_ns_.load(std::memory_order_acquire);
+      if (since == 0 || (now_ns() - since) < static_cast<int64_t>(timeout_s_ * 1e9)) continue;
+      CallDesc d;
+      {
+        std::lock_guard<std::mutex> l(desc_mu_);
+        d = desc_;
+      }
+      if (since_ns_.load(std::memory_order_acquire) != since) continue;  // it just finished
+      std::fprintf(stderr,
+                   "[mpi] rank %d: %s has not finished after %g s (TESSERA_DIST_TIMEOUT): another "
+                   "rank is gone, stuck, or called a different operation. MPI calls cannot be "
+                   "interrupted, so this rank exits (status 1) and the MPI launcher stops the job.\n",
+                   world_rank, describe(d).c_str(), timeout_s_);
+      std::fflush(stderr);
+      std::_Exit(1);
+    }
+  }
+  double timeout_s_ = 0;
+  std::atomic<int64_t> since_ns_{0};
+  std::mutex desc_mu_;
+  CallDesc desc_;
+};
+
+Runtime& runtime() {
+  static Runtime* rt = new Runtime;  // never destroyed: the watchdog thread refers to it
+  return *rt;
+}
+
+std::string error_text(int code, int (*error_string)(int, char*, int*)) {
+  char buf[1024] = {};  // MPI_MAX_ERROR_STRING: 256 / 512
+  int len = 0;
+  if (error_string && error_string(code, buf, &len) == 0) return std::string(buf, std::strlen(buf));
+  return "MPI error " + std::to_string(code);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The group.
+
+// Wire ids for the mismatch check and the send/recv tags.
+enum class Kind : int64_t { all_reduce = 1, all_gather, reduce_scatter, broadcast, all_to_all, barrier };
+
+template <typename H>
+class MpiGroup : public GroupImpl {
+ public:
+  MpiGroup(const Api<H>& api, H comm) : a_(api), comm_(comm) {
+    call("init", [&] { return a_.Comm_rank(comm_, &rank_); });
+    call("init", [&] { return a_.Comm_size(comm_, &size_); });
+    create_ops();
+  }
+  ~MpiGroup() override {
+    Runtime& rt = runtime();
+    std::lock_guard<std::mutex> l(rt.call_mu);
+    if (!rt.finalized) a_.Comm_free(&comm_);
+  }
+
+  int rank() override { return rank_; }
+  int size() override { return size_; }
+  const char* backend_name() override { return "mpi"; }
+
+  std::shared_ptr<GroupImpl> split(int color, int key) override {
+    if (color < 0) {
+      throw std::invalid_argument("[mpi] split: color must be >= 0, got " + std::to_string(color));
+    }
+    H out{};
+    CallDesc d{"split", 0, -1, -1};
+    checked(d, [&] { return a_.Comm_split(comm_, color, key < 0 ? rank_ : key, &out); });
+    return std::make_shared<MpiGroup<H>>(a_, out);
+  }
+
+  void all_reduce(const void* in, void* out, size_t count, Dtype dtype, ReduceOp op) override {
+    CallDesc d{reduce_op_name(op), static_cast<int64_t>(count), static_cast<int>(dtype.val()), -1};
+    agree(Kind::all_reduce, d, static_cast<int64_t>(op));
+    auto [type, mop] = mpi_type_op(dtype, op);
+    const size_t esize = dtype.size();
+    for (size_t done = 0; done < count;) {
+      const size_t n = std::min<size_t>(count - done, size_t{1} << 30);
+      const char* src = static_cast<const char*>(in) + done * esize;
+      char* dst = static_cast<char*>(out) + done * esize;
+      const void* send = in == out ? a_.in_place : src;
+      checked(d, [&] { return a_.Allreduce(send, dst, static_cast<int>(n), type, mop, comm_); });
+      done += n;
+    }
+  }
+
+  void all_gather(const void* in, void* out, size_t bytes) override {
+    CallDesc d{"all_gather", static_cast<int64_t>(bytes), -1, -1};
+    agree(Kind::all_gather, d, 0);
+    if (bytes == 0) return;
+    Bytes b = as_count(bytes, d);
+    checked(d, [&] { return a_.Allgather(in, b.count, b.type, out, b.count, b.type, comm_); });
+    b.release(a_);
+  }
+
+  void reduce_scatter(const void* in, void* out, size_t count, Dtype dtype, ReduceOp op) override {
+    CallDesc d{"sum_scatter", static_cast<int64_t>(count), static_cast<int>(dtype.val()), -1};
+    agree(Kind::reduce_scatter, d, static_cast<int64_t>(op));
+    if (count == 0) return;
+    if (count > static_cast<size_t>(INT_MAX)) too_big(d, count);
+    auto [type, mop] = mpi_type_op(dtype, op);
+    checked(d, [&] { return a_.Reduce_scatter_block(in, out, static_cast<int>(count), type, mop, comm_); });
+  }
+
+  void send(const void* in, size_t bytes, Dtype dtype, int dst) override {
+    CallDesc d{"send", static_cast<int64_t>(bytes / std::max<size_t>(dtype.size(), 1)),
+               static_cast<int>(dtype.val()), dst};
+    const int tag = static_cast<int>(dtype.val()) + 1;
+    for_chunks(bytes, [&](size_t off, int n) {
+      checked(d, [&] { return a_.Send(static_cast<const char*>(in) + off, n, a_.byte, dst, tag, comm_); });
+    });
+  }
+
+  void recv(void* out, size_t bytes, Dtype dtype, int src) override {
+    CallDesc d{"recv", static_cast<int64_t>(bytes / std::max<size_t>(dtype.size(), 1)),
+               static_cast<int>(dtype.val()), src};
+    std::vector<char> status(std::max<size_t>(a_.status_bytes, 64));
+    for_chunks(bytes, [&](size_t off, int n) {
+      // Any tag: a message of another dtype is received and reported, not left to block.
+      checked(d, [&] {
+        return a_.Recv(static_cast<char*>(out) + off, n, a_.byte, src, -1 /* MPI_ANY_TAG */, comm_,
+                       status.data());
+      });
+      int got = 0;
+      a_.Get_count(status.data(), a_.byte, &got);
+      const int tag = status_tag(status.data());
+      if (tag != static_cast<int>(dtype.val()) + 1 || got != n) {
+        std::string theirs = tag >= 1 && tag <= kNumDtypes ? dtype_name(kAllDtypes[tag - 1]) : "unknown";
+        throw std::runtime_error(
+            "[mpi] rank " + std::to_string(rank_) + ": " + describe(d) + " received " +
+            std::to_string(off + static_cast<size_t>(got)) + " bytes of " + theirs + " where " +
+            std::to_string(off + static_cast<size_t>(n)) + " bytes of " + dtype_name(dtype) +
+            " were expected: rank " + std::to_string(src) + " sent an array of another size or dtype");
+      }
+    });
+  }
+
+  void broadcast(void* buf, size_t bytes, int root) override {
+    CallDesc d{"broadcast", static_cast<int64_t>(bytes), -1, root};
+    agree(Kind::broadcast, d, root);
+    if (bytes == 0) return;
+    for_chunks(bytes, [&](size_t off, int n) {
+      checked(d, [&] { return a_.Bcast(static_cast<char*>(buf) + off, n, a_.byte, root, comm_); });
+    });
+  }
+
+  void all_to_all(const void* in, void* out, size_t bytes) override {
+    CallDesc d{"all_to_all", static_cast<int64_t>(bytes), -1, -1};
+    agree(Kind::all_to_all, d, 0);
+    if (bytes == 0) return;
+    Bytes b = as_count(bytes, d);
+    checked(d, [&] { return a_.Alltoall(in, b.count, b.type, out, b.count, b.type, comm_); });
+    b.release(a_);
+  }
+
+  void barrier() override {
+    CallDesc d{"barrier", 0, -1, -1};
+    agree(Kind::barrier, d, 0);
+    checked(d, [&] { return a_.Barrier(comm_); });
+  }
+
+ private:
+  // Runs one MPI call under the process lock and the watchdog; a failure is an exception.
+  template <typename F>
+  void checked(const CallDesc& d, F&& f) {
+    Runtime& rt = runtime();
+    int rc;
+    {
+      std::lock_guard<std::mutex> l(rt.call_mu);
+      if (rt.finalized) throw std::runtime_error("[mpi] " + describe(d) + " after MPI was finalized (at exit)");
+      rt.arm(d);
+      rc = f();
+      rt.disarm();
+    }
+    if (rc != 0) {
+      throw std::runtime_error("[mpi] rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
+                               ": " + describe(d) + " failed: " + error_text(rc, a_.Error_string));
+    }
+  }
+  template <typename F>
+  void call(const char* what, F&& f) {
+    checked(CallDesc{what, 0, -1, -1}, std::forward<F>(f));
+  }
+
+  // Every rank must call the same collective with the same size: an MPI_Allreduce of the
+  // description (its max and the max of its negation) finds any difference; then an
+  // all_gather of the descriptions names each rank's call.
+  void agree(Kind kind, const CallDesc& d, int64_t extra) {
+    if (!runtime().check) return;
+    const int64_t mine[4] = {static_cast<int64_t>(kind), d.dtype, d.count, extra};
+    int64_t v[8];
+    for (int i = 0; i < 4; ++i) {
+      v[i] = mine[i];
+      v[4 + i] = -mine[i];
+    }
+    checked(d, [&] { return a_.Allreduce(a_.in_place, v, 8, a_.i64, a_.max, comm_); });
+    bool same = true;
+    for (int i = 0; i < 4; ++i) same = same && v[i] == -v[4 + i];
+    if (same) return;
+    std::vector<int64_t> all(4 * static_cast<size_t>(size_));
+    checked(d, [&] { return a_.Allgather(mine, 4, a_.i64, all.data(), 4, a_.i64, comm_); });
+    std::string calls;
+    for (int r = 0; r < size_; ++r) {
+      const int64_t* e = &all[4 * static_cast<size_t>(r)];
+      CallDesc theirs = d;
+      theirs.op = kind_name(static_cast<Kind>(e[0]), e[3]);
+      theirs.dtype = static_cast<int>(e[1]);
+      theirs.count = e[2];
+      theirs.peer = static_cast<Kind>(e[0]) == Kind::broadcast ? static_cast<int>(e[3]) : -1;
+      calls += (r ? "; rank " : "rank ") + std::to_string(r) + ": " + describe(theirs);
+    }
+    throw std::runtime_error("[mpi] rank " + std::to_string(rank_) + ": the ranks called different "
+                             "collectives (" + calls + "); every rank must call the same operation "
+                             "with the same size and dtype, in the same order");
+  }
+  static const char* kind_name(Kind k, int64_t extra) {
+    switch (k) {
+      case Kind::all_reduce: return reduce_op_name(static_cast<ReduceOp>(extra));
+      case Kind::all_gather: return "all_gather";
+      case Kind::reduce_scatter: return "sum_scatter";
+      case Kind::broadcast: return "broadcast";
+      case Kind::all_to_all: return "all_to_all";
+      case Kind::barrier: return "barrier";
+    }
+    return "an unknown operation";
+  }
+
+  [[noreturn]] void too_big(const CallDesc& d, size_t n) const {
+    throw std::invalid_argument("[mpi] rank " + std::to_string(rank_) + ": " + describe(d) + " is " +
+                                std::to_string(n) + " elements per rank, more than MPI's int count "
+                                "(2147483647) allows for this collective: split the array");
+  }
+
+  // `bytes` as (count, type) within MPI's int counts: bytes up to 2^31-1, else blocks of 2^k
+  // bytes (a committed contiguous type, freed by release()).
+  struct Bytes {
+    int count;
+    H type;
+    bool derived = false;
+    void release(const Api<H>& a) {
+      if (!derived) return;
+      std::lock_guard<std::mutex> l(runtime().call_mu);
+      a.Type_free(&type);
+    }
+  };
+  Bytes as_count(size_t bytes, const CallDesc& d) {
+    if (bytes <= static_cast<size_t>(INT_MAX)) return {static_cast<int>(bytes), a_.byte};
+    for (int k = 1; k <= 20; ++k) {
+      const size_t block = size_t{1} << k;
+      if (bytes % block == 0 && bytes / block <= static_cast<size_t>(INT_MAX)) {
+        Bytes b{static_cast<int>(bytes / block), a_.byte, true};
+        H t{};
+        checked(d, [&] { return a_.Type_contiguous(static_cast<int>(block), a_.byte, &t); });
+        checked(d, [&] { return a_.Type_commit(&t); });
+        b.type = t;
+        return b;
+      }
+    }
+    too_big(d, bytes);
+  }
+  template <typename F>
+  static void for_chunks(size_t bytes, F&& f) {
+    constexpr size_t kChunk = size_t{1} << 30;
+    if (bytes == 0) f(0, 0);
+    for (size_t off = 0; off < bytes; off += kChunk) f(off, static_cast<int>(std::min(kChunk, bytes - off)));
+  }
+  int status_tag(const char* status) const {
+    int tag;
+    // Open MPI: {source, tag, error, ...}; MPICH: {count_lo, count_hi, source, tag, error}.
+    std::memcpy(&tag, status + (a_.status_bytes == 24 ? 4 : 12), sizeof tag);
+    return tag;
+  }
+
+  // MPI's own types and ops where they give the ring's results; user ops where they do not:
+  // float16 / bfloat16 (no MPI type), float max / min (NaN propagates, as in the ring) and
+  // complex max / min (lexicographic).
+  std::pair<H, H> mpi_type_op(Dtype dt, ReduceOp op) {
+    const H builtin = op == ReduceOp::sum ? a_.sum : op == ReduceOp::max ? a_.max : a_.min;
+    switch (dt.val()) {
+      case Dtype::Val::bool_: return {a_.c_bool, op == ReduceOp::min ? a_.land : a_.lor};
+      case Dtype::Val::uint8: return {a_.u8, builtin};
+      case Dtype::Val::uint16: return {a_.u16, builtin};
+      case Dtype::Val::uint32: return {a_.u32, builtin};
+      case Dtype::Val::uint64: return {a_.u64, builtin};
+      case Dtype::Val::int8: return {a_.i8, builtin};
+      case Dtype::Val::int16: return {a_.i16, builtin};
+      case Dtype::Val::int32: return {a_.i32, builtin};
+      case Dtype::Val::int64: return {a_.i64, builtin};
+      case Dtype::Val::float32: return {a_.f32, op == ReduceOp::sum ? builtin : user_op(dt, op)};
+      case Dtype::Val::float64: return {a_.f64, op == ReduceOp::sum ? builtin : user_op(dt, op)};
+      case Dtype::Val::complex64: return {a_.c64, op == ReduceOp::sum ? builtin : user_op(dt, op)};
+      case Dtype::Val::float16:
+      case Dtype::Val::bfloat16: return {a_.u16, user_op(dt, op)};
+    }
+    throw std::logic_error("[mpi] unknown dtype");
+  }
+  H user_op(Dtype dt, ReduceOp op) const { return ops()[static_cast<int>(dt.val()) * 3 + static_cast<int>(op)]; }
+
+  // One user op per (dtype, op) that needs one, created once per process.
+  template <int D, int O>
+  static void user_reduce(void* in, void* inout, int* len, H*) {
+    reduce_buffers(inout, inout, in, static_cast<size_t>(*len), kAllDtypes[D], static_cast<ReduceOp>(O));
+  }
+  static std::vector<H>& ops() {
+    static std::vector<H> v(kNumDtypes * 3);
+    return v;
+  }
+  template <int D>
+  void create_for_dtype() {
+    auto make = [&](int o, UserFn<H> fn) {
+      H& slot = ops()[D * 3 + o];
+      call("init", [&] { return a_.Op_create(fn, 1, &slot); });
+    };
+    make(0, &user_reduce<D, 0>);
+    make(1, &user_reduce<D, 1>);
+    make(2, &user_reduce<D, 2>);
+  }
+  void create_ops() {
+    static std::once_flag once;
+    std::call_once(once, [&] {
+      create_for_dtype<static_cast<int>(Dtype::Val::float16)>();
+      create_for_dtype<static_cast<int>(Dtype::Val::bfloat16)>();
+      create_for_dtype<static_cast<int>(Dtype::Val::float32)>();
+      create_for_dtype<static_cast<int>(Dtype::Val::float64)>();
+      create_for_dtype<static_cast<int>(Dtype::Val::complex64)>();
+    });
+  }
+
+  const Api<H>& a_;
+  H comm_;
+  int rank_ = 0, size_ = 1;
+};
+
+void finalize_at_exit() {
+  Runtime& rt = runtime();
+  std::unique_lock<std::mutex> l(rt.call_mu, std::try_to_lock);
+  if (!l.owns_lock()) return;  // a call is still in flight on another thread: MPI cannot finish
+  Library& lib = library();
+  rt.finalized = true;
+  if (lib.abi == Abi::open_mpi) lib.ompi.Finalize(); else lib.mpich.Finalize();
+}
+
+template <typename H>
+std::shared_ptr<GroupImpl> world(const Library& lib, const Api<H>& a) {
+  Runtime& rt = runtime();
+  {
+    std::lock_guard<std::mutex> l(rt.call_mu);
+    if (rt.finalized) throw std::runtime_error("[mpi] MPI was finalized; it cannot be initialized again in this process");
+    if (!rt.initialized) {
+      int already = 0;
+      a.Initialized(&already);
+      int provided = 0;
+      if (already) {
+        a.Query_thread(&provided);
+      } else {
+        const int rc = a.Init_thread(nullptr, nullptr, kThreadSerialized, &provided);
+        if (rc != 0) {
+          throw std::runtime_error("[mpi] MPI_Init_thread failed in " + lib.name + " (" + lib.version +
+                                   "): " + error_text(rc, a.Error_string));
+        }
+        rt.we_initialized = true;
+        std::atexit(finalize_at_exit);
+      }
+      if (provided < kThreadSerialized) {
+        std::fprintf(stderr, "[mpi] warning: MPI was initialized with thread level %d, below "
+                     "MPI_THREAD_SERIALIZED: Tessera calls MPI from its stream worker thread\n", provided);
+      }
+      rt.initialized = true;
+      rt.check = config::get_bool("TESSERA_MPI_CHECK");
+      a.Comm_rank(a.comm_world, &rt.world_rank);
+      a.Comm_size(a.comm_world, &rt.world_size);
+      rt.start_watchdog(static_cast<double>(config::get_int("TESSERA_DIST_TIMEOUT")));
+    }
+  }
+  if (rt.world_size <= 1) return nullptr;
+  // A communicator of our own: a program's own MPI traffic on MPI_COMM_WORLD never meets ours.
+  H comm{};
+  {
+    std::lock_guard<std::mutex> l(rt.call_mu);
+    int rc = a.Comm_dup(a.comm_world, &comm);
+    if (rc == 0) rc = a.Comm_set_errhandler(comm, a.errors_return);
+    if (rc != 0) throw std::runtime_error("[mpi] MPI_Comm_dup failed: " + error_text(rc, a.Error_string));
+  }
+  return std::make_shared<MpiGroup<H>>(a, comm);
+}
+
+}  // namespace
+
+bool mpi_available(std::string* why) {
+  const Library& lib = library();
+  if (why) *why = lib.error;
+  return lib.handle != nullptr;
+}
+
+bool started_by_mpi_launcher() {
+  auto size_of = [](const char* var) {
+    const char* v = std::getenv(var);
+    return v ? std::atoi(v) : 0;
+  };
+  return size_of("OMPI_COMM_WORLD_SIZE") > 1 || (launched_by_hydra() && size_of("PMI_SIZE") > 1);
+}
+
+std::shared_ptr<GroupImpl> init_mpi(bool strict) {
+  if (!started_by_mpi_launcher()) {
+    if (!strict) return nullptr;
+    throw std::runtime_error("[mpi] The world has a single process: this process was not started "
+                             "by mpirun (no OMPI_COMM_WORLD_SIZE or PMI_SIZE above 1). Launch with "
+                             "mpirun, or with tessera launch --backend mpi.");
+  }
+  Library& lib = library();
+  if (!lib.handle) {
+    throw std::runtime_error("[mpi] this process was started by an MPI launcher, but " + lib.error);
+  }
+  std::shared_ptr<GroupImpl> g = lib.abi == Abi::open_mpi ? world(lib, lib.ompi) : world(lib, lib.mpich);
+  if (!g && strict) {
+    throw std::runtime_error("[mpi] The world has a single process. Launch with mpirun to initialize "
+                             "the mpi backend.");
+  }
+  return g;
+}
+
+}  // namespace tessera::distributed::detail
