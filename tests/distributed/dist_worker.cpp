@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "distributed/hostfile.h"
+#include "distributed/mpi/mpi_group.h"
 #include "distributed/ring/handshake.h"
 #include "distributed/sha256.h"
 #include "tessera/tessera.h"
@@ -401,6 +402,18 @@ int mode_split() {
   return g_failures ? 1 : 0;
 }
 
+// Rank 1 never joins rank 0's all_sum (it sleeps, bounded): with MPI, rank 0's watchdog ends
+// the process after TESSERA_DIST_TIMEOUT and mpirun stops the job.
+int mode_stall() {
+  if (g_rank == 1) {
+    std::this_thread::sleep_for(std::chrono::seconds(60));
+    return 1;
+  }
+  mx::eval(dist::all_sum(mx::array(1.0f)));
+  std::printf("rank %d: all_sum returned without rank 1\n", g_rank);
+  return 1;
+}
+
 // Ranks name different broadcast roots: both must raise an error naming both roots.
 int mode_bcastroot() {
   try {
@@ -627,6 +640,13 @@ int main(int argc, char** argv) {
   try {
     if (mode == "lenient") return mode_lenient();
     if (mode == "impersonate" && argc > 3) return mode_impersonate(std::atoi(argv[2]), std::atoi(argv[3]));
+    if (mode == "mpi_available") {  // before any init: whether libmpi loads, and why not
+      std::string why;
+      const bool ok = dist::detail::mpi_available(&why);
+      std::printf("mpi available: %s (is_available: %d)%s%s\n", ok ? "yes" : "no",
+                  int(dist::is_available("mpi")), why.empty() ? "" : "; ", why.c_str());
+      return 0;
+    }
     if (mode == "memlimit") {  // the allocator's default limit in this rank, in MiB
       std::printf("memory limit %zu MiB\n", mx::get_memory_limit() >> 20);
       return 0;
@@ -643,6 +663,7 @@ int main(int argc, char** argv) {
     if (mode == "mixed") return mode_mixed(argc > 2 ? std::atol(argv[2]) : 1000);
     if (mode == "init") return mode_init();
     if (mode == "split") return mode_split();
+    if (mode == "stall") return mode_stall();
     if (mode == "grad") return mode_grad();
     if (mode == "kill") return mode_kill();
     if (mode == "stop") return mode_stop();
