@@ -34,7 +34,10 @@
 // Peers, each configured as BENCHMARKING.md says:
 //   gloo      AllreduceRingChunked / AllgatherRing / ReduceScatterHalvingDoubling / unbound-buffer
 //             send+recv, TCP transport bound to 127.0.0.1, file-store rendezvous
-//   mpi-shm   Open MPI, default transports (ob1 + vader shared memory + self)
+//   mpi-shm   Open MPI, default transports (ob1 + vader shared memory + self); all_sum in
+//             place (MPI_IN_PLACE), the call our donated x = all_sum(x) makes
+//   ours-mpi-shm / ours-mpi-tcp  Tessera's ops on its MPI backend, same Open MPI, same mpirun
+//             line as mpi-shm / mpi-tcp (a table of the backend's overhead over raw MPI follows)
 //   mpi-tcp   Open MPI, --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo
 //             (both: mpirun --allow-run-as-root --oversubscribe inside `unshare --net` with only
 //             `lo` up, so nothing listens beyond loopback)
@@ -126,7 +129,8 @@ RankArgs parse_rank_args(int argc, char** argv) {
 
 int rank_main(int argc, char** argv) {
   RankArgs args = parse_rank_args(argc, argv);
-  dist::Group g = dist::init(/*strict=*/true, "ring");
+  // Under mpirun (the ours-mpi-* contenders) the MPI backend, else the ring.
+  dist::Group g = dist::init(/*strict=*/true, std::getenv("OMPI_COMM_WORLD_RANK") ? "mpi" : "ring");
   const int rank = g.rank();
   const int n = g.size();
   FILE* f = std::fopen((args.out + "." + std::to_string(rank)).c_str(), "w");
@@ -654,14 +658,18 @@ int driver_main(int argc, char** argv) {
              "namespace with btl/oob restricted to lo");
       }
     }
-    for (const char* t : {"shm", "tcp"}) {
+    // mpi-*: MPI's own calls (the C peer); ours-mpi-*: Tessera's ops on its MPI backend, the
+    // same Open MPI under the same mpirun line.
+    for (const char* t : {"shm", "tcp"}) for (bool mine : {false, true}) {
       Contender c;
-      c.name = std::string("mpi-") + t;
+      c.name = std::string(mine ? "ours-mpi-" : "mpi-") + t;
       c.transport = t;
       c.ops = a.ops;
       c.unavailable = why;
       bool tcp = std::string(t) == "tcp";
-      c.command = [&, exe, tcp, ns_prefix, ops = c.ops](int n, const std::string& out) {
+      // The C peer's all_sum in place, as ours (x = all_sum(x) donates x): the same MPI call.
+      const std::string inplace = mine ? "" : " --inplace 1";
+      c.command = [&, exe = mine ? self : exe, tcp, ns_prefix, inplace, ops = c.ops](int n, const std::string& out) {
         if (cluster) {  // over the simulated hosts' ssh, their eth0 for both channels
           std::string hosts;
           for (int h = 0; h < a.hosts; ++h) {
@@ -675,13 +683,13 @@ int driver_main(int argc, char** argv) {
                           q(ssh->dir() + "/bin/ssh") +
                           " --mca oob_tcp_if_include eth0 --mca btl_tcp_if_include eth0" +
                           (tcp ? " --mca pml ob1 --mca btl tcp,self" : "") + " " + q(exe) +
-                          common(out, ops));
+                          common(out, ops) + inplace);
         }
         std::string run = "mpirun --allow-run-as-root --oversubscribe -x GLIBC_TUNABLES -np " +
                           std::to_string(n) +
                           (tcp ? " --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo" : "") +
                           (ns_prefix.empty() ? " --mca oob_tcp_if_include lo" : "") + " " +
-                          q(exe) + common(out, ops);
+                          q(exe) + common(out, ops) + inplace;
         if (ns_prefix.empty()) return "export " + tunable + "; " + run;
         return "export " + tunable + "; " + ns_prefix + q("ip link set lo up && exec " + run);
       };
@@ -938,6 +946,33 @@ int driver_main(int argc, char** argv) {
     }
   }
 
+  // The MPI backend's cost over MPI's own calls: the same Open MPI, the same mpirun line.
+  bool overhead_header = false;
+  for (int n : a.ranks) {
+    for (const std::string& op : a.ops) {
+      for (auto& [size, cells] : res[n][op]) {
+        for (const char* t : {"shm", "tcp"}) {
+          auto raw = cells.find(std::string("mpi-") + t), ours = cells.find(std::string("ours-mpi-") + t);
+          if (raw == cells.end() || ours == cells.end() || raw->second.samples.empty() ||
+              ours->second.samples.empty()) {
+            continue;
+          }
+          if (!overhead_header) {
+            std::printf("\n## The MPI backend over raw MPI calls (ours-mpi-X: Tessera's op + eval on "
+                        "its MPI backend; mpi-X: MPI_* in C; same Open MPI, same mpirun line; median "
+                        "us; overhead = ours / raw - 1)\n\n| op | ranks | size | transport | raw MPI us "
+                        "| ours-mpi us | overhead | difference us |\n|---|---:|---:|---|---:|---:|---:|---:|\n");
+            overhead_header = true;
+          }
+          const double r = median(raw->second.samples), o = median(ours->second.samples);
+          std::printf("| %s | %d | %s | %s | %s | %s | %+.1f%% | %+.2f |\n", op.c_str(), n,
+                      size_label(size).c_str(), t, fmt_us(r).c_str(), fmt_us(o).c_str(),
+                      (o / r - 1) * 100, (o - r) * 1e6);
+        }
+      }
+    }
+  }
+
   if (!launch_rows.empty()) {
     std::printf("\n## Start to exit: tessera launch vs mpirun, a job of `true` (median of 7 "
                 "interleaved runs [min-max], ms; x = mpirun / ours)\n\n");
@@ -1017,7 +1052,7 @@ int driver_main(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   try {
-    if (std::getenv("TESSERA_RANK")) return rank_main(argc, argv);
+    if (std::getenv("TESSERA_RANK") || std::getenv("OMPI_COMM_WORLD_RANK")) return rank_main(argc, argv);
     return driver_main(argc, argv);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_collectives: %s\n", e.what());

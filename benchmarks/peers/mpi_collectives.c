@@ -5,7 +5,7 @@
  * (2k, 2k+1) (sendrecv).
  *
  *   mpirun -np N mpi_collectives --out PREFIX [--ops a,b] [--max-bytes N] [--target-ms T]
- *       [--max-iters M]
+ *       [--max-iters M] [--inplace 0|1]
  *
  * Writes PREFIX.<rank>: one line per (op, size): `op nominal_bytes total_bytes iters seconds`,
  * seconds = this rank's time per op (the driver takes the maximum over ranks). */
@@ -35,11 +35,13 @@ static int has_op(const char* ops, const char* op) {
 
 static int rank, n;
 static float *in, *out;
+static int inplace = 0; /* --inplace 1: all_sum is MPI_Allreduce(MPI_IN_PLACE, in, ...) */
 
 static void run_once(int op, size_t bytes, size_t block) {
   switch (op) {
     case 0:
-      MPI_Allreduce(in, out, (int)(bytes / 4), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      MPI_Allreduce(inplace ? MPI_IN_PLACE : in, inplace ? in : out, (int)(bytes / 4), MPI_FLOAT,
+                    MPI_SUM, MPI_COMM_WORLD);
       break;
     case 1:
       MPI_Allgather(in, (int)(block / 4), MPI_FLOAT, out, (int)(block / 4), MPI_FLOAT,
@@ -79,6 +81,7 @@ int main(int argc, char** argv) {
     else if (!strcmp(argv[i], "--max-bytes")) max_bytes = strtoull(argv[i + 1], NULL, 10);
     else if (!strcmp(argv[i], "--target-ms")) target_s = atof(argv[i + 1]) / 1e3;
     else if (!strcmp(argv[i], "--max-iters")) max_iters = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--inplace")) inplace = atoi(argv[i + 1]);
     else {
       fprintf(stderr, "mpi_collectives: unknown option %s\n", argv[i]);
       MPI_Abort(MPI_COMM_WORLD, 2);
