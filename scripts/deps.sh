@@ -3,13 +3,14 @@
 # (iproute2 and openssh: the simulated multi-host tests, tests/cluster, build network namespaces
 # with `ip` and run an sshd in each; slurm-wlm and openmpi-bin: a real srun and a real mpirun
 # starting ring jobs without a hostfile; openmpi-bin and mpich: the MPI backend's tests under
-# both MPIs, whose libraries it loads at run time.)
+# both MPIs, whose libraries it loads at run time; graphviz: `tessera config --dot` output is
+# checked with its parser.)
 set -euo pipefail
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 for p in cmake ninja-build g++ pkg-config libopenblas-dev liblapacke-dev nlohmann-json3-dev \
          libgtest-dev libgmock-dev libbenchmark-dev iproute2 zlib1g-dev openssh-server \
-         openssh-client slurm-wlm openmpi-bin mpich; do
+         openssh-client slurm-wlm openmpi-bin mpich graphviz; do
   have_pkg "$p" || need+=("$p")
 done
 # The Python package: venv + ensurepip (make test's virtual environment) and Python.h (the

@@ -141,6 +141,10 @@ std::vector<VarInfo> build_registry() {
            "even =0)."),
       flag("TESSERA_RING_SHM", "", "1", "distributed/ring", kUsed,
            "Use shared memory instead of TCP between ranks on the same host."),
+      flag("TESSERA_RING_DIRECT", "", "1", "distributed/ring", kUsed,
+           "Send small collectives straight to every rank (one hop); 0 keeps all collective "
+           "traffic between ring neighbours, for links that join only neighbours (tessera "
+           "config puts 0 in the hostfile's envs when the hosts are not a full mesh)."),
       string_var("TESSERA_COORDINATOR", "", "", "distributed/ring", kUsed,
                  "host:port where rank 0 meets the other ranks of a job started by Slurm, mpirun "
                  "or PMI without a hostfile; for Slurm the default is the step's first node and a "

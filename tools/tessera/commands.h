@@ -11,6 +11,9 @@ namespace tessera::cli {
 // 0 on success, 2 for bad usage or bad configuration, 1 for other failures.
 int env_command(const std::vector<std::string>& args);
 int launch_command(const std::vector<std::string>& args);
+int config_command(const std::vector<std::string>& args);
+// Not listed in the usage: config's reachability probe, run on every host (config_command.cpp).
+int probe_command(const std::vector<std::string>& args);
 // Not listed in the usage: the remote end of a rank started over ssh (rank_agent.cpp).
 int rank_agent_command(const std::vector<std::string>& args);
 

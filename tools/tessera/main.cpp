@@ -23,7 +23,9 @@ constexpr Subcommand kSubcommands[] = {
     {"env", "print every environment variable with its effective value and source",
      env_command},
     {"launch", "start and supervise the ranks of a job, on this host or over ssh", launch_command},
+    {"config", "check ssh, probe the hosts' links, find a ring, write a hostfile (DOT with --dot)", config_command},
     {"_rank-agent", "", rank_agent_command, false},
+    {"_probe", "", probe_command, false},
 };
 
 int usage() {

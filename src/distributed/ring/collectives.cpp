@@ -133,7 +133,7 @@ void RingGroup::small_reduce(const char* in, char* out, size_t count, Dtype dtyp
   if (gather_.size() < B * N) gather_.resize(B * N);
   char* g = gather_.data();
   if (B > 0) std::memcpy(g + static_cast<size_t>(rank_) * B, in, B);
-  if (size_ > 2 && B <= kDirectBytes) {
+  if (size_ > 2 && B <= kDirectBytes && opt_.direct) {
     // One hop instead of n - 1: every input goes straight to every rank. All sends first:
     // messages this small fit in the socket buffers, so no rank waits for a reader here.
     for (bool sending : {true, false}) {

@@ -53,6 +53,7 @@ RingOptions RingOptions::from_config() {
   if (auto t = config::get_string("TESSERA_JOB_TOKEN")) o.token = *t;
   o.shm = config::get_bool("TESSERA_RING_SHM");
   o.verbose = config::get_bool("TESSERA_RING_VERBOSE");
+  o.direct = config::get_bool("TESSERA_RING_DIRECT");
   o.spin_s = static_cast<double>(config::get_int("TESSERA_DIST_SPIN_US")) * 1e-6;
   return o;
 }

@@ -36,6 +36,7 @@ struct RingOptions {
   std::string token;               // TESSERA_JOB_TOKEN; empty = no authentication
   bool shm = true;                 // TESSERA_RING_SHM
   bool verbose = false;            // TESSERA_RING_VERBOSE
+  bool direct = true;              // TESSERA_RING_DIRECT: small collectives straight to every rank
   size_t chunk_bytes = 256 << 10;  // pipelining granularity of the TCP ring
   size_t segment_bytes = 512 << 10;  // per lane: reductions go round the ring in such pieces
   double spin_s = 50e-6;           // TESSERA_DIST_SPIN_US
