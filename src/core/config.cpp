@@ -182,6 +182,14 @@ std::vector<VarInfo> build_registry() {
               "Set by MPICH's mpiexec (Hydra) and other PMI launchers: the rank."),
       integer("PMI_SIZE", "", "", 1, kMaxRank, "scheduler", kUsed,
               "Set by PMI launchers: the number of processes."),
+      string_var("PMI_FD", "", "", "scheduler", kUsed,
+                 "Set by MPICH's Hydra for each process: its connection to the launcher (with "
+                 "PMI_PORT, how the MPI backend tells a real Hydra job from copied variables)."),
+      string_var("PMI_PORT", "", "", "scheduler", kUsed,
+                 "Set by PMI launchers that connect over TCP (Hydra across hosts)."),
+      string_var("PMIX_RANK", "", "", "scheduler", kUsed,
+                 "Set by PMIx launchers (Open MPI's mpirun, srun --mpi=pmix): the rank; how the "
+                 "MPI backend tells a real Open MPI job from copied OMPI_* variables."),
       // distributed: mpi
       string_var("TESSERA_MPI_LIBNAME", "MLX_MPI_LIBNAME", "", "distributed/mpi", kUsed,
                  "Name or path of the MPI library the MPI backend loads with dlopen; unset: "

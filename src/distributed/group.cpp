@@ -83,7 +83,9 @@ std::shared_ptr<GroupImpl> init_ring(bool strict) {
       if (job->size == 1 && !strict) return nullptr;
       // mpirun's processes without a coordinator for the ring: the MPI backend's job (next in
       // the "any" order).
-      if (job->coordinator.empty() && job->source != "Slurm" && !strict) return nullptr;
+      if (job->coordinator.empty() && job->source != "Slurm" && !strict && started_by_mpi_launcher()) {
+        return nullptr;
+      }
       return rendezvous_ring(*job, RingOptions::from_config());
     }
     if (!strict) return nullptr;

@@ -176,12 +176,17 @@ struct Library {
 };
 
 bool env_set(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v;
+  auto v = config::get_string(name);
+  return v && !v->empty();
 }
 
-bool launched_by_open_mpi() { return env_set("OMPI_COMM_WORLD_SIZE"); }
-bool launched_by_hydra() { return !launched_by_open_mpi() && env_set("PMI_SIZE") && env_set("PMI_RANK"); }
+// The launchers' own connection variables, beside the rank and size: copied OMPI_* / PMI_*
+// variables alone must not start MPI (it would wait for a launcher that does not exist).
+bool launched_by_open_mpi() { return env_set("OMPI_COMM_WORLD_SIZE") && env_set("PMIX_RANK"); }
+bool launched_by_hydra() {
+  return !launched_by_open_mpi() && env_set("PMI_SIZE") && env_set("PMI_RANK") &&
+         (env_set("PMI_FD") || env_set("PMI_PORT"));
+}
 
 // The names to try, the launcher's MPI first: two MPIs installed side by side is common.
 std::vector<std::string> candidate_names() {
@@ -709,11 +714,8 @@ bool mpi_available(std::string* why) {
 }
 
 bool started_by_mpi_launcher() {
-  auto size_of = [](const char* var) {
-    const char* v = std::getenv(var);
-    return v ? std::atoi(v) : 0;
-  };
-  return size_of("OMPI_COMM_WORLD_SIZE") > 1 || (launched_by_hydra() && size_of("PMI_SIZE") > 1);
+  if (launched_by_open_mpi()) return config::get_int("OMPI_COMM_WORLD_SIZE") > 1;
+  return launched_by_hydra() && config::get_int("PMI_SIZE") > 1;
 }
 
 std::shared_ptr<GroupImpl> init_mpi(bool strict) {
@@ -725,7 +727,8 @@ std::shared_ptr<GroupImpl> init_mpi(bool strict) {
   }
   Library& lib = library();
   if (!lib.handle) {
-    throw std::runtime_error("[mpi] this process was started by an MPI launcher, but " + lib.error);
+    throw std::runtime_error("[mpi] this process was started by an MPI launcher, but " + lib.error +
+                             "; or set TESSERA_COORDINATOR=host:port on every rank to run on the ring");
   }
   std::shared_ptr<GroupImpl> g = lib.abi == Abi::open_mpi ? world(lib, lib.ompi) : world(lib, lib.mpich);
   if (!g && strict) {
