@@ -621,7 +621,7 @@ std::string markdown_table() {
         "`1`, `true`, `false`, `on`, `off`, `yes`, `no` in any case, and `0` always means off "
         "(MLX treats some variables as on whenever they are set). Integers are decimal and "
         "range-checked. A malformed value is an error that names the variable. Variables not "
-        "used by this build (Metal, CUDA, JACCL, and the part not built yet: MPI) are accepted and ignored. `tessera env` "
+        "used by this build (Metal, CUDA and NCCL in a CPU build, JACCL) are accepted and ignored. `tessera env` "
         "prints the effective values and where each came from.\n\n"
      << "| name | MLX alias | type | default | used by this build | subsystem | description |\n"
      << "|---|---|---|---|---|---|---|\n";

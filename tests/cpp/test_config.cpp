@@ -269,7 +269,8 @@ TEST_F(ConfigInt, GetIntOnBooleanVariableIsLogicError) {
 // ---- strings and paths ----
 
 TEST_F(ConfigPrecedence, StringsAndPathsKeepTheirTextVerbatim) {
-  EXPECT_EQ(cfg::get_string("TESSERA_MPI_LIBNAME"), "libmpi.so");
+  EXPECT_EQ(cfg::get_string("TESSERA_MPIRUN"), "mpirun");
+  EXPECT_EQ(cfg::get_string("TESSERA_MPI_LIBNAME"), std::nullopt);  // unset: the usual sonames
   EXPECT_EQ(cfg::get_string("TESSERA_HOSTFILE"), std::nullopt);
   EXPECT_EQ(cfg::get_string("TESSERA_COMPILE_CACHE_DIR"), std::nullopt);
   set_env("MLX_HOSTFILE", " /tmp/with space.json ");
@@ -410,12 +411,14 @@ TEST_F(ConfigUnused, CoreVariablesAreUsed) {
   }
 }
 
-// Variables of parts not built yet (compile, the MPI backend) are listed but not claimed as used.
+// Variables of parts not in this build (NCCL: CUDA builds only) are listed but not claimed as
+// used; those of the parts that landed (compile, the MPI backend) are.
 TEST_F(ConfigUnused, VariablesOfPartsNotBuiltYetSaySo) {
-  for (const char* name : {"TESSERA_MPI_LIBNAME"}) {
+  for (const char* name : {"TESSERA_NCCL_HOST_IP", "TESSERA_NCCL_PORT"}) {
     EXPECT_FALSE(cfg::effective(name).info->used_by_this_build) << name;
   }
-  for (const char* name : {"TESSERA_DISABLE_COMPILE", "TESSERA_COMPILE_CACHE_DIR"}) {
+  for (const char* name : {"TESSERA_DISABLE_COMPILE", "TESSERA_COMPILE_CACHE_DIR", "TESSERA_MPI_LIBNAME",
+                           "TESSERA_MPI_CHECK"}) {
     EXPECT_TRUE(cfg::effective(name).info->used_by_this_build) << name;
   }
 }
@@ -820,7 +823,8 @@ TEST_F(ConfigCli, EnvShowsTheMlxSpellings) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(line_for(r.out, "TESSERA_RANK").find("MLX_RANK"), std::string::npos) << r.out;
   EXPECT_NE(line_for(r.out, "TESSERA_HOSTFILE").find("MLX_HOSTFILE"), std::string::npos);
-  EXPECT_NE(line_for(r.out, "TESSERA_MPI_LIBNAME").find("not used by this build"),
+  EXPECT_NE(line_for(r.out, "TESSERA_MPI_LIBNAME").find("MLX_MPI_LIBNAME"), std::string::npos);
+  EXPECT_NE(line_for(r.out, "TESSERA_NCCL_HOST_IP").find("not used by this build"),
             std::string::npos);
 }
 

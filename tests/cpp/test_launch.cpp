@@ -220,7 +220,7 @@ TEST(Launch, SigtermToTheLauncherIsForwarded) {
 TEST(Launch, BadArgumentsAreUsageErrors) {
   EXPECT_EQ(launch("").code, 2);                              // no program
   EXPECT_EQ(launch("-n 0 true").code, 2);                     // out of range
-  EXPECT_EQ(launch("-n 2 --backend mpi true").code, 2);       // not launchable yet
+  EXPECT_EQ(launch("-n 2 --backend nccl true").code, 2);      // not launchable in this build
   EXPECT_EQ(launch("--backend gloo true").code, 2);           // not a backend
   EXPECT_EQ(launch("--mpi-arg -x true").code, 2);             // only for mpi
   EXPECT_EQ(launch("--hosts 127.0.0.1,,127.0.0.1 true").code, 2);  // an empty host
