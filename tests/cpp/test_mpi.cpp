@@ -95,13 +95,18 @@ TEST(Mpi, SplitOpenMpiAndMpich) {
   if (have("mpirun.mpich")) expect_every_rank(mpich(3, "split"), 3, "split ok");
 }
 
-// Different sizes, or different broadcast roots: every rank's error names every rank's call.
+// Different sizes (on both paths of the check), or different broadcast roots: every rank's
+// error names every rank's call.
 TEST(Mpi, MismatchedCallsNameEveryRank) {
   REQUIRE_OPEN_MPI();
   auto r = open_mpi(2, "mismatch");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(count_of(r.out, "mismatch error (names both)"), 2) << r.out;
   EXPECT_EQ(count_of(r.out, "rank 0: all_sum of 1000 float32; rank 1: all_sum of 1200 float32"), 2) << r.out;
+  // 3 floats travel inside the check's own MPI call, 1000 do not: still one matched call each.
+  r = open_mpi(2, "mismatch_paths");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(count_of(r.out, "rank 0: all_sum of 3 float32; rank 1: all_sum of 1000 float32"), 2) << r.out;
   r = open_mpi(2, "bcastroot");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(count_of(r.out, "root mismatch error (names both)"), 2) << r.out;

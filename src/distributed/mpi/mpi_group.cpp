@@ -392,7 +392,11 @@ class MpiGroup : public GroupImpl {
 
   void all_reduce(const void* in, void* out, size_t count, Dtype dtype, ReduceOp op) override {
     CallDesc d{reduce_op_name(op), static_cast<int64_t>(count), static_cast<int>(dtype.val()), -1};
-    agree(Kind::all_reduce, d, static_cast<int64_t>(op));
+    if (count * dtype.size() <= sizeof(Packed::payload)) {
+      if (agree(Kind::all_reduce, d, static_cast<int64_t>(op), in, out)) return;  // data and check in one
+    } else {
+      agree(Kind::all_reduce, d, static_cast<int64_t>(op));
+    }
     auto [type, mop] = mpi_type_op(dtype, op);
     const size_t esize = dtype.size();
     for (size_t done = 0; done < count;) {
@@ -503,21 +507,27 @@ class MpiGroup : public GroupImpl {
     checked(CallDesc{what, 0, -1, -1}, std::forward<F>(f));
   }
 
-  // Every rank must call the same collective with the same size: an MPI_Allreduce of the
-  // description (its max and the max of its negation) finds any difference; then an
-  // all_gather of the descriptions names each rank's call.
-  void agree(Kind kind, const CallDesc& d, int64_t extra) {
-    if (!runtime().check) return;
+  // Every rank must call the same collective with the same size: one MPI_Allreduce of a
+  // Packed description (its max and the max of its negation) finds any difference, and for a
+  // small all_reduce it carries the data too (one MPI call in all); then an all_gather of the
+  // descriptions names each rank's call. Returns false when the check is off.
+  bool agree(Kind kind, const CallDesc& d, int64_t extra, const void* payload = nullptr,
+             void* result = nullptr) {
+    if (!runtime().check) return false;
+    Packed p;
     const int64_t mine[4] = {static_cast<int64_t>(kind), d.dtype, d.count, extra};
-    int64_t v[8];
     for (int i = 0; i < 4; ++i) {
-      v[i] = mine[i];
-      v[4 + i] = -mine[i];
+      p.h[i] = mine[i];
+      p.h[4 + i] = -mine[i];
     }
-    checked(d, [&] { return a_.Allreduce(a_.in_place, v, 8, a_.i64, a_.max, comm_); });
-    bool same = true;
-    for (int i = 0; i < 4; ++i) same = same && v[i] == -v[4 + i];
-    if (same) return;
+    const size_t bytes = p.payload_bytes();
+    if (bytes > 0) std::memcpy(p.payload, payload, bytes);
+    std::memset(p.payload + bytes, 0, sizeof p.payload - bytes);
+    checked(d, [&] { return a_.Allreduce(a_.in_place, &p, 1, packed_type(), packed_op(), comm_); });
+    if (p.consistent()) {
+      if (bytes > 0) std::memcpy(result, p.payload, bytes);
+      return true;
+    }
     std::vector<int64_t> all(4 * static_cast<size_t>(size_));
     checked(d, [&] { return a_.Allgather(mine, 4, a_.i64, all.data(), 4, a_.i64, comm_); });
     std::string calls;
@@ -533,6 +543,42 @@ class MpiGroup : public GroupImpl {
     throw std::runtime_error("[mpi] rank " + std::to_string(rank_) + ": the ranks called different "
                              "collectives (" + calls + "); every rank must call the same operation "
                              "with the same size and dtype, in the same order");
+  }
+  // One contiguous MPI element (never split by MPI): a description, then up to 256 bytes of a
+  // small all_reduce's data, which packed_reduce combines when both descriptions are equal.
+  struct Packed {
+    int64_t h[8];  // kind, dtype, count, extra, then their negations
+    alignas(16) char payload[256];
+    size_t payload_bytes() const {
+      if (static_cast<Kind>(h[0]) != Kind::all_reduce || h[1] < 0 || h[1] >= kNumDtypes) return 0;
+      const size_t b = static_cast<size_t>(h[2]) * kAllDtypes[h[1]].size();
+      return b <= sizeof payload ? b : 0;
+    }
+    bool consistent() const {
+      for (int i = 0; i < 4; ++i)
+        if (h[i] != -h[4 + i]) return false;
+      return true;
+    }
+  };
+  static void packed_reduce(void* in, void* inout, int* len, H*) {
+    for (int k = 0; k < *len; ++k) {
+      const Packed& a = static_cast<const Packed*>(in)[k];
+      Packed& b = static_cast<Packed*>(inout)[k];
+      const bool same = std::memcmp(a.h, b.h, sizeof a.h) == 0 && a.consistent();
+      for (int i = 0; i < 8; ++i) b.h[i] = std::max(a.h[i], b.h[i]);
+      if (same && b.payload_bytes() > 0) {
+        reduce_buffers(b.payload, b.payload, a.payload, static_cast<size_t>(b.h[2]), kAllDtypes[b.h[1]],
+                       static_cast<ReduceOp>(b.h[3]));
+      }
+    }
+  }
+  static H& packed_type() {
+    static H t{};
+    return t;
+  }
+  static H& packed_op() {
+    static H o{};
+    return o;
   }
   static const char* kind_name(Kind k, int64_t extra) {
     switch (k) {
@@ -644,6 +690,9 @@ class MpiGroup : public GroupImpl {
       create_for_dtype<static_cast<int>(Dtype::Val::float32)>();
       create_for_dtype<static_cast<int>(Dtype::Val::float64)>();
       create_for_dtype<static_cast<int>(Dtype::Val::complex64)>();
+      call("init", [&] { return a_.Type_contiguous(static_cast<int>(sizeof(Packed)), a_.byte, &packed_type()); });
+      call("init", [&] { return a_.Type_commit(&packed_type()); });
+      call("init", [&] { return a_.Op_create(&packed_reduce, 1, &packed_op()); });
     });
   }
 

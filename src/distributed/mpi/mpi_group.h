@@ -8,9 +8,10 @@
 // holds one process-wide lock, so the stream worker (or the caller, when eval runs inline) may
 // be any thread. Collectives run on the CPU stream, as the ring's.
 //
-// Mismatches: unless TESSERA_MPI_CHECK=0, each collective is preceded by a fixed-size
-// MPI_Allreduce of its description, so ranks that call different operations, sizes or dtypes
-// get an error naming each rank's call instead of MPI's silent truncation; send/recv carry the
+// Mismatches: unless TESSERA_MPI_CHECK=0, each collective starts with one MPI_Allreduce of a
+// fixed-size description (an all_reduce of up to 256 bytes travels inside it: one MPI call in
+// all), so ranks that call different operations, sizes or dtypes get an error naming each
+// rank's call instead of MPI's silent truncation; send/recv carry the
 // dtype in the message tag and the receiver checks the byte count. Timeouts: MPI calls cannot
 // be interrupted, so a call that outlives TESSERA_DIST_TIMEOUT ends the process with a message
 // naming the operation (mpirun then stops the job) instead of hanging forever.
