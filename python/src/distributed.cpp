@@ -19,12 +19,18 @@ void init_distributed(nb::module_& parent) {
   }, "backend"_a = nb::none(), "Whether a communication backend (any, or the one named) exists.");
   m.def(
       "init",
-      [](bool strict, const std::string& backend) {
+      [](bool strict, const std::string& backend, std::optional<nb::callable> all_gather_factory) {
+        // MLX's side channel for JACCL's set-up; Tessera has no JACCL, so the factory is
+        // validated as MLX does and jaccl then fails (strict) or gives a group of one.
+        if (all_gather_factory && backend != "jaccl") {
+          throw std::invalid_argument("[distributed] all_gather_factory is only supported with "
+                                      "backend='jaccl', but backend='" + backend + "' was given");
+        }
         std::optional<dist::Group> g;
         blocking([&] { g = dist::init(strict, backend); });  // connecting may take a while
         return *g;
       },
-      "strict"_a = false, "backend"_a = "any",
+      "strict"_a = false, "backend"_a = "any", nb::kw_only(), "all_gather_factory"_a = nb::none(),
       "The group of this job's ranks (a group of one when nothing is configured and strict is "
       "False). Raises naming the problem when a configuration is broken.");
   using Coll = array (*)(const array&, std::optional<dist::Group>, StreamOrDevice);
