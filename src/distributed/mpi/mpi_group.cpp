@@ -63,8 +63,7 @@ struct Api {
   H byte{}, c_bool{}, u8{}, u16{}, u32{}, u64{}, i8{}, i16{}, i32{}, i64{}, f32{}, f64{}, c64{};
   H sum{}, max{}, min{}, lor{}, land{};
   void* in_place = nullptr;
-  size_t status_bytes = 0;  // sizeof(MPI_Status)
-  int tag_ub = 32767;       // the largest tag every MPI must allow
+  size_t status_tag_offset = 0;  // where MPI_Status holds MPI_TAG
 };
 
 constexpr int kThreadSerialized = 2;  // MPI_THREAD_SERIALIZED in both ABIs
@@ -134,7 +133,7 @@ void load_open_mpi_handles(void* lib, Api<void*>& a, std::string& missing) {
   g("ompi_mpi_op_lor", a.lor);
   g("ompi_mpi_op_land", a.land);
   a.in_place = reinterpret_cast<void*>(1);
-  a.status_bytes = 24;  // source, tag, error, cancelled, size_t count
+  a.status_tag_offset = 4;  // {source, tag, error, cancelled, size_t count}
 }
 
 // MPICH (and the MPICH ABI: Intel MPI, MVAPICH): predefined handles are constants of mpi.h.
@@ -160,7 +159,7 @@ void set_mpich_handles(Api<int>& a) {
   a.land = 0x58000005;
   a.lor = 0x58000007;
   a.in_place = reinterpret_cast<void*>(-1);
-  a.status_bytes = 20;  // count_lo, count_hi_and_cancelled, source, tag, error
+  a.status_tag_offset = 12;  // {count_lo, count_hi_and_cancelled, source, tag, error}
 }
 
 enum class Abi { open_mpi, mpich };
@@ -439,16 +438,16 @@ class MpiGroup : public GroupImpl {
   void recv(void* out, size_t bytes, Dtype dtype, int src) override {
     CallDesc d{"recv", static_cast<int64_t>(bytes / std::max<size_t>(dtype.size(), 1)),
                static_cast<int>(dtype.val()), src};
-    std::vector<char> status(std::max<size_t>(a_.status_bytes, 64));
+    alignas(8) char status[64];  // an MPI_Status: 24 bytes (Open MPI) or 20 (MPICH)
     for_chunks(bytes, [&](size_t off, int n) {
       // Any tag: a message of another dtype is received and reported, not left to block.
       checked(d, [&] {
         return a_.Recv(static_cast<char*>(out) + off, n, a_.byte, src, -1 /* MPI_ANY_TAG */, comm_,
-                       status.data());
+                       status);
       });
       int got = 0;
-      a_.Get_count(status.data(), a_.byte, &got);
-      const int tag = status_tag(status.data());
+      a_.Get_count(status, a_.byte, &got);
+      const int tag = status_tag(status);
       if (tag != static_cast<int>(dtype.val()) + 1 || got != n) {
         std::string theirs = tag >= 1 && tag <= kNumDtypes ? dtype_name(kAllDtypes[tag - 1]) : "unknown";
         throw std::runtime_error(
@@ -633,8 +632,7 @@ class MpiGroup : public GroupImpl {
   }
   int status_tag(const char* status) const {
     int tag;
-    // Open MPI: {source, tag, error, ...}; MPICH: {count_lo, count_hi, source, tag, error}.
-    std::memcpy(&tag, status + (a_.status_bytes == 24 ? 4 : 12), sizeof tag);
+    std::memcpy(&tag, status + a_.status_tag_offset, sizeof tag);
     return tag;
   }
 
