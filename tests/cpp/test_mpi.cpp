@@ -95,6 +95,12 @@ TEST(Mpi, SplitOpenMpiAndMpich) {
   if (have("mpirun.mpich")) expect_every_rank(mpich(3, "split"), 3, "split ok");
 }
 
+// clear_backends() and init again (three times): no second MPI_Init, a working group each time.
+TEST(Mpi, ReinitAfterClearBackends) {
+  REQUIRE_OPEN_MPI();
+  expect_every_rank(open_mpi(3, "--backend mpi reinit"), 3, "reinit ok, 0 failures");
+}
+
 // Different sizes (on both paths of the check), or different broadcast roots: every rank's
 // error names every rank's call.
 TEST(Mpi, MismatchedCallsNameEveryRank) {

@@ -402,6 +402,19 @@ int mode_split() {
   return g_failures ? 1 : 0;
 }
 
+// clear_backends() and init() again, three times: the backend comes back up (for MPI without a
+// second MPI_Init, which Open MPI treats as fatal) and its all_sum is right each time.
+int mode_reinit(const std::string& backend) {
+  for (int k = 0; k < 3; ++k) {
+    auto g = dist::init(true, backend);
+    const float got = dist::all_sum(mx::array(static_cast<float>(g.rank() + k)), g).item<float>();
+    if (got != static_cast<float>(g.size() * (g.size() - 1) / 2 + g.size() * k)) fail("all_sum after re-init");
+    dist::clear_backends();
+  }
+  std::printf("rank %d: reinit ok, %d failures\n", g_rank, g_failures);
+  return g_failures ? 1 : 0;
+}
+
 // Rank 1 never joins rank 0's all_sum (it sleeps, bounded): with MPI, rank 0's watchdog ends
 // the process after TESSERA_DIST_TIMEOUT and mpirun stops the job.
 int mode_stall() {
@@ -664,6 +677,7 @@ int main(int argc, char** argv) {
     if (mode == "init") return mode_init();
     if (mode == "split") return mode_split();
     if (mode == "stall") return mode_stall();
+    if (mode == "reinit") return mode_reinit(backend);
     if (mode == "grad") return mode_grad();
     if (mode == "kill") return mode_kill();
     if (mode == "stop") return mode_stop();
