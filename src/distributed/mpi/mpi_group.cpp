@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -54,6 +55,7 @@ struct Api {
   int (*Alltoall)(const void*, int, H, void*, int, H, H);
   int (*Barrier)(H);
   int (*Op_create)(UserFn<H>, int, H*);
+  int (*Op_free)(H*);
   int (*Type_contiguous)(int, H, H*);
   int (*Type_commit)(H*);
   int (*Type_free)(H*);
@@ -99,6 +101,7 @@ void load_functions(void* lib, Api<H>& a, std::string& missing) {
   TESSERA_MPI_FN(Alltoall);
   TESSERA_MPI_FN(Barrier);
   TESSERA_MPI_FN(Op_create);
+  TESSERA_MPI_FN(Op_free);
   TESSERA_MPI_FN(Type_contiguous);
   TESSERA_MPI_FN(Type_commit);
   TESSERA_MPI_FN(Type_free);
@@ -368,11 +371,24 @@ class MpiGroup : public GroupImpl {
     call("init", [&] { return a_.Comm_rank(comm_, &rank_); });
     call("init", [&] { return a_.Comm_size(comm_, &size_); });
     create_ops();
+    std::lock_guard<std::mutex> l(runtime().call_mu);
+    live().insert(this);
   }
   ~MpiGroup() override {
     Runtime& rt = runtime();
     std::lock_guard<std::mutex> l(rt.call_mu);
+    live().erase(this);
     if (!rt.finalized) a_.Comm_free(&comm_);
+  }
+  // Before MPI_Finalize (the process lock held): every communicator, op and type we made goes
+  // back to MPI, so that MPI's own clean-up is complete (groups still alive stay unusable).
+  static void release_all(const Api<H>& a) {
+    for (MpiGroup* g : live()) a.Comm_free(&g->comm_);
+    live().clear();
+    for (H& op : ops())
+      if (op != H{}) a.Op_free(&op);
+    if (packed_op() != H{}) a.Op_free(&packed_op());
+    if (packed_type() != H{}) a.Type_free(&packed_type());
   }
 
   int rank() override { return rank_; }
@@ -667,8 +683,8 @@ class MpiGroup : public GroupImpl {
     reduce_buffers(inout, inout, in, static_cast<size_t>(*len), kAllDtypes[D], static_cast<ReduceOp>(O));
   }
   static std::vector<H>& ops() {
-    static std::vector<H> v(kNumDtypes * 3);
-    return v;
+    static auto* v = new std::vector<H>(kNumDtypes * 3);
+    return *v;
   }
   template <int D>
   void create_for_dtype() {
@@ -694,6 +710,12 @@ class MpiGroup : public GroupImpl {
     });
   }
 
+  // Both never destroyed: the exit handler and the cache's groups may outlive static objects.
+  static std::set<MpiGroup*>& live() {
+    static auto* groups = new std::set<MpiGroup*>;  // call_mu
+    return *groups;
+  }
+
   const Api<H>& a_;
   H comm_;
   int rank_ = 0, size_ = 1;
@@ -705,7 +727,13 @@ void finalize_at_exit() {
   if (!l.owns_lock()) return;  // a call is still in flight on another thread: MPI cannot finish
   Library& lib = library();
   rt.finalized = true;
-  if (lib.abi == Abi::open_mpi) lib.ompi.Finalize(); else lib.mpich.Finalize();
+  if (lib.abi == Abi::open_mpi) {
+    MpiGroup<void*>::release_all(lib.ompi);
+    lib.ompi.Finalize();
+  } else {
+    MpiGroup<int>::release_all(lib.mpich);
+    lib.mpich.Finalize();
+  }
 }
 
 template <typename H>
