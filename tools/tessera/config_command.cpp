@@ -40,6 +40,7 @@
 #include "commands.h"
 #include "distributed/hostfile.h"
 #include "distributed/ring/socket.h"
+#include "rank_host.h"
 
 namespace tessera::cli {
 
@@ -62,47 +63,29 @@ const char* kConfigUsage =
     "(with sudo -n when not root; every command is printed), otherwise the commands are printed.\n"
     "An unreachable host is an error; --ignore-unreachable leaves it out instead.\n";
 
-const std::vector<std::string> kSsh = {"ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-o",
-                                       "LogLevel=ERROR"};
-
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 struct Output {
   int code = -1;
   std::string out, err;
 };
 
-// Runs `argv` with stdout and stderr captured; bounded by `seconds` (then SIGKILL).
+// Runs `argv` with stdout and stderr captured (spawn_child: its own process group, gone with
+// this process); bounded by `seconds`, then SIGKILL (status 124).
 Output run(const std::vector<std::string>& argv, double seconds) {
   char out_t[] = "/tmp/tessera-config-XXXXXX";
   char err_t[] = "/tmp/tessera-config-XXXXXX";
   const int of = ::mkstemp(out_t), ef = ::mkstemp(err_t);
+  const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   Output r;
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(of, 1);
-    ::dup2(ef, 2);
-    const int null = ::open("/dev/null", O_RDONLY);
-    ::dup2(null, 0);
-    std::vector<char*> a;
-    for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
-    a.push_back(nullptr);
-    ::execvp(a[0], a.data());
-    std::fprintf(stderr, "cannot run %s: %s\n", a[0], std::strerror(errno));
-    ::_exit(127);
-  }
+  const pid_t pid = spawn_child(argv, nullptr, {}, "", null, of, ef);
+  ::close(null);
   int st = 0;
-  for (auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);;) {
+  for (const double end = now_s() + seconds;;) {
     if (::waitpid(pid, &st, WNOHANG) == pid) {
       r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
       break;
     }
-    if (std::chrono::steady_clock::now() > end) {
-      ::kill(pid, SIGKILL);
+    if (now_s() > end) {
+      ::kill(-pid, SIGKILL);
       ::waitpid(pid, &st, 0);
       r.code = 124;
       break;
@@ -146,7 +129,8 @@ struct Host {
 // Runs a shell command on `h` (directly when it is this machine).
 Output on_host(const Host& h, const std::string& cmd, double seconds) {
   if (h.local) return run({"sh", "-c", cmd}, seconds);
-  std::vector<std::string> a = kSsh;
+  std::vector<std::string> a = {"ssh"};
+  a.insert(a.end(), ssh_options().begin(), ssh_options().end());
   a.insert(a.end(), {"--", h.ssh, cmd});
   return run(a, seconds);
 }
@@ -547,8 +531,7 @@ int config_command(const std::vector<std::string>& args) {
     hosts.push_back(x);
   }
   if (port == 0) port = 40000 + static_cast<int>(std::random_device{}() % 20000);
-  std::error_code ec;
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  const std::string self = self_path();
 
   // 1. ssh (and sudo for --auto-setup), every host at once.
   std::vector<std::string> failures(hosts.size());

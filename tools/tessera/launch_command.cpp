@@ -159,20 +159,6 @@ void check_program(const std::string& program, const std::string& path_env) {
                               "' was not found on PATH; give its path (e.g. ./" + program + ")");
 }
 
-// Quoted for the remote shell that ssh hands its command to.
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-std::string self_path() {
-  std::error_code ec;
-  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) throw std::runtime_error("[launch] cannot find this command's path (/proc/self/exe)");
-  return p.string();
-}
-
 // One host of the job, as the launcher will reach it.
 struct Place {
   std::string ssh;               // ssh destination (remote hosts)
@@ -205,11 +191,6 @@ std::vector<Place> place_hosts(const dd::JobHostfile& job) {
   return out;
 }
 
-// ssh's options for every connection: never a prompt, a bounded connect, a dead link noticed.
-const std::vector<std::string> kSshOptions = {"-o", "BatchMode=yes", "-o", "ConnectTimeout=5",
-                                              "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
-                                              "-o", "LogLevel=ERROR"};
-
 // One ssh connection per remote host, which that host's ranks share (OpenSSH's connection
 // multiplexing): the handshakes happen once per host, all hosts at once, and a host that cannot
 // be reached is one error before any rank starts.
@@ -233,7 +214,7 @@ class SshMasters {
       m.socket = (dir / ("ssh" + std::to_string(masters_.size()))).string();
       m.errors = m.socket + ".err";
       std::vector<std::string> argv = {"ssh", "-M", "-N", "-T", "-S", m.socket, "-o", "ControlPersist=no"};
-      argv.insert(argv.end(), kSshOptions.begin(), kSshOptions.end());
+      argv.insert(argv.end(), ssh_options().begin(), ssh_options().end());
       argv.insert(argv.end(), {"--", h});
       m.pid = spawn(argv, m.errors);
       masters_.push_back(std::move(m));
@@ -634,7 +615,7 @@ int launch_command(const std::vector<std::string>& args) {
       HostSpec spec;
       spec.host = place.ssh;
       spec.argv = {"ssh", "-T", "-S", masters.socket_of(place.ssh), "-o", "ControlMaster=no"};
-      spec.argv.insert(spec.argv.end(), kSshOptions.begin(), kSshOptions.end());
+      spec.argv.insert(spec.argv.end(), ssh_options().begin(), ssh_options().end());
       spec.argv.insert(spec.argv.end(), {"--", place.ssh, agent_cmd});
       spec.env = local_env;  // ssh's own: HOME, SSH_AUTH_SOCK, ...
       remote.push_back(std::move(spec));

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <stdexcept>
 
 namespace tessera::cli {
@@ -84,6 +85,26 @@ bool is_launcher_variable(const std::string& name) {
     if (name == k) return true;
   }
   return false;
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string self_path() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) throw std::runtime_error("cannot find this command's path (/proc/self/exe)");
+  return p.string();
+}
+
+const std::vector<std::string>& ssh_options() {
+  static const std::vector<std::string> o = {"-o", "BatchMode=yes", "-o", "ConnectTimeout=5",
+                                             "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
+                                             "-o", "LogLevel=ERROR"};
+  return o;
 }
 
 double now_s() {

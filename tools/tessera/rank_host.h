@@ -56,6 +56,14 @@ bool is_launcher_variable(const std::string& name);
 // Seconds on a monotonic clock.
 double now_s();
 
+// `s` quoted for a POSIX shell (the remote shell ssh hands its command to).
+std::string shell_quote(const std::string& s);
+// This command's own path (/proc/self/exe): the same path runs it on the other hosts.
+std::string self_path();
+// ssh's options for every connection the launcher and `tessera config` open: never a prompt, a
+// bounded connect, a dead link noticed.
+const std::vector<std::string>& ssh_options();
+
 // Writes all n bytes (retrying EINTR, waiting out a full pipe); gives up quietly when the reader
 // is gone.
 void write_all(int fd, const char* p, size_t n);
