@@ -197,8 +197,8 @@ std::vector<VarInfo> build_registry() {
                  "the launcher's own MPI first."),
       flag("TESSERA_MPI_CHECK", "", "1", "distributed/mpi", kUsed,
            "Check before every MPI collective that all ranks call the same operation with the "
-           "same size and dtype (one 320-byte MPI_Allreduce, which also carries an all_sum / max "
-           "/ min of up to 256 bytes); 0 saves that call."),
+           "same size and dtype (one 64-byte MPI_Allreduce, which also carries an all_sum / max "
+           "/ min of up to 32 bytes); 0 saves that call."),
       // distributed: nccl
       string_var("TESSERA_NCCL_HOST_IP", "NCCL_HOST_IP", "", "distributed/nccl", kNcclBackend,
                  "Host or IP of rank 0 for the NCCL bootstrap connection; set by the launcher."),

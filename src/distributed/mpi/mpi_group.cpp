@@ -531,10 +531,10 @@ class MpiGroup : public GroupImpl {
     if (!runtime().check) return false;
     Packed p;
     const int64_t mine[4] = {static_cast<int64_t>(kind), d.dtype, d.count, extra};
-    for (int i = 0; i < 4; ++i) {
-      p.h[i] = mine[i];
-      p.h[4 + i] = -mine[i];
-    }
+    p.h[0] = static_cast<int64_t>(kind) | (static_cast<int64_t>(d.dtype & 0xff) << 8) | (extra << 16);
+    p.h[1] = d.count;
+    p.h[2] = -p.h[0];
+    p.h[3] = -p.h[1];
     const size_t bytes = p.payload_bytes();
     if (bytes > 0) std::memcpy(p.payload, payload, bytes);
     std::memset(p.payload + bytes, 0, sizeof p.payload - bytes);
@@ -559,31 +559,31 @@ class MpiGroup : public GroupImpl {
                              "collectives (" + calls + "); every rank must call the same operation "
                              "with the same size and dtype, in the same order");
   }
-  // One contiguous MPI element (never split by MPI): a description, then up to 256 bytes of a
-  // small all_reduce's data, which packed_reduce combines when both descriptions are equal.
+  // One contiguous MPI element (never split by MPI) of 64 bytes: the description, packed into
+  // two words (kind | dtype << 8 | extra << 16, count) and their negations, then up to 32 bytes
+  // of a small all_reduce's data, which packed_reduce combines when both descriptions are equal.
+  // Small on purpose: Open MPI's shared-memory all_reduce of 4 B takes ~0.35 us, of 64 B ~0.7,
+  // of 320 B ~1.2.
   struct Packed {
-    int64_t h[8];  // kind, dtype, count, extra, then their negations
-    alignas(16) char payload[256];
+    int64_t h[4];
+    alignas(16) char payload[32];
     size_t payload_bytes() const {
-      if (static_cast<Kind>(h[0]) != Kind::all_reduce || h[1] < 0 || h[1] >= kNumDtypes) return 0;
-      const size_t b = static_cast<size_t>(h[2]) * kAllDtypes[h[1]].size();
+      const int dtype = static_cast<int>((h[0] >> 8) & 0xff);
+      if (static_cast<Kind>(h[0] & 0xff) != Kind::all_reduce || dtype >= kNumDtypes || h[1] < 0) return 0;
+      const size_t b = static_cast<size_t>(h[1]) * kAllDtypes[dtype].size();
       return b <= sizeof payload ? b : 0;
     }
-    bool consistent() const {
-      for (int i = 0; i < 4; ++i)
-        if (h[i] != -h[4 + i]) return false;
-      return true;
-    }
+    bool consistent() const { return h[0] == -h[2] && h[1] == -h[3]; }
   };
   static void packed_reduce(void* in, void* inout, int* len, H*) {
     for (int k = 0; k < *len; ++k) {
       const Packed& a = static_cast<const Packed*>(in)[k];
       Packed& b = static_cast<Packed*>(inout)[k];
       const bool same = std::memcmp(a.h, b.h, sizeof a.h) == 0 && a.consistent();
-      for (int i = 0; i < 8; ++i) b.h[i] = std::max(a.h[i], b.h[i]);
+      for (int i = 0; i < 4; ++i) b.h[i] = std::max(a.h[i], b.h[i]);
       if (same && b.payload_bytes() > 0) {
-        reduce_buffers(b.payload, b.payload, a.payload, static_cast<size_t>(b.h[2]), kAllDtypes[b.h[1]],
-                       static_cast<ReduceOp>(b.h[3]));
+        reduce_buffers(b.payload, b.payload, a.payload, static_cast<size_t>(b.h[1]),
+                       kAllDtypes[(b.h[0] >> 8) & 0xff], static_cast<ReduceOp>(b.h[0] >> 16));
       }
     }
   }

@@ -9,7 +9,7 @@
 // be any thread. Collectives run on the CPU stream, as the ring's.
 //
 // Mismatches: unless TESSERA_MPI_CHECK=0, each collective starts with one MPI_Allreduce of a
-// fixed-size description (an all_reduce of up to 256 bytes travels inside it: one MPI call in
+// 64-byte description (an all_reduce of up to 32 bytes travels inside it: one MPI call in
 // all), so ranks that call different operations, sizes or dtypes get an error naming each
 // rank's call instead of MPI's silent truncation; send/recv carry the
 // dtype in the message tag and the receiver checks the byte count. Timeouts: MPI calls cannot
