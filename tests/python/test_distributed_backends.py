@@ -22,6 +22,8 @@ def test_all_gather_factory_is_for_jaccl_only():
 
 
 RANK_SCRIPT = textwrap.dedent("""
+    import sys
+
     import numpy as np
     import tessera.core as mx
 
@@ -40,7 +42,8 @@ RANK_SCRIPT = textwrap.dedent("""
     assert np.array_equal(s, np.full(2, n, np.float32)), s
     sub = world.split(r % 2)
     assert sub.size() == (n + 1 - r % 2) // 2
-    print(f"rank {r} ok on", mx.distributed.init().size(), "ranks")
+    sys.stdout.write(f"rank {r} ok on {mx.distributed.init().size()} ranks\\n")  # one write: no interleaving
+    sys.stdout.flush()
 """)
 
 
