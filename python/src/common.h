@@ -69,6 +69,9 @@ void init_memory(nb::module_& m);
 void init_io(nb::module_& m);
 void init_distributed(nb::module_& m);
 
+// The implicit key (mx.random.state) back to the one this process started with (random.cpp).
+void reset_random_state();
+
 }  // namespace tessera::python
 
 namespace nanobind::detail {

@@ -58,6 +58,15 @@ void init_device(nb::module_& m) {
         "Makes a stream the default of its device (and that device the default).");
   m.def("new_stream", &new_stream, "device"_a, "A new stream on a device.");
   m.def(
+      "clear_streams",
+      [] {
+        reset_random_state();
+        detail::compile_clear_cache();
+      },
+      "As MLX's (its test runner calls it between tests): the implicit random key restarts from "
+      "this process's seed and compile's cache of traced functions is emptied. Tessera's streams "
+      "are not per thread, so none is destroyed.");
+  m.def(
       "synchronize",
       [](std::optional<Stream> s) {
         blocking([&] { s ? synchronize(*s) : synchronize(); });

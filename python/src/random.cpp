@@ -14,12 +14,17 @@ using Key = std::optional<array>;
 // Python's implicit key, as MLX keeps it: the first item of the list `mx.random.state`, one per
 // process, so that mx.compile can take it as state (inputs / outputs) and a compiled function
 // that draws random numbers advances it. Never destroyed (it may outlive the interpreter).
+uint64_t process_seed() {
+  static const uint64_t seed = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::system_clock::now().time_since_epoch()).count());
+  return seed;
+}
+
 nb::list& random_state() {
   static nb::list* state = [] {
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-        std::chrono::system_clock::now().time_since_epoch());
     auto* l = new nb::list();
-    l->append(random::key(static_cast<uint64_t>(ms.count())));
+    l->append(random::key(process_seed()));
     return l;
   }();
   return *state;
@@ -40,6 +45,8 @@ Key resolve(const Key& key) {
 }
 
 }  // namespace
+
+void reset_random_state() { random_state()[0] = nb::cast(random::key(process_seed())); }
 
 void init_random(nb::module_& parent) {
   nb::module_ m = parent.def_submodule("random", "Random number generation.");
