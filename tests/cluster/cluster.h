@@ -375,3 +375,8 @@ class SshHosts {
 };
 
 }  // namespace tessera::test_cluster
+
+// In a test: skips it where the simulated hosts cannot be made (Cluster and SshHosts in scope).
+#define REQUIRE_SSH_CLUSTER()                                                                    \
+  if (!Cluster::available()) GTEST_SKIP() << "needs root and network namespaces";               \
+  if (!SshHosts::available()) GTEST_SKIP() << "needs openssh-server (make test installs it)"

@@ -27,10 +27,6 @@ namespace {
 
 const std::string kWorker = std::string(TESSERA_BIN_DIR) + "/dist_worker";
 
-#define REQUIRE_SSH_CLUSTER()                                                        \
-  if (!Cluster::available()) GTEST_SKIP() << "needs root and network namespaces";   \
-  if (!SshHosts::available()) GTEST_SKIP() << "needs openssh-server (make test installs it)"
-
 // "10.77.0.10,10.77.0.11,..." for the first n hosts.
 std::string host_list(int n) {
   std::string s;

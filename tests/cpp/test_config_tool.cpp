@@ -27,10 +27,6 @@ namespace {
 
 const std::string kWorker = std::string(TESSERA_BIN_DIR) + "/dist_worker";
 
-#define REQUIRE_SSH_CLUSTER()                                                      \
-  if (!Cluster::available()) GTEST_SKIP() << "needs root and network namespaces"; \
-  if (!SshHosts::available()) GTEST_SKIP() << "needs openssh-server (make test installs it)"
-
 // Waits until the kernel reports interface `i` of host `h` as up (operstate follows the
 // administrative state with a short delay).
 void wait_up(Cluster& c, int h, const std::string& i) {

@@ -191,8 +191,7 @@ TEST(Mpi, LaunchBackendMpiAcrossTwoHosts) {
   REQUIRE_OPEN_MPI();
   using tessera::test_cluster::Cluster;
   using tessera::test_cluster::SshHosts;
-  if (!Cluster::available()) GTEST_SKIP() << "needs root and network namespaces";
-  if (!SshHosts::available()) GTEST_SKIP() << "needs openssh-server (make test installs it)";
+  REQUIRE_SSH_CLUSTER();
   Cluster c(2);
   SshHosts ssh(c);
   auto& l = c.start(0, ssh.path_env() + " " + kOpenMpiEnv + " timeout -s KILL 120 " + TESSERA_CLI +
