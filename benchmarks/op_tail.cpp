@@ -2,7 +2,7 @@
 // and MLX (CPU) run in the same session (interleaved rounds). Rows so far: a ResNet-style 3x3
 // convolution (batch 32, 56x56, 64 -> 64 channels, padding 1), forward, and forward + both
 // gradients; a 4-bit (group 64) quantized 4096 x 4096 weight times a vector and times 32
-// columns, also against Tessera's own dequantize-then-matmul; FFT of 2^20 complex points and of
+// columns, and the same in mxfp4, also against Tessera's own dequantize-then-matmul; FFT of 2^20 complex points and of
 // the prime 1048573 (NumPy's pocketfft; SciPy's with workers = cores); svd and solve of 512 x 512
 // float32 (SciPy's LAPACK). Prints medians and ratios; --json FILE writes every sample.
 #include <cstdio>
@@ -43,12 +43,23 @@ int main(int argc, char** argv) {
   auto conv = [](const array& a, const array& b) { return mx::conv2d(a, b, {1, 1}, {1, 1}); };
   auto kq = mx::random::key(4);
   auto q = mx::quantize(mx::random::normal({4096, 4096}, mx::float32, kq), 64, 4);
+  auto fq = mx::quantize(mx::random::normal({4096, 4096}, mx::float32, mx::random::key(11)),
+                         std::nullopt, std::nullopt, "mxfp4");
   array xv = mx::random::normal({1, 4096}, mx::float32, mx::random::key(5));
   array x32 = mx::random::normal({32, 4096}, mx::float32, mx::random::key(6));
-  mx::eval(q[0], q[1], q[2], xv, x32);
+  mx::eval(q[0], q[1], q[2], fq[0], fq[1], xv, x32);
   auto qmm = [&](const array& xx) { return mx::quantized_matmul(xx, q[0], q[1], q[2], true, 64, 4); };
   auto dq_mm = [&](const array& xx) {
     return mx::matmul(xx, mx::transpose(mx::dequantize(q[0], q[1], q[2], 64, 4)));
+  };
+  auto fp_qmm = [&](const array& xx) {
+    return mx::quantized_matmul(xx, fq[0], fq[1], std::nullopt, true, std::nullopt, std::nullopt,
+                                "mxfp4");
+  };
+  auto fp_dq_mm = [&](const array& xx) {
+    return mx::matmul(xx, mx::transpose(mx::dequantize(fq[0], fq[1], std::nullopt, std::nullopt,
+                                                       std::nullopt, "mxfp4", std::nullopt,
+                                                       mx::float32)));
   };
   array sig = mx::astype(mx::random::normal({1 << 20}, mx::float32, mx::random::key(7)), mx::complex64);
   array sig_p = mx::astype(mx::random::normal({1048573}, mx::float32, mx::random::key(8)), mx::complex64);
@@ -59,6 +70,8 @@ int main(int argc, char** argv) {
   std::vector<std::pair<std::string, std::function<void()>>> baselines = {
       {"qmm_4bit_vec", [&] { mx::eval(dq_mm(xv)); }},
       {"qmm_4bit_32", [&] { mx::eval(dq_mm(x32)); }},
+      {"qmm_mxfp4_vec", [&] { mx::eval(fp_dq_mm(xv)); }},
+      {"qmm_mxfp4_32", [&] { mx::eval(fp_dq_mm(x32)); }},
   };
   std::vector<std::pair<std::string, std::function<void()>>> ours = {
       {"conv2d_fwd", [&] { mx::eval(conv(x, w)); }},
@@ -71,6 +84,8 @@ int main(int argc, char** argv) {
        }},
       {"qmm_4bit_vec", [&] { mx::eval(qmm(xv)); }},
       {"qmm_4bit_32", [&] { mx::eval(qmm(x32)); }},
+      {"qmm_mxfp4_vec", [&] { mx::eval(fp_qmm(xv)); }},
+      {"qmm_mxfp4_32", [&] { mx::eval(fp_qmm(x32)); }},
       {"fft_2^20", [&] { mx::eval(mx::fft::fft(sig)); }},
       {"fft_prime", [&] { mx::eval(mx::fft::fft(sig_p)); }},
       {"svd_512", [&] {

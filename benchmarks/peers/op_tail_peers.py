@@ -102,17 +102,23 @@ def mlx_ops(reps):
     sig, sig_p = (mx.array(v) for v in signals(np))
     a, b = mx.random.normal((512, 512)), mx.random.normal((512, 1))
     wq, scales, biases = mx.quantize(mx.random.normal((4096, 4096)), group_size=64, bits=4)
+    fq, fscales = mx.quantize(mx.random.normal((4096, 4096)), mode="mxfp4")
     xv, x32 = mx.random.normal((1, 4096)), mx.random.normal((32, 4096))
-    mx.eval(wq, scales, biases, xv, x32)
+    mx.eval(wq, scales, biases, fq, fscales, xv, x32)
 
     def qmm(x):
         return lambda: mx.eval(mx.quantized_matmul(x, wq, scales, biases, group_size=64, bits=4))
+
+    def fp_qmm(x):
+        return lambda: mx.eval(mx.quantized_matmul(x, fq, fscales, mode="mxfp4"))
 
     return {
         "conv2d_fwd": time_it(lambda: mx.eval(mx.conv2d(x, w, padding=1)), reps),
         "conv2d_fwd_bwd": time_it(fwd_bwd, reps),
         "qmm_4bit_vec": time_it(qmm(xv), reps),
         "qmm_4bit_32": time_it(qmm(x32), reps),
+        "qmm_mxfp4_vec": time_it(fp_qmm(xv), reps),
+        "qmm_mxfp4_32": time_it(fp_qmm(x32), reps),
         "fft_2^20": time_it(lambda: mx.eval(mx.fft.fft(sig)), reps),
         "fft_prime": time_it(lambda: mx.eval(mx.fft.fft(sig_p)), reps),
         "svd_512": time_it(lambda: mx.eval(*mx.linalg.svd(a, stream=mx.cpu)), reps),

@@ -27,6 +27,21 @@ array matmul(const array& a, const array& b, StreamOrDevice s = {});
 array addmm(array c, array a, array b, const float& alpha = 1.f, const float& beta = 1.f,
             StreamOrDevice s = {});
 
+// a's matrices at lhs_indices times b's at rhs_indices (MLX's gather_mm): the indices (integers,
+// broadcast together; default: every matrix in order) number the flattened batches (all but the
+// last two dims); output broadcast(lhs, rhs).shape + (M, N). A 1-D a or b is a row / column
+// vector, its dim removed again. Real floating types; an index past its batch raises.
+// sorted_indices is MLX's hint; the result does not depend on it. No indices: matmul.
+array gather_mm(const array& a, const array& b,
+                const std::optional<array>& lhs_indices = std::nullopt,
+                const std::optional<array>& rhs_indices = std::nullopt,
+                bool sorted_indices = false, StreamOrDevice s = {});
+
+// One product per segment of the shared dim (MLX's segmented_mm): a (M, K), b (K, N), segments
+// (..., 2) integer [start, end) pairs in [0, K]; out (..., M, N), out[i] = a[:, s0:s1] @
+// b[s0:s1, :] (zeros for an empty segment). Real floating types; no gradients (as MLX).
+array segmented_mm(const array& a, const array& b, const array& segments, StreamOrDevice s = {});
+
 // Sum over the last axis of a and b (a 0-d input multiplies elementwise).
 array inner(const array& a, const array& b, StreamOrDevice s = {});
 // flatten(a)[:, None] * flatten(b)[None, :].

@@ -1,5 +1,7 @@
 // Reductions, scans, sorting, matrix products and the Array API aliases of tessera.core, with
 // MLX's signatures.
+#include <nanobind/stl/optional.h>
+
 #include "ops_common.h"
 
 namespace tessera::python {
@@ -303,6 +305,40 @@ void init_ops_reduce(nb::module_& m) {
       "    b (array): Second operand.\n\n"
       "Returns:\n"
       "    array: The product.\n");
+  m.def(
+      "gather_mm",
+      [](const array& a, const array& b, const std::optional<array>& lhs_indices,
+         const std::optional<array>& rhs_indices, bool sorted_indices, StreamOrDevice s) {
+        return gather_mm(a, b, lhs_indices, rhs_indices, sorted_indices, s);
+      },
+      nb::arg(), nb::arg(), "lhs_indices"_a = nb::none(), "rhs_indices"_a = nb::none(),
+      nb::kw_only(), "sorted_indices"_a = false, "stream"_a = nb::none(),
+      "Matrix multiplication with matrix-level gather.\n\n"
+      "``lhs_indices`` and ``rhs_indices`` hold flat indices into the batch dimensions (all\n"
+      "but the last two) of ``a`` and ``b``; they broadcast together, and each position\n"
+      "multiplies the chosen matrices.\n\n"
+      "Args:\n"
+      "    a (array): Input (..., M, K).\n"
+      "    b (array): Input (..., K, N).\n"
+      "    lhs_indices (array, optional): Integer indices into a's matrices.\n"
+      "    rhs_indices (array, optional): Integer indices into b's matrices.\n"
+      "    sorted_indices (bool, optional): ``rhs_indices`` is sorted (a hint; the result\n"
+      "        does not depend on it). Default: ``False``.\n\n"
+      "Returns:\n"
+      "    array: The products, shaped broadcast(lhs_indices, rhs_indices) + (M, N).\n");
+  m.def(
+      "segmented_mm",
+      [](const array& a, const array& b, const array& segments, StreamOrDevice s) {
+        return segmented_mm(a, b, segments, s);
+      },
+      nb::arg(), nb::arg(), "segments"_a, nb::kw_only(), "stream"_a = nb::none(),
+      "One matrix product per segment of the shared dimension.\n\n"
+      "Args:\n"
+      "    a (array): Matrix (M, K).\n"
+      "    b (array): Matrix (K, N).\n"
+      "    segments (array): Integer ``[start, end)`` pairs (..., 2) in ``[0, K]``.\n\n"
+      "Returns:\n"
+      "    array: (..., M, N): ``a[:, s0:s1] @ b[s0:s1]`` per segment.\n");
   m.def(
       "addmm",
       [](const array& c, const array& a, const array& b, float alpha, float beta,

@@ -107,6 +107,26 @@ void init_ops_shape(nb::module_& m) {
       "Returns:\n"
       "    list(array): The slices.\n");
   m.def(
+      "depends",
+      [](const nb::object& inputs, const nb::object& deps) -> nb::object {
+        auto arrays = [](const nb::object& o) {
+          return nb::isinstance<array>(o) ? std::vector<array>{nb::cast<array>(o)}
+                                          : nb::cast<std::vector<array>>(o);
+        };
+        auto out = depends(arrays(inputs), arrays(deps));
+        return nb::isinstance<array>(inputs) ? nb::cast(out[0]) : nb::cast(out);
+      },
+      nb::arg(), nb::arg(),
+      nb::sig("def depends(inputs: array | Sequence[array], dependencies: array | "
+              "Sequence[array])"),
+      "Insert dependencies between arrays in the graph: the outputs equal ``inputs``,\n"
+      "and evaluating them evaluates ``dependencies`` first.\n\n"
+      "Args:\n"
+      "    inputs (array or Sequence[array]): The input array or arrays.\n"
+      "    dependencies (array or Sequence[array]): The arrays to depend on.\n\n"
+      "Returns:\n"
+      "    array or list(array): The outputs, which depend on ``dependencies``.\n");
+  m.def(
       "moveaxis",
       [](const array& a, int source, int destination, StreamOrDevice s) {
         return moveaxis(a, source, destination, s);

@@ -1,4 +1,4 @@
-// Primitives of the linalg family: Matmul and AddMM (front ends and derivatives in
+// Primitives of the linalg family: Matmul, AddMM, GatherMM and SegmentedMM (front ends and derivatives in
 // src/ops/matmul.cpp, the BLAS kernel in src/backend/cpu/matmul.cpp).
 #pragma once
 
@@ -30,6 +30,27 @@ class AddMM : public UnaryPrimitive {
 
  private:
   float alpha_, beta_;
+};
+
+// {a (..., M, K), b (..., K, N), lhs (uint32), rhs (uint32)} -> out (idx..., M, N): for each
+// position of the (equal-shaped) index arrays, a's matrix lhs times b's matrix rhs.
+class GatherMM : public UnaryPrimitive {
+ public:
+  using UnaryPrimitive::UnaryPrimitive;
+  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  TESSERA_DECLARE_VJP
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
+  TESSERA_PRIMITIVE_NAME(GatherMM)
+};
+
+// {a (M, K), b (K, N), segments (..., 2) uint32} -> out (..., M, N): per segment [s0, s1) the
+// product of a's columns and b's rows s0..s1.
+class SegmentedMM : public UnaryPrimitive {
+ public:
+  using UnaryPrimitive::UnaryPrimitive;
+  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
+  TESSERA_PRIMITIVE_NAME(SegmentedMM)
 };
 
 }  // namespace tessera

@@ -88,6 +88,75 @@ array matmul(const array& in_a, const array& in_b, StreamOrDevice s) {
   return final_shape == prim_shape ? out : reshape(out, final_shape, s);
 }
 
+array gather_mm(const array& in_a, const array& in_b, const std::optional<array>& lhs_indices,
+                const std::optional<array>& rhs_indices, bool /*sorted_indices: a hint*/,
+                StreamOrDevice s) {
+  if (!lhs_indices && !rhs_indices) return matmul(in_a, in_b, s);
+  if (in_a.ndim() == 0 || in_b.ndim() == 0) {
+    throw std::invalid_argument("[gather_mm] inputs must have at least one dimension; got shapes " +
+                                detail::shape_str(in_a.shape()) + " and " +
+                                detail::shape_str(in_b.shape()));
+  }
+  array a = in_a.ndim() == 1 ? reshape(in_a, {1, in_a.shape(0)}, s) : in_a;
+  array b = in_b.ndim() == 1 ? reshape(in_b, {in_b.shape(0), 1}, s) : in_b;
+  if (a.shape(-1) != b.shape(-2)) {
+    throw std::invalid_argument("[gather_mm] last dimension of a " +
+                                detail::shape_str(in_a.shape()) +
+                                " must match the second to last of b " +
+                                detail::shape_str(in_b.shape()));
+  }
+  const Dtype dt = promote_types(a.dtype(), b.dtype());
+  if (!issubdtype(dt, floating)) {
+    throw std::invalid_argument("[gather_mm] only real floating inputs are supported; got " +
+                                dtype_name(in_a.dtype()) + " and " + dtype_name(in_b.dtype()));
+  }
+  const Stream st = to_stream(s);
+  auto idx = broadcast_arrays({detail::batch_indices("gather_mm", "lhs_indices", lhs_indices, a, st),
+                               detail::batch_indices("gather_mm", "rhs_indices", rhs_indices, b, st)},
+                              st);
+  Shape shape = idx[0].shape();
+  shape.push_back(a.shape(-2));
+  shape.push_back(b.shape(-1));
+  array out(shape, dt, std::make_shared<GatherMM>(st),
+            {astype(a, dt, st), astype(b, dt, st), idx[0], idx[1]});
+  Shape final_shape = drop_vector_dims(shape, in_a.ndim() == 1, in_b.ndim() == 1);
+  return final_shape == shape ? out : reshape(out, final_shape, st);
+}
+
+array segmented_mm(const array& in_a, const array& in_b, const array& segments,
+                   StreamOrDevice s) {
+  if (in_a.ndim() != 2 || in_b.ndim() != 2) {
+    throw std::invalid_argument("[segmented_mm] a and b must be matrices; got shapes " +
+                                detail::shape_str(in_a.shape()) + " and " +
+                                detail::shape_str(in_b.shape()));
+  }
+  if (in_a.shape(1) != in_b.shape(0)) {
+    throw std::invalid_argument("[segmented_mm] a " + detail::shape_str(in_a.shape()) +
+                                " has " + std::to_string(in_a.shape(1)) + " columns but b " +
+                                detail::shape_str(in_b.shape()) + " has " +
+                                std::to_string(in_b.shape(0)) + " rows");
+  }
+  if (segments.ndim() < 1 || segments.shape(-1) != 2) {
+    throw std::invalid_argument("[segmented_mm] segments must be (..., 2) [start, end) pairs; "
+                                "got shape " + detail::shape_str(segments.shape()));
+  }
+  if (!issubdtype(segments.dtype(), integer)) {
+    throw std::invalid_argument("[segmented_mm] segments must be integers; got " +
+                                dtype_name(segments.dtype()));
+  }
+  const Dtype dt = promote_types(in_a.dtype(), in_b.dtype());
+  if (!issubdtype(dt, floating)) {
+    throw std::invalid_argument("[segmented_mm] only real floating inputs are supported; got " +
+                                dtype_name(in_a.dtype()) + " and " + dtype_name(in_b.dtype()));
+  }
+  const Stream st = to_stream(s);
+  Shape shape = segments.shape();
+  shape.back() = in_a.shape(0);
+  shape.push_back(in_b.shape(1));
+  return array(std::move(shape), dt, std::make_shared<SegmentedMM>(st),
+               {astype(in_a, dt, st), astype(in_b, dt, st), astype(segments, uint32, st)});
+}
+
 array addmm(array c, array a, array b, const float& alpha, const float& beta, StreamOrDevice s) {
   if (a.ndim() == 0 || b.ndim() == 0) {
     throw std::invalid_argument("[addmm] a and b must have at least one dimension; got shapes " +
@@ -250,6 +319,46 @@ std::vector<Shape> Matmul::output_shapes(const std::vector<array>& inputs) {
 std::vector<Shape> AddMM::output_shapes(const std::vector<array>& inputs) {
   Shape out = inputs[0].shape();
   out.back() = inputs[1].shape(-1);
+  return {out};
+}
+
+std::vector<Shape> GatherMM::output_shapes(const std::vector<array>& inputs) {
+  Shape out = inputs[2].shape();
+  out.push_back(inputs[0].shape(-2));
+  out.push_back(inputs[1].shape(-1));
+  return {out};
+}
+
+// As MLX: da gathers the cotangent through b's matrices transposed and adds each result into the
+// a matrix it came from; db adds a_lhs^T g per position into b's matrix rhs.
+std::vector<array> GatherMM::vjp(const std::vector<array>& primals,
+                                 const std::vector<array>& cotangents,
+                                 const std::vector<int>& argnums, const std::vector<array>&) {
+  const Stream& s = stream();
+  const array &a = primals[0], &b = primals[1], &lhs = primals[2], &rhs = primals[3];
+  const array& g = cotangents[0];
+  std::vector<array> out;
+  for (int arg : argnums) {
+    if (arg == 0) {
+      array das = gather_mm(g, swapaxes(b, -1, -2, s), std::nullopt, rhs, false, s);
+      out.push_back(detail::scatter_matrices(a.shape(), lhs, das, s));
+    } else if (arg == 1) {
+      const int nb = static_cast<int>(lhs.size());
+      array as = take(reshape(a, {-1, a.shape(-2), a.shape(-1)}, s), reshape(lhs, {-1}, s), 0, s);
+      array gs = reshape(g, {nb, g.shape(-2), g.shape(-1)}, s);
+      out.push_back(detail::scatter_matrices(b.shape(), rhs, matmul(swapaxes(as, -1, -2, s), gs, s), s));
+    } else {
+      throw std::invalid_argument("[gather_mm] no gradient with respect to the indices; wrap "
+                                  "them in stop_gradient");
+    }
+  }
+  return out;
+}
+
+std::vector<Shape> SegmentedMM::output_shapes(const std::vector<array>& inputs) {
+  Shape out = inputs[2].shape();
+  out.back() = inputs[0].shape(0);
+  out.push_back(inputs[1].shape(1));
   return {out};
 }
 

@@ -1,23 +1,32 @@
 // Primitives of the quantization family (front ends and derivatives in src/ops/quantized.cpp,
-// kernels in src/backend/cpu/quantized.cpp): MLX's affine format (see tessera/ops/quantized.h).
+// kernels in src/backend/cpu/quantized.cpp): MLX's affine and fp formats (see
+// tessera/ops/quantized.h).
 #pragma once
 
 #include "core/primitive.h"
 
 namespace tessera {
 
+enum class QuantMode { Affine, Mxfp4, Mxfp8, Nvfp4 };
+// "affine", "mxfp4", ... ; and back (an unknown name raises, naming `op` and the modes).
+const char* quant_mode_name(QuantMode mode);
+QuantMode quant_mode(const char* op, const std::string& name);
+
 // The packing shared by the kernels: `bits` per element, LSB first, a little-endian bit stream.
 class QuantizedPrimitive {
  public:
-  QuantizedPrimitive(int group_size, int bits) : group_size_(group_size), bits_(bits) {}
+  QuantizedPrimitive(int group_size, int bits, QuantMode mode = QuantMode::Affine)
+      : group_size_(group_size), bits_(bits), mode_(mode) {}
   int group_size() const { return group_size_; }
   int bits() const { return bits_; }
+  QuantMode mode() const { return mode_; }
 
  protected:
   bool same_format(const QuantizedPrimitive& o) const {
-    return group_size_ == o.group_size_ && bits_ == o.bits_;
+    return group_size_ == o.group_size_ && bits_ == o.bits_ && mode_ == o.mode_;
   }
   int group_size_, bits_;
+  QuantMode mode_;
 };
 
 // w (..., K) -> {wq (..., K * bits / 32) uint32, scales, biases (..., K / group_size)}.
@@ -46,16 +55,62 @@ class AffineDequantize : public UnaryPrimitive, public QuantizedPrimitive {
   bool is_equivalent(const Primitive& other) const override;
 };
 
-// {x (..., K), wq, scales, biases} -> x @ dequantize(w).T (transpose; w (N, K packed)) or
-// x @ dequantize(w) (w (K, N packed)); x, scales and biases of the output's dtype.
+// MLX's fp modes. {w (..., K)[, global_scale (nvfp4)]} -> {wq, scales (..., K / group_size)
+// uint8}, computed as MLX's CPU composition of ops computes them (each step rounded to its dtype).
+class FPQuantize : public Primitive, public QuantizedPrimitive {
+ public:
+  FPQuantize(Stream s, int group_size, int bits, QuantMode mode)
+      : Primitive(s), QuantizedPrimitive(group_size, bits, mode) {}
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
+  TESSERA_DECLARE_VMAP
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
+  const char* name() const override { return "FPQuantize"; }
+  bool is_equivalent(const Primitive& other) const override;
+};
+
+// {wq, scales (uint8)[, global_scale]} -> the encoded values (..., K) in the output's dtype.
+class FPDequantize : public UnaryPrimitive, public QuantizedPrimitive {
+ public:
+  FPDequantize(Stream s, int group_size, int bits, QuantMode mode, Dtype out)
+      : UnaryPrimitive(s), QuantizedPrimitive(group_size, bits, mode), out_(out) {}
+  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  TESSERA_DECLARE_VMAP
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
+  const char* name() const override { return "FPDequantize"; }
+  bool is_equivalent(const Primitive& other) const override;
+
+ private:
+  Dtype out_;
+};
+
+// {x (..., K), wq, scales[, biases (affine)]} -> x @ dequantize(w).T (transpose; w (N, K
+// packed)) or x @ dequantize(w) (w (K, N packed)); x (and affine's scales and biases) of the
+// output's dtype.
 class QuantizedMatmul : public UnaryPrimitive, public QuantizedPrimitive {
  public:
-  QuantizedMatmul(Stream s, int group_size, int bits, bool transpose)
-      : UnaryPrimitive(s), QuantizedPrimitive(group_size, bits), transpose_(transpose) {}
+  QuantizedMatmul(Stream s, int group_size, int bits, QuantMode mode, bool transpose)
+      : UnaryPrimitive(s), QuantizedPrimitive(group_size, bits, mode), transpose_(transpose) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_TRANSFORMS
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
   const char* name() const override { return "QuantizedMatmul"; }
+  bool is_equivalent(const Primitive& other) const override;
+
+ private:
+  bool transpose_;
+};
+
+// {x (..., M, K), wq, scales[, biases], lhs (uint32), rhs (uint32)} -> out (idx..., M, N): for
+// each position of the (equal-shaped) index arrays, x's matrix lhs times w's matrix rhs as
+// QuantizedMatmul multiplies them.
+class GatherQMM : public UnaryPrimitive, public QuantizedPrimitive {
+ public:
+  GatherQMM(Stream s, int group_size, int bits, QuantMode mode, bool transpose)
+      : UnaryPrimitive(s), QuantizedPrimitive(group_size, bits, mode), transpose_(transpose) {}
+  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  TESSERA_DECLARE_VJP
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
+  const char* name() const override { return "GatherQMM"; }
   bool is_equivalent(const Primitive& other) const override;
 
  private:

@@ -476,6 +476,47 @@ std::vector<array> unstack(const array& a, int axis, StreamOrDevice s) {
 
 std::vector<array> unstack(const array& a, StreamOrDevice s) { return unstack(a, 0, s); }
 
+// ---- depends ----
+
+std::vector<array> depends(const std::vector<array>& inputs,
+                           const std::vector<array>& dependencies) {
+  if (inputs.empty()) throw std::invalid_argument("[depends] needs at least one input");
+  std::vector<Shape> shapes;
+  std::vector<Dtype> dtypes;
+  for (const auto& a : inputs) {
+    shapes.push_back(a.shape());
+    dtypes.push_back(a.dtype());
+  }
+  std::vector<array> all = inputs;
+  all.insert(all.end(), dependencies.begin(), dependencies.end());
+  const Stream s = inputs[0].has_primitive() ? inputs[0].primitive().stream() : to_stream({});
+  return array::make_arrays(std::move(shapes), std::move(dtypes),
+                            std::make_shared<Depends>(s, inputs.size()), std::move(all));
+}
+
+std::vector<Shape> Depends::output_shapes(const std::vector<array>& inputs) {
+  std::vector<Shape> out;
+  for (size_t i = 0; i < n_; ++i) out.push_back(inputs[i].shape());
+  return out;
+}
+
+bool Depends::is_equivalent(const Primitive& other) const {
+  auto* o = dynamic_cast<const Depends*>(&other);
+  return o && o->n_ == n_;
+}
+
+// The cotangents pass to the inputs; the dependencies get zeros.
+std::vector<array> Depends::vjp(const std::vector<array>& primals,
+                                const std::vector<array>& cotangents,
+                                const std::vector<int>& argnums, const std::vector<array>&) {
+  std::vector<array> out;
+  for (int arg : argnums) {
+    out.push_back(static_cast<size_t>(arg) < n_ ? cotangents[arg]
+                                                : zeros_like(primals[arg], stream()));
+  }
+  return out;
+}
+
 // ---- flip ----
 
 array flip(const array& a, const std::vector<int>& axes, StreamOrDevice s) {

@@ -158,4 +158,19 @@ class Pad : public UnaryPrimitive {
   Shape low_, high_;
 };
 
+// {inputs..., dependencies...} -> the first n inputs, buffers shared: the outputs exist only
+// once the dependencies are evaluated.
+class Depends : public Primitive {
+ public:
+  Depends(Stream s, size_t n) : Primitive(s), n_(n) {}
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
+  TESSERA_DECLARE_VJP
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
+  const char* name() const override { return "Depends"; }
+  bool is_equivalent(const Primitive& other) const override;
+
+ private:
+  size_t n_;
+};
+
 }  // namespace tessera

@@ -294,15 +294,26 @@ def test_embedding_to_quantized():
 # ---- errors ----
 
 @pytest.mark.parametrize("mode", ["mxfp4", "mxfp8", "nvfp4"])
-def test_fp_modes_raise_the_cores_error(mode):
-    with pytest.raises(ValueError, match="not supported by Tessera yet"):
-        nn.QuantizedLinear(64, 8, mode=mode)
-    with pytest.raises(ValueError, match="not supported by Tessera yet"):
-        nn.Linear(64, 8).to_quantized(mode=mode)
-    with pytest.raises(ValueError, match="not supported by Tessera yet"):
-        nn.QuantizedEmbedding(4, 64, mode=mode)
-    with pytest.raises(ValueError, match="not supported by Tessera yet"):
-        nn.quantize(make_model(), mode=mode)
+def test_fp_modes_quantize_every_layer(mode):
+    # The layers in MLX's fp modes: no biases, uint8 scales; outputs against the core ops.
+    x = mx.array(RNG.standard_normal((3, 64)).astype(np.float32))
+    lin = nn.Linear(64, 8)
+    q = lin.to_quantized(mode=mode)
+    assert q.biases is None and q.scales.dtype == mx.uint8 and q.mode == mode
+    wd = mx.dequantize(q.weight, q.scales, mode=mode, dtype=mx.float32)
+    np.testing.assert_allclose(np.array(q(x)), np.array(x @ wd.T + lin.bias), rtol=1e-5,
+                               atol=1e-5)
+    emb = nn.QuantizedEmbedding(4, 64, mode=mode)
+    idx = mx.array([[3, 0], [1, 1]])
+    rows = mx.dequantize(emb.weight, emb.scales, mode=mode)
+    np.testing.assert_array_equal(np.array(emb(idx).astype(mx.float32)),
+                                  np.array(rows.astype(mx.float32))[np.array(idx)])
+    model = make_model()
+    nn.quantize(model, mode=mode)
+    assert [type(m).__name__ for m in model.layers] == [
+        "QuantizedEmbedding", "ReLU", "QuantizedLinear", "QuantizedLinear"]
+    with pytest.raises(ValueError, match=f"mode '{mode}' packs groups of"):
+        nn.QuantizedLinear(64, 8, group_size=16 if mode == "mxfp4" else 64, mode=mode)
 
 
 def test_bad_arguments_name_the_argument():

@@ -1,5 +1,5 @@
 """The smaller ops of the op tail against NumPy: kron, vecdot, diff, median, searchsorted and
-the window functions."""
+the window functions, and depends."""
 
 import numpy as np
 import pytest
@@ -90,3 +90,20 @@ def test_multivariate_normal_moments_shapes_and_errors():
         mx.random.multivariate_normal(mx.zeros((2,)), mx.eye(3))
     with pytest.raises(ValueError, match="float32 or float64"):
         mx.random.multivariate_normal(mx.zeros((2,)), mx.eye(2), dtype=mx.float16)
+
+
+# ---- depends ----
+
+def test_depends_passes_values_and_gradients_and_evaluates_the_dependencies():
+    x = mx.array([1.0, 2.0, 3.0])
+    dep = mx.exp(mx.array([0.0]))
+    y = mx.depends(x * 2, dep)
+    np.testing.assert_array_equal(np.array(y), [2.0, 4.0, 6.0])
+    a, b = mx.depends([x, x + 1], [dep, dep * 3])
+    np.testing.assert_array_equal(np.array(b), [2.0, 3.0, 4.0])
+    g = mx.grad(lambda x: (mx.depends(x * x, dep) * 1.0).sum())(x)
+    np.testing.assert_array_equal(np.array(g), [2.0, 4.0, 6.0])
+    # Evaluating the output evaluates the dependency: one that fails to evaluate fails it.
+    bad = mx.gather_mm(mx.ones((2, 2, 2)), mx.ones((2, 2, 2)), rhs_indices=mx.array([5]))
+    with pytest.raises(ValueError, match="rhs_indices holds 5"):
+        mx.eval(mx.depends(x + 1, bad))

@@ -56,6 +56,11 @@ std::vector<array> split(const array& a, const Shape& indices, StreamOrDevice s 
 // The parts along `axis`, with the axis removed.
 std::vector<array> unstack(const array& a, int axis, StreamOrDevice s = {});
 std::vector<array> unstack(const array& a, StreamOrDevice s = {});
+// `inputs` unchanged (sharing their buffers), such that evaluating any of them evaluates
+// `dependencies` first (MLX's depends: orders side effects such as a send before a recv).
+// Gradients flow to `inputs` only.
+std::vector<array> depends(const std::vector<array>& inputs,
+                           const std::vector<array>& dependencies);
 // indexing "xy" (Cartesian) or "ij" (matrix).
 std::vector<array> meshgrid(const std::vector<array>& arrays, bool sparse = false,
                             const std::string& indexing = "xy", StreamOrDevice s = {});

@@ -1,11 +1,14 @@
-// CPU kernels of Matmul and AddMM: OpenBLAS gemm per batch. Inputs whose last two dims are row-
+// CPU kernels of Matmul, AddMM, GatherMM and SegmentedMM: OpenBLAS gemm per batch. Inputs whose last two dims are row-
 // or column-contiguous (any row/column pitch, any batch strides, broadcast included) go to BLAS
 // as they are (NoTrans / Trans); other layouts are copied first. float16/bfloat16 run through a
 // float32 gemm (float32 accumulation) and are rounded once at the end.
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <optional>
+#include <stdexcept>
+#include <string>
 
 #include "backend/cpu/blas.h"
 #include "backend/cpu/copy.h"
@@ -90,16 +93,35 @@ Operand prepare(const array& x, const Shape& batch_shape, size_t batch) {
   return Operand{std::move(arr), *layout, std::move(offsets)};
 }
 
-// out (row-contiguous, of dtype T, already holding c when beta != 0) = alpha*a@b + beta*out.
+// The matrices of a gathered product (GatherMM): flat indices into a's and b's own batches, one
+// pair per output matrix.
+struct Gathered {
+  const uint32_t* lhs;
+  const uint32_t* rhs;
+};
+
+// x prepared over its own batch, its offsets then picked by `index` (one per output matrix).
+Operand prepare_gathered(const array& x, const uint32_t* index, size_t batch) {
+  Shape own(x.shape().begin(), x.shape().end() - 2);
+  Operand p = prepare(x, own, detail::shape_size(own));
+  std::vector<int64_t> picked(batch);
+  for (size_t i = 0; i < batch; ++i) picked[i] = p.batch_offsets[index[i]];
+  p.batch_offsets = std::move(picked);
+  return p;
+}
+
+// out (row-contiguous, of dtype T, already holding c when beta != 0) = alpha*a@b + beta*out;
+// with `gathered`, out's matrix i is a's lhs[i] times b's rhs[i].
 template <typename T>
-void batched_gemm(const array& a, const array& b, array& out, float alpha, float beta) {
+void batched_gemm(const array& a, const array& b, array& out, float alpha, float beta,
+                  const Gathered* gathered = nullptr) {
   const int nd = static_cast<int>(out.ndim());
   const int m = out.shape(nd - 2), n = out.shape(nd - 1);
   const int k = a.shape(-1);
   Shape batch_shape(out.shape().begin(), out.shape().end() - 2);
   const size_t batch = detail::shape_size(batch_shape);
-  Operand pa = prepare(a, batch_shape, batch);
-  Operand pb = prepare(b, batch_shape, batch);
+  Operand pa = gathered ? prepare_gathered(a, gathered->lhs, batch) : prepare(a, batch_shape, batch);
+  Operand pb = gathered ? prepare_gathered(b, gathered->rhs, batch) : prepare(b, batch_shape, batch);
   const T* ap = pa.arr.template data<T>();
   const T* bp = pb.arr.template data<T>();
   T* cp = out.data<T>();
@@ -157,9 +179,9 @@ void scale_in_place(array& out, float beta) {
   });
 }
 
-// The shared body of Matmul (c == nullptr) and AddMM.
+// The shared body of Matmul (c == nullptr), AddMM and GatherMM (`gathered`).
 void matmul_cpu(const array& a, const array& b, const array* c, array& out, float alpha,
-                float beta) {
+                float beta, const Gathered* gathered = nullptr) {
   out.set_data(allocator::malloc(out.nbytes()));
   if (out.size() == 0) return;
   if (c) {
@@ -177,17 +199,17 @@ void matmul_cpu(const array& a, const array& b, const array* c, array& out, floa
   }
   const Dtype dt = out.dtype();
   if (dt == float32) {
-    batched_gemm<float>(a, b, out, alpha, beta);
+    batched_gemm<float>(a, b, out, alpha, beta, gathered);
   } else if (dt == float64) {
-    batched_gemm<double>(a, b, out, alpha, beta);
+    batched_gemm<double>(a, b, out, alpha, beta, gathered);
   } else if (dt == complex64) {
-    batched_gemm<complex64_t>(a, b, out, alpha, beta);
+    batched_gemm<complex64_t>(a, b, out, alpha, beta, gathered);
   } else if (dt == float16 || dt == bfloat16) {
     array a32 = to_float32(a), b32 = to_float32(b);
     array out32(allocator::malloc(out.size() * sizeof(float)), out.shape(), float32,
                 allocator::free);
     if (c && beta != 0.0f) cpu::copy_into(out, out32);
-    batched_gemm<float>(a32, b32, out32, alpha, beta);
+    batched_gemm<float>(a32, b32, out32, alpha, beta, gathered);
     cpu::copy_into(out32, out);
   } else {
     throw std::invalid_argument("[matmul] no CPU kernel for dtype " + dtype_name(dt));
@@ -202,6 +224,85 @@ void Matmul::eval_cpu(const std::vector<array>& inputs, array& out) {
 
 void AddMM::eval_cpu(const std::vector<array>& inputs, array& out) {
   matmul_cpu(inputs[0], inputs[1], &inputs[2], out, alpha_, beta_);
+}
+
+void GatherMM::eval_cpu(const std::vector<array>& inputs, array& out) {
+  const array lhs = cpu::ensure_row_contiguous(inputs[2]);
+  const array rhs = cpu::ensure_row_contiguous(inputs[3]);
+  const char* names[2] = {"lhs_indices", "rhs_indices"};
+  const array* idx[2] = {&lhs, &rhs};
+  for (int j = 0; j < 2; ++j) {
+    const array& x = inputs[j];
+    const size_t count = x.size() / std::max<size_t>(size_t(x.shape(-1)) * x.shape(-2), 1);
+    const uint32_t* p = idx[j]->data<uint32_t>();
+    for (size_t i = 0; i < idx[j]->size(); ++i) {
+      if (p[i] >= count) {
+        throw std::invalid_argument(std::string("[gather_mm] ") + names[j] + " holds " +
+                                    std::to_string(p[i]) + " but " + (j ? "b" : "a") + " has " +
+                                    std::to_string(count) + " matrices");
+      }
+    }
+  }
+  const Gathered g{lhs.data<uint32_t>(), rhs.data<uint32_t>()};
+  matmul_cpu(inputs[0], inputs[1], nullptr, out, 1.0f, 0.0f, &g);
+}
+
+namespace {
+
+// out (count, M, N) of dtype T from row-contiguous a (M, K), b (K, N): one gemm per segment.
+template <typename T>
+void segment_products(const array& a, const array& b, const uint32_t* seg, size_t count,
+                      T* out) {
+  const int m = a.shape(0), k = a.shape(1), n = b.shape(1);
+  const size_t mat = static_cast<size_t>(m) * n;
+  const T* ap = a.data<T>();
+  const T* bp = b.data<T>();
+  cpu::single_threaded_blas();
+  detail::parallel_for(count, 1, [&](size_t lo, size_t hi) {
+    for (size_t i = lo; i < hi; ++i) {
+      const int s0 = static_cast<int>(seg[2 * i]), s1 = static_cast<int>(seg[2 * i + 1]);
+      T* o = out + i * mat;
+      if (s1 <= s0 || m == 0 || n == 0) {
+        std::fill(o, o + mat, T(0));
+        continue;
+      }
+      cpu::gemm(false, false, m, n, s1 - s0, 1.0f, ap + s0, std::max(k, 1), bp + int64_t{s0} * n,
+                std::max(n, 1), 0.0f, o, std::max(n, 1));
+    }
+  });
+}
+
+}  // namespace
+
+void SegmentedMM::eval_cpu(const std::vector<array>& inputs, array& out) {
+  out.set_data(allocator::malloc(out.nbytes()));
+  const array seg = cpu::ensure_row_contiguous(inputs[2]);
+  const uint32_t* sp = seg.data<uint32_t>();
+  const uint32_t k = static_cast<uint32_t>(inputs[0].shape(1));
+  for (size_t i = 0; i < seg.size(); ++i) {
+    if (sp[i] > k) {
+      throw std::invalid_argument("[segmented_mm] segment bound " + std::to_string(sp[i]) +
+                                  " is past the shared dim " + std::to_string(k));
+    }
+  }
+  const size_t count = seg.size() / 2;
+  if (out.size() == 0) return;
+  const Dtype dt = out.dtype();
+  if (dt == float32 || dt == float64) {
+    const array a = cpu::ensure_row_contiguous(inputs[0]);
+    const array b = cpu::ensure_row_contiguous(inputs[1]);
+    if (dt == float32) {
+      segment_products<float>(a, b, sp, count, out.data<float>());
+    } else {
+      segment_products<double>(a, b, sp, count, out.data<double>());
+    }
+    return;
+  }
+  // float16 / bfloat16: a float32 product, rounded once.
+  array out32(allocator::malloc(out.size() * sizeof(float)), out.shape(), float32, allocator::free);
+  segment_products<float>(to_float32(inputs[0]), to_float32(inputs[1]), sp, count,
+                          out32.data<float>());
+  cpu::copy_into(out32, out);
 }
 
 }  // namespace tessera

@@ -275,4 +275,8 @@ void Pad::eval_cpu(const std::vector<array>& inputs, array& out) {
                   ost);
 }
 
+void Depends::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  for (size_t i = 0; i < outputs.size(); ++i) outputs[i].copy_shared_buffer(inputs[i]);
+}
+
 }  // namespace tessera

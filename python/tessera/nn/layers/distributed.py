@@ -252,7 +252,7 @@ class _QuantizedShardedLinear(Module):
     def _init_quantized(self, where, rows, cols, input_dims, bias_size, group_size, bits, mode):
         self.group_size, self.bits = _defaults_for_mode(where, mode, group_size, bits)
         self.mode = mode
-        if mode == "affine" and isinstance(self.group_size, int) and cols % self.group_size:
+        if isinstance(self.group_size, int) and self.group_size > 0 and cols % self.group_size:
             raise ValueError(
                 f"{where}: each rank's weight has {cols} inputs, not a multiple of group_size="
                 f"{self.group_size}; every rank must hold whole quantization groups")

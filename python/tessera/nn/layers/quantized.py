@@ -13,8 +13,7 @@ from tessera.utils import tree_map_with_path
 
 __all__ = ["quantize", "QuantizedEmbedding", "QuantizedLinear"]
 
-# MLX's (group_size, bits) defaults per mode. Only "affine" is implemented by the core ops; the
-# others are passed through so that the user meets the core's error, which says so.
+# MLX's (group_size, bits) defaults per mode (the fp modes accept only theirs; the core says so).
 _MODE_DEFAULTS = {"affine": (64, 4), "mxfp4": (32, 4), "nvfp4": (16, 4), "mxfp8": (32, 8)}
 
 
@@ -22,7 +21,7 @@ def _defaults_for_mode(where, mode, group_size, bits):
     if mode not in _MODE_DEFAULTS:
         raise ValueError(
             f"{where}: quantization mode {mode!r} is unknown; use one of "
-            + ", ".join(repr(m) for m in _MODE_DEFAULTS) + " (Tessera implements 'affine' so far)")
+            + ", ".join(repr(m) for m in _MODE_DEFAULTS))
     default_group_size, default_bits = _MODE_DEFAULTS[mode]
     return (default_group_size if group_size is None else group_size,
             default_bits if bits is None else bits)
@@ -36,10 +35,12 @@ def _check_dims(where, **dims):
 
 def _check_groups(where, name, size, group_size, mode):
     # The core names only the matrix shape; say which argument of the layer to change.
-    if mode == "affine" and isinstance(group_size, int) and group_size > 0 and size % group_size:
+    if isinstance(group_size, int) and group_size > 0 and size % group_size:
+        fix = ("choose a group_size of 32, 64 or 128 that divides it" if mode == "affine"
+               else f"mode {mode!r} needs a multiple of {group_size}")
         raise ValueError(
             f"{where}: {name}={size} is not a multiple of group_size={group_size}; quantization "
-            "groups run along that axis (choose a group_size of 32, 64 or 128 that divides it)")
+            f"groups run along that axis ({fix})")
 
 
 def _quantize(weight, group_size, bits, mode):
@@ -71,8 +72,8 @@ def quantize(
         group_size (int, optional): The quantization group size (see
             :func:`tessera.core.quantize`). Default: the mode's (64 for ``"affine"``).
         bits (int, optional): The bits per weight. Default: the mode's (4 for ``"affine"``).
-        mode (str): The quantization mode. Default: ``"affine"`` (the only one Tessera
-            implements so far).
+        mode (str): The quantization mode: ``"affine"``, ``"mxfp4"``, ``"mxfp8"`` or
+            ``"nvfp4"``. Default: ``"affine"``.
         quantize_input (bool): Quantize the activations too (MLX's ``QQLinear``; not in
             Tessera yet). Default: ``False``.
         class_predicate (callable, optional): ``fn(path, module)`` returning ``False`` (keep
