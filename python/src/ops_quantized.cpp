@@ -112,6 +112,60 @@ void init_ops_quantized(nb::module_& m) {
       "        does not depend on it). Default: ``False``.\n\n"
       "Returns:\n"
       "    array: The products, shaped broadcast(lhs_indices, rhs_indices) + (M, N).\n");
+  m.def(
+      "qqmm",
+      [](const array& x, const array& w, const std::optional<array>& scales,
+         std::optional<int> group_size, std::optional<int> bits, const std::string& mode,
+         const std::optional<array>& global_scale_x, const std::optional<array>& global_scale_w,
+         StreamOrDevice s) {
+        return qqmm(x, w, scales, group_size, bits, mode, global_scale_x, global_scale_w, s);
+      },
+      nb::arg(), nb::arg(), "scales"_a = nb::none(), "group_size"_a = nb::none(),
+      "bits"_a = nb::none(), "mode"_a = "nvfp4", "global_scale_x"_a = nb::none(),
+      "global_scale_w"_a = nb::none(), nb::kw_only(), "stream"_a = nb::none(),
+      "Matrix multiplication with both operands quantized: ``x @ w.T`` where ``x`` is\n"
+      "quantized in ``mode`` and ``w`` is packed already (uint32, with ``scales``) or\n"
+      "quantized here.\n\n"
+      "Args:\n"
+      "    x (array): Input (..., K), float32 / float16 / bfloat16.\n"
+      "    w (array): Packed weights with ``scales``, or floats to quantize.\n"
+      "    scales (array, optional): The scales of a packed ``w``.\n"
+      "    group_size (int, optional): Default: the mode's.\n"
+      "    bits (int, optional): Default: the mode's.\n"
+      "    mode (str, optional): ``'nvfp4'``, ``'mxfp8'`` or ``'mxfp4'``. Default: ``'nvfp4'``.\n"
+      "    global_scale_x (array, optional): nvfp4's global scale of ``x``.\n"
+      "    global_scale_w (array, optional): nvfp4's global scale of ``w`` (both or neither).\n\n"
+      "Returns:\n"
+      "    array: The product, in x's dtype.\n");
+  m.def(
+      "gather_qqmm",
+      [](const array& x, const array& w, const std::optional<array>& scales,
+         const std::optional<array>& lhs_indices, const std::optional<array>& rhs_indices,
+         std::optional<int> group_size, std::optional<int> bits, const std::string& mode,
+         const std::optional<array>& global_scale_x, const std::optional<array>& global_scale_w,
+         bool sorted_indices, StreamOrDevice s) {
+        return gather_qqmm(x, w, scales, lhs_indices, rhs_indices, group_size, bits, mode,
+                           global_scale_x, global_scale_w, sorted_indices, s);
+      },
+      nb::arg(), nb::arg(), "scales"_a = nb::none(), "lhs_indices"_a = nb::none(),
+      "rhs_indices"_a = nb::none(), "group_size"_a = nb::none(), "bits"_a = nb::none(),
+      "mode"_a = "nvfp4", "global_scale_x"_a = nb::none(), "global_scale_w"_a = nb::none(),
+      nb::kw_only(), "sorted_indices"_a = false, "stream"_a = nb::none(),
+      ":func:`qqmm` with matrix-level gather, as :func:`gather_qmm` gathers.\n\n"
+      "Args:\n"
+      "    x (array): Input (..., M, K).\n"
+      "    w (array): Packed weights with ``scales``, or floats to quantize.\n"
+      "    scales (array, optional): The scales of a packed ``w``.\n"
+      "    lhs_indices (array, optional): Integer indices into x's matrices.\n"
+      "    rhs_indices (array, optional): Integer indices into w's matrices.\n"
+      "    group_size (int, optional): Default: the mode's.\n"
+      "    bits (int, optional): Default: the mode's.\n"
+      "    mode (str, optional): Default: ``'nvfp4'``.\n"
+      "    global_scale_x (array, optional): nvfp4's global scale of ``x``.\n"
+      "    global_scale_w (array, optional): nvfp4's global scale of ``w``.\n"
+      "    sorted_indices (bool, optional): A hint. Default: ``False``.\n\n"
+      "Returns:\n"
+      "    array: The products.\n");
   m.def("to_fp8", &to_fp8, nb::arg(), nb::kw_only(), "stream"_a = nb::none(),
         "Convert to fp8 e4m3 bytes (uint8), rounding to nearest even and saturating at 448.");
   m.def("from_fp8", &from_fp8, nb::arg(), "dtype"_a = bfloat16, nb::kw_only(),

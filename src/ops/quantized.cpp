@@ -299,6 +299,98 @@ array gather_qmm(const array& x, const array& w, const array& scales,
                std::move(in));
 }
 
+namespace {
+
+// qqmm's operands: x's values as its quantization in the mode leaves them, w packed (quantized
+// here when given as floats) with its scales, and the factor global_scale_w / (448 * 6) that the
+// packed product still owes (nvfp4 with global scales).
+struct QQOperands {
+  array xhat, wq, scales;
+  std::optional<array> w_factor;
+};
+
+QQOperands qq_operands(const char* op, const array& x, const array& w,
+                       const std::optional<array>& scales_w, const Format& f,
+                       const std::optional<array>& gsx, const std::optional<array>& gsw,
+                       const Stream& s) {
+  if (f.affine()) {
+    throw std::invalid_argument(tag(op) + "quantizes both operands in an fp mode ('nvfp4', "
+                                "'mxfp8' or 'mxfp4'); for an affine weight use quantized_matmul");
+  }
+  auto half_or_single = [&](const array& a, const char* which) {
+    if (!issubdtype(a.dtype(), floating) || a.dtype() == float64) {
+      throw std::invalid_argument(tag(op) + which + " must be float32, float16 or bfloat16; got " +
+                                  dtype_name(a.dtype()));
+    }
+  };
+  half_or_single(x, "x");
+  check_global_scale(op, f, gsx);
+  check_global_scale(op, f, gsw);
+  if (gsx.has_value() != gsw.has_value()) {
+    throw std::invalid_argument(tag(op) + "mode 'nvfp4' takes both global_scale_x and "
+                                "global_scale_w, or neither");
+  }
+  const char* mode = quant_mode_name(f.mode);
+  std::optional<array> wq, sw;
+  if (w.dtype() == uint32) {
+    if (!scales_w) {
+      throw std::invalid_argument(tag(op) + "a packed (uint32) w needs its scales");
+    }
+    wq = w;
+    sw = *scales_w;
+  } else {
+    half_or_single(w, "w");
+    if (scales_w) {
+      throw std::invalid_argument(tag(op) + "scales belong to a packed (uint32) w; this w is " +
+                                  dtype_name(w.dtype()) + " and is quantized here");
+    }
+    auto q = quantize(w, f.group_size, f.bits, mode, gsw, s);
+    wq = q[0];
+    sw = q[1];
+  }
+  auto xq = quantize(x.ndim() == 1 ? reshape(x, {1, x.shape(0)}, s) : x, f.group_size, f.bits,
+                     mode, gsx, s);
+  array xhat = dequantize(xq[0], xq[1], std::nullopt, f.group_size, f.bits, mode, gsx,
+                          x.dtype(), s);
+  if (x.ndim() == 1) xhat = reshape(xhat, {x.shape(0)}, s);
+  std::optional<array> factor;
+  if (gsw) factor = divide(reshape(*gsw, {}, s), array(2688.0f), s);
+  return {xhat, *wq, *sw, factor};
+}
+
+array owed(const array& out, const std::optional<array>& factor, const Stream& s) {
+  return factor ? astype(multiply(out, *factor, s), out.dtype(), s) : out;
+}
+
+}  // namespace
+
+array qqmm(const array& x, const array& w, const std::optional<array>& scales_w,
+           std::optional<int> group_size, std::optional<int> bits, const std::string& mode,
+           const std::optional<array>& global_scale_x, const std::optional<array>& global_scale_w,
+           StreamOrDevice s) {
+  const Format f = quant_format("qqmm", mode, group_size, bits);
+  const Stream st = to_stream(s);
+  auto o = qq_operands("qqmm", x, w, scales_w, f, global_scale_x, global_scale_w, st);
+  return owed(quantized_matmul(o.xhat, o.wq, o.scales, std::nullopt, true, f.group_size, f.bits,
+                               mode, st),
+              o.w_factor, st);
+}
+
+array gather_qqmm(const array& x, const array& w, const std::optional<array>& scales_w,
+                  const std::optional<array>& lhs_indices,
+                  const std::optional<array>& rhs_indices, std::optional<int> group_size,
+                  std::optional<int> bits, const std::string& mode,
+                  const std::optional<array>& global_scale_x,
+                  const std::optional<array>& global_scale_w, bool sorted_indices,
+                  StreamOrDevice s) {
+  const Format f = quant_format("gather_qqmm", mode, group_size, bits);
+  const Stream st = to_stream(s);
+  auto o = qq_operands("gather_qqmm", x, w, scales_w, f, global_scale_x, global_scale_w, st);
+  return owed(gather_qmm(o.xhat, o.wq, o.scales, std::nullopt, lhs_indices, rhs_indices, true,
+                         f.group_size, f.bits, mode, sorted_indices, st),
+              o.w_factor, st);
+}
+
 // ---- the primitives ----
 
 bool AffineQuantize::is_equivalent(const Primitive& other) const {

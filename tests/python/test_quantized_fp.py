@@ -233,3 +233,54 @@ def test_quantized_linear_in_fp_modes():
 def test_errors_name_the_problem(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+# ---- qqmm / gather_qqmm: both operands quantized ----
+
+@pytest.mark.parametrize("rows", [1, 5])
+@pytest.mark.parametrize("mode, global_scales", [("nvfp4", False), ("nvfp4", True),
+                                                 ("mxfp8", False), ("mxfp4", False)])
+def test_qqmm_multiplies_the_quantized_values(mode, global_scales, rows):
+    x = RNG.standard_normal((rows, 128)).astype(np.float32)
+    w = RNG.standard_normal((40, 128)).astype(np.float32)
+    gx = mx.array(np.float32(np.abs(x).max())) if global_scales else None
+    gw = mx.array(np.float32(np.abs(w).max())) if global_scales else None
+    xq = mx.quantize(mx.array(x), mode=mode, global_scale=gx)
+    wq, ws = mx.quantize(mx.array(w), mode=mode, global_scale=gw)
+    g = lambda a: None if a is None else float(np.array(a))
+    xd = decode(np.array(xq[0]), np.array(xq[1]), mode, g(gx))
+    wd = decode(np.array(wq), np.array(ws), mode, g(gw))
+    want = xd @ wd.T
+    packed = mx.qqmm(mx.array(x), wq, ws, mode=mode, global_scale_x=gx, global_scale_w=gw)
+    unpacked = mx.qqmm(mx.array(x), mx.array(w), mode=mode, global_scale_x=gx, global_scale_w=gw)
+    for got in (packed, unpacked):
+        assert got.shape == (rows, 40) and got.dtype == mx.float32
+        np.testing.assert_allclose(np.array(got), want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    vec = mx.qqmm(mx.array(x[0]), wq, ws, mode=mode, global_scale_x=gx, global_scale_w=gw)
+    assert vec.shape == (40,)
+
+
+def test_gather_qqmm_gathers_experts():
+    x = RNG.standard_normal((3, 2, 64)).astype(np.float32)
+    w = RNG.standard_normal((4, 16, 64)).astype(np.float32)
+    wq, ws = mx.quantize(mx.array(w), mode="mxfp8")
+    lhs, rhs = np.array([2, 0, 1, 1]), np.array([3, 3, 0, 2])
+    got = mx.gather_qqmm(mx.array(x), wq, ws, mx.array(lhs), mx.array(rhs), mode="mxfp8")
+    xq = mx.quantize(mx.array(x), mode="mxfp8")
+    xd = decode(np.array(xq[0]).reshape(6, -1), np.array(xq[1]).reshape(6, -1), "mxfp8")
+    wd = decode(np.array(wq).reshape(64, -1), np.array(ws).reshape(64, -1), "mxfp8")
+    want = xd.reshape(3, 2, 64)[lhs] @ np.swapaxes(wd.reshape(4, 16, 64)[rhs], -1, -2)
+    assert got.shape == (4, 2, 16)
+    np.testing.assert_allclose(np.array(got), want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+def test_qqmm_errors():
+    x, w = mx.ones((2, 64)), mx.ones((8, 64))
+    with pytest.raises(ValueError, match="quantizes both operands in an fp mode"):
+        mx.qqmm(x, w, mode="affine")
+    with pytest.raises(ValueError, match="both global_scale_x and global_scale_w, or neither"):
+        mx.qqmm(x, w, global_scale_x=mx.array(1.0))
+    with pytest.raises(ValueError, match="packed \\(uint32\\) w needs its scales"):
+        mx.qqmm(x, mx.quantize(w, mode="nvfp4")[0])
+    with pytest.raises(ValueError, match="float32, float16 or bfloat16"):
+        mx.qqmm(x.astype(mx.float64), w)

@@ -56,6 +56,26 @@ array gather_qmm(const array& x, const array& w, const array& scales,
                  std::optional<int> bits = std::nullopt, const std::string& mode = "affine",
                  bool sorted_indices = false, StreamOrDevice s = {});
 
+// Both operands quantized (MLX's qqmm): x is quantized in `mode` (one of the fp modes; with
+// global_scale_x for nvfp4) and multiplied, as its dequantized values, by w^T, which is either
+// packed already (uint32, with scales_w) or quantized here (with global_scale_w). nvfp4 takes both
+// global scales or neither. x (..., K) of float32 / float16 / bfloat16; out in x's dtype.
+array qqmm(const array& x, const array& w, const std::optional<array>& scales_w = std::nullopt,
+           std::optional<int> group_size = std::nullopt, std::optional<int> bits = std::nullopt,
+           const std::string& mode = "nvfp4",
+           const std::optional<array>& global_scale_x = std::nullopt,
+           const std::optional<array>& global_scale_w = std::nullopt, StreamOrDevice s = {});
+// qqmm's operands gathered as gather_qmm gathers them.
+array gather_qqmm(const array& x, const array& w,
+                  const std::optional<array>& scales_w = std::nullopt,
+                  const std::optional<array>& lhs_indices = std::nullopt,
+                  const std::optional<array>& rhs_indices = std::nullopt,
+                  std::optional<int> group_size = std::nullopt,
+                  std::optional<int> bits = std::nullopt, const std::string& mode = "nvfp4",
+                  const std::optional<array>& global_scale_x = std::nullopt,
+                  const std::optional<array>& global_scale_w = std::nullopt,
+                  bool sorted_indices = false, StreamOrDevice s = {});
+
 // x as fp8 e4m3 bytes (uint8): round to nearest even, saturating at +-448; NaN stays NaN (MLX
 // saturates it to 448).
 array to_fp8(const array& x, StreamOrDevice s = {});
