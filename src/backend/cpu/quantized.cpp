@@ -76,16 +76,25 @@ const float* fp8_table() {
   return table.data();
 }
 
+// e8m0 scales by code: 2^(code - 127).
+const float* e8m0_table() {
+  static const auto table = [] {
+    std::array<float, 256> t{};
+    for (int i = 0; i < 256; ++i) t[i] = std::ldexp(1.0f, i - 127);
+    return t;
+  }();
+  return table.data();
+}
+
 // How a packed row decodes: affine's integers q (w = scale * q + bias), or an fp mode's element
 // values (w = scale * v) with one uint8 scale code per group.
 struct Codec {
   QuantMode mode;
   int bits, group_size;
   bool affine() const { return mode == QuantMode::Affine; }
-  // The group scale a uint8 code stands for: 2^(code - 127) (e8m0) or an fp8 e4m3 value.
-  float scale(uint8_t code) const {
-    return mode == QuantMode::Nvfp4 ? fp8_to_float(code) : std::ldexp(1.0f, int{code} - 127);
-  }
+  // The group scale a uint8 code stands for: an fp8 e4m3 value (nvfp4) or 2^(code - 127).
+  float scale(uint8_t code) const { return scales()[code]; }
+  const float* scales() const { return mode == QuantMode::Nvfp4 ? fp8_table() : e8m0_table(); }
   void values(const uint8_t* row, int64_t first, int64_t n, float* out) const;
 };
 
@@ -245,14 +254,17 @@ A group_bias(const S* biases, int64_t i) {
   return biases ? to_acc<A>(biases[i]) : A(0);
 }
 
-// Group g's dot product of x with the packed row (A accumulation). With affine 4 bits, x comes
-// de-interleaved (even elements then odd ones per group) so both nibble streams read x
-// contiguously; the other formats decode the group into q first.
+// Lanes of the packed matrix-vector product: independent partial sums (summed in a fixed
+// order at the end of a row), so the loops vectorise without reassociating one running sum.
+constexpr int kLanes = 16;
+
+// Adds scale * (group g of x) . (the packed row's group) into lanes[] (A accumulation). With
+// affine 4 bits, x comes de-interleaved (even elements then odd ones per group) so both nibble
+// streams read x contiguously; the other formats decode the group into q first (fp4 by a table
+// of byte pairs).
 template <typename A>
-A group_dot(const A* xg, const uint8_t* row, int64_t first, const Codec& c, float* q) {
-  // kLanes independent partial sums (summed in a fixed order), so the loops vectorise without
-  // reassociating a single running sum.
-  constexpr int kLanes = 16;
+void group_dot(A* lanes, A scale, const A* xg, const uint8_t* row, int64_t first, const Codec& c,
+               float* q) {
   A acc[kLanes] = {};
   const int group_size = c.group_size;
   if (c.affine() && c.bits == 4) {
@@ -274,9 +286,7 @@ A group_dot(const A* xg, const uint8_t* row, int64_t first, const Codec& c, floa
       for (int l = 0; l < kLanes; ++l) acc[l] += xg[i + l] * static_cast<A>(q[i + l]);
     }
   }
-  A dot = 0;
-  for (int l = 0; l < kLanes; ++l) dot += acc[l];
-  return dot;
+  for (int l = 0; l < kLanes; ++l) lanes[l] += scale * acc[l];
 }
 
 // out (M, N) = x (M, K) @ W^T, W (N, K) packed; accumulation in A.
@@ -336,13 +346,14 @@ void qmm_transposed(const T* x, const uint8_t* packed, const S* scales, const S*
       const uint8_t* row = packed + col * row_bytes;
       for (int64_t r = 0; r < m; ++r) {
         const A* xr = xa.data() + r * k;
-        A total = 0;
+        A lanes[kLanes] = {}, total = 0;
         for (int64_t g = 0; g < groups; ++g) {
           const int64_t i = static_cast<int64_t>(col) * groups + g;
-          const A dot = group_dot(xr + g * group_size, row, g * group_size, c, q.data());
-          total += group_scale<A>(c, scales[i]) * dot;
+          group_dot(lanes, group_scale<A>(c, scales[i]), xr + g * group_size, row, g * group_size,
+                    c, q.data());
           if (biases) total += to_acc<A>(biases[i]) * xsum[r * groups + g];
         }
+        for (int l = 0; l < kLanes; ++l) total += lanes[l];
         out[r * n + col] = from_acc<T>(total);
       }
     }
