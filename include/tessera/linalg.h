@@ -42,6 +42,15 @@ array gather_mm(const array& a, const array& b,
 // b[s0:s1, :] (zeros for an empty segment). Real floating types; no gradients (as MLX).
 array segmented_mm(const array& a, const array& b, const array& segments, StreamOrDevice s = {});
 
+// a @ b with block masks (MLX's block_masked_mm): the matrices are cut into block_size x
+// block_size tiles (32 or 64; the last tiles may be partial); mask_lhs (..., M/bs, K/bs) and
+// mask_rhs (..., K/bs, N/bs) select (bool: keep / zero) or scale (floating) the operands' tiles,
+// mask_out (..., M/bs, N/bs) the product's. Masks broadcast against the batch. No masks: matmul.
+array block_masked_mm(const array& a, const array& b, int block_size = 64,
+                      const std::optional<array>& mask_out = std::nullopt,
+                      const std::optional<array>& mask_lhs = std::nullopt,
+                      const std::optional<array>& mask_rhs = std::nullopt, StreamOrDevice s = {});
+
 // Sum over the last axis of a and b (a 0-d input multiplies elementwise).
 array inner(const array& a, const array& b, StreamOrDevice s = {});
 // flatten(a)[:, None] * flatten(b)[None, :].

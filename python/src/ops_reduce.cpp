@@ -340,6 +340,28 @@ void init_ops_reduce(nb::module_& m) {
       "Returns:\n"
       "    array: (..., M, N): ``a[:, s0:s1] @ b[s0:s1]`` per segment.\n");
   m.def(
+      "block_masked_mm",
+      [](const array& a, const array& b, int block_size, const std::optional<array>& mask_out,
+         const std::optional<array>& mask_lhs, const std::optional<array>& mask_rhs,
+         StreamOrDevice s) {
+        return block_masked_mm(a, b, block_size, mask_out, mask_lhs, mask_rhs, s);
+      },
+      nb::arg(), nb::arg(), "block_size"_a = 64, "mask_out"_a = nb::none(),
+      "mask_lhs"_a = nb::none(), "mask_rhs"_a = nb::none(), nb::kw_only(),
+      "stream"_a = nb::none(),
+      "Matrix multiplication with block masking.\n\n"
+      "The operands and the product are cut into ``block_size`` x ``block_size`` tiles;\n"
+      "a bool mask keeps or zeroes a tile, a floating one scales it.\n\n"
+      "Args:\n"
+      "    a (array): Input (..., M, K).\n"
+      "    b (array): Input (..., K, N).\n"
+      "    block_size (int, optional): 32 or 64. Default: ``64``.\n"
+      "    mask_out (array, optional): (..., ceil(M / bs), ceil(N / bs)).\n"
+      "    mask_lhs (array, optional): (..., ceil(M / bs), ceil(K / bs)).\n"
+      "    mask_rhs (array, optional): (..., ceil(K / bs), ceil(N / bs)).\n\n"
+      "Returns:\n"
+      "    array: The masked product.\n");
+  m.def(
       "addmm",
       [](const array& c, const array& a, const array& b, float alpha, float beta,
          StreamOrDevice s) { return addmm(c, a, b, alpha, beta, s); },

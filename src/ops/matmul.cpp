@@ -157,6 +157,82 @@ array segmented_mm(const array& in_a, const array& in_b, const array& segments,
                {astype(in_a, dt, st), astype(in_b, dt, st), astype(segments, uint32, st)});
 }
 
+namespace {
+
+// x with the tiles of `mask` applied: mask (..., ceil(rows / bs), ceil(cols / bs)) broadcast to
+// x's batch, each entry spread over its bs x bs tile; bool keeps or zeroes (so a masked NaN
+// vanishes), floating scales.
+array apply_block_mask(const array& x, const array& mask, int bs, const char* name,
+                       const Stream& s) {
+  const int rows = x.shape(-2), cols = x.shape(-1);
+  Shape tiles(x.shape().begin(), x.shape().end() - 2);
+  tiles.push_back((rows + bs - 1) / bs);
+  tiles.push_back((cols + bs - 1) / bs);
+  std::optional<array> spread;
+  try {
+    spread = broadcast_to(mask, tiles, s);
+  } catch (const std::invalid_argument&) {
+    throw std::invalid_argument(std::string("[block_masked_mm] ") + name + " " +
+                                detail::shape_str(mask.shape()) + " does not broadcast to the " +
+                                "tiles " + detail::shape_str(tiles) + " of block size " +
+                                std::to_string(bs));
+  }
+  Shape start(x.ndim(), 0), stop = x.shape();
+  array m = slice(repeat(repeat(*spread, bs, -2, s), bs, -1, s), start, stop, s);
+  if (mask.dtype() == bool_) return where(m, x, zeros({}, x.dtype(), s), s);
+  if (!issubdtype(mask.dtype(), floating)) {
+    throw std::invalid_argument(std::string("[block_masked_mm] ") + name +
+                                " must be bool or floating; got " + dtype_name(mask.dtype()));
+  }
+  return multiply(x, astype(m, x.dtype(), s), s);
+}
+
+}  // namespace
+
+array block_masked_mm(const array& in_a, const array& in_b, int block_size,
+                      const std::optional<array>& mask_out, const std::optional<array>& mask_lhs,
+                      const std::optional<array>& mask_rhs, StreamOrDevice s) {
+  if (!mask_out && !mask_lhs && !mask_rhs) return matmul(in_a, in_b, s);
+  if (block_size != 32 && block_size != 64) {
+    throw std::invalid_argument("[block_masked_mm] block_size " + std::to_string(block_size) +
+                                " is not supported: use 32 or 64");
+  }
+  if (in_a.ndim() == 0 || in_b.ndim() == 0) {
+    throw std::invalid_argument("[block_masked_mm] inputs must have at least one dimension");
+  }
+  const Stream st = to_stream(s);
+  const bool a_vec = in_a.ndim() == 1, b_vec = in_b.ndim() == 1;
+  array a = a_vec ? expand_dims(in_a, 0, st) : in_a;
+  array b = b_vec ? expand_dims(in_b, 1, st) : in_b;
+  if (a.shape(-1) != b.shape(-2)) {
+    throw std::invalid_argument("[block_masked_mm] last dimension of a " +
+                                detail::shape_str(in_a.shape()) +
+                                " must match the second to last of b " +
+                                detail::shape_str(in_b.shape()));
+  }
+  const Dtype dt = promote_types(a.dtype(), b.dtype());
+  if (!issubdtype(dt, floating)) {
+    throw std::invalid_argument("[block_masked_mm] only real floating inputs are supported; got " +
+                                dtype_name(in_a.dtype()) + " and " + dtype_name(in_b.dtype()));
+  }
+  Shape batch = broadcast_batch("block_masked_mm", a.shape(), b.shape());
+  a = broadcast_to(astype(a, dt, st), with_matrix(batch, a.shape(-2), a.shape(-1)), st);
+  b = broadcast_to(astype(b, dt, st), with_matrix(batch, b.shape(-2), b.shape(-1)), st);
+  if (mask_lhs) a = apply_block_mask(a, a_vec ? expand_dims(*mask_lhs, -2, st) : *mask_lhs,
+                                     block_size, "mask_lhs", st);
+  if (mask_rhs) b = apply_block_mask(b, b_vec ? expand_dims(*mask_rhs, -1, st) : *mask_rhs,
+                                     block_size, "mask_rhs", st);
+  array out = matmul(a, b, st);
+  if (mask_out) {
+    array m = *mask_out;
+    if (a_vec) m = expand_dims(m, -2, st);
+    if (b_vec) m = expand_dims(m, -1, st);
+    out = apply_block_mask(out, m, block_size, "mask_out", st);
+  }
+  Shape final_shape = drop_vector_dims(out.shape(), a_vec, b_vec);
+  return final_shape == out.shape() ? out : reshape(out, final_shape, st);
+}
+
 array addmm(array c, array a, array b, const float& alpha, const float& beta, StreamOrDevice s) {
   if (a.ndim() == 0 || b.ndim() == 0) {
     throw std::invalid_argument("[addmm] a and b must have at least one dimension; got shapes " +

@@ -10,6 +10,7 @@
 #include "ops/utils.h"
 #include "tessera/linalg.h"
 #include "tessera/ops.h"
+#include "tessera/transforms.h"
 
 namespace tessera {
 
@@ -370,10 +371,38 @@ array qqmm(const array& x, const array& w, const std::optional<array>& scales_w,
            StreamOrDevice s) {
   const Format f = quant_format("qqmm", mode, group_size, bits);
   const Stream st = to_stream(s);
-  auto o = qq_operands("qqmm", x, w, scales_w, f, global_scale_x, global_scale_w, st);
-  return owed(quantized_matmul(o.xhat, o.wq, o.scales, std::nullopt, true, f.group_size, f.bits,
-                               mode, st),
-              o.w_factor, st);
+  auto product = [=](const array& xs, const array& ws) {
+    auto o = qq_operands("qqmm", xs, ws, scales_w, f, global_scale_x, global_scale_w, st);
+    return owed(quantized_matmul(o.xhat, o.wq, o.scales, std::nullopt, true, f.group_size,
+                                 f.bits, mode, st),
+                o.w_factor, st);
+  };
+  if (w.dtype() == uint32 || x.ndim() == 0) return product(x, w);
+  // A float w (training): MLX's gradients, themselves products of quantized operands:
+  // dx = qqmm(g, w^T) and dw = qqmm(g^T, x^T) (so N and the rows of x quantize in groups too),
+  // g's global scale max |g| when the forward product has global scales.
+  const int k = x.shape(-1);
+  array x2 = x.ndim() == 2 ? x : reshape(x, {-1, k}, st);
+  auto fwd = [=](const std::vector<array>& in) {
+    return std::vector<array>{product(in[0], in[1])};
+  };
+  auto bwd = [=](const std::vector<array>& primals, const std::vector<array>& cotangents,
+                 const std::vector<array>&) {
+    const array& g = cotangents[0];
+    std::optional<array> g_scale;
+    if (global_scale_x) g_scale = astype(max(abs(g, st), false, st), float32, st);
+    const array &xs = primals[0], &ws = primals[1];
+    return std::vector<array>{
+        qqmm(g, swapaxes(ws, -1, -2, st), std::nullopt, f.group_size, f.bits, mode, g_scale,
+             global_scale_w, st),
+        qqmm(swapaxes(g, -1, -2, st), swapaxes(xs, -1, -2, st), std::nullopt, f.group_size,
+             f.bits, mode, g_scale, global_scale_x, st)};
+  };
+  array out = custom_vjp(fwd, bwd)({x2, w})[0];
+  if (x.ndim() == 2) return out;
+  Shape shape = x.shape();
+  shape.back() = out.shape(-1);
+  return reshape(out, shape, st);
 }
 
 array gather_qqmm(const array& x, const array& w, const std::optional<array>& scales_w,

@@ -3,7 +3,7 @@ products: each index position multiplies a's matrix lhs_indices[i] by b's, possi
 matrix rhs_indices[i]) against NumPy products (of the dequantized matrices for gather_qmm: affine
 and fp modes, both orientations, broadcast indices, defaults, 1-D operands), their gradients
 against the same product composed from take + matmul / quantized_matmul; segmented_mm against
-NumPy slices; and the errors."""
+NumPy slices; block_masked_mm against NumPy's masked tiles; and the errors."""
 
 import numpy as np
 import pytest
@@ -167,3 +167,45 @@ def test_segmented_mm_errors():
         mx.segmented_mm(a, b, mx.array([0, 1, 2]))
     with pytest.raises(ValueError, match="must be matrices"):
         mx.segmented_mm(mx.ones((1, 2, 4)), b, mx.array([[0, 1]]))
+
+
+# ---- block_masked_mm ----
+
+def spread(mask, bs, rows, cols):
+    return np.repeat(np.repeat(mask, bs, -2), bs, -1)[..., :rows, :cols]
+
+
+@pytest.mark.parametrize("bs", [32, 64])
+def test_block_masked_mm_matches_numpy(bs):
+    M, K, N = 70, 100, 40  # partial last tiles
+    tm, tk, tn = (-(-d // bs) for d in (M, K, N))
+    a = RNG.standard_normal((2, M, K)).astype(np.float32)
+    b = RNG.standard_normal((K, N)).astype(np.float32)
+    a[0, :5, :5] = np.nan  # in a masked-out tile of a bool mask: must vanish
+    ml = RNG.random((2, tm, tk)) > 0.4
+    ml[0, 0, 0] = False
+    mr = RNG.random((tk, tn)) > 0.3
+    mo = RNG.random((2, tm, tn)) > 0.2
+    got = mx.block_masked_mm(mx.array(a), mx.array(b), bs, mx.array(mo), mx.array(ml), mx.array(mr))
+    am = np.where(spread(ml, bs, M, K), a, 0)
+    bm = np.where(spread(mr, bs, K, N), b, 0)
+    want = np.where(spread(mo, bs, M, N), am @ bm, 0)
+    np.testing.assert_allclose(np.array(got), want, rtol=1e-4, atol=1e-4)
+    # Floating masks scale their tiles.
+    fl = RNG.random((tm, tk)).astype(np.float32)
+    got = mx.block_masked_mm(mx.array(a[1]), mx.array(b), bs, mask_lhs=mx.array(fl))
+    want = (a[1] * spread(fl, bs, M, K)) @ b
+    np.testing.assert_allclose(np.array(got), want, rtol=1e-4, atol=1e-4)
+
+
+def test_block_masked_mm_gradient_and_errors():
+    a = mx.array(RNG.standard_normal((64, 64)).astype(np.float32))
+    b = mx.array(RNG.standard_normal((64, 64)).astype(np.float32))
+    ml = mx.array(np.array([[True, False], [False, True]]))
+    g = mx.grad(lambda a: mx.block_masked_mm(a, b, 32, mask_lhs=ml).sum())(a)
+    want = np.where(spread(np.array(ml), 32, 64, 64), np.ones((64, 64)) @ np.array(b).T, 0)
+    np.testing.assert_allclose(np.array(g), want, rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="block_size 16 is not supported"):
+        mx.block_masked_mm(a, b, 16, mask_out=mx.array([[True]]))
+    with pytest.raises(ValueError, match="mask_out \\(3,3\\) does not broadcast"):
+        mx.block_masked_mm(a, b, 32, mask_out=mx.ones((3, 3), mx.bool_))

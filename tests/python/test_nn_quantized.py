@@ -226,9 +226,45 @@ def test_quantize_rejects_bad_predicates():
         nn.quantize(make_model(), class_predicate=lambda p, m: True)
     with pytest.raises(ValueError, match="quantize_input=True is not supported for embeddings"):
         nn.quantize(make_model(), quantize_input=True)
-    with pytest.raises(ValueError, match="QQLinear.*not supported by Tessera yet"):
+    with pytest.raises(ValueError, match="'nvfp4' and 'mxfp8' modes"):
         nn.quantize(make_model(), quantize_input=True,
                     class_predicate=lambda p, m: isinstance(m, nn.Linear))
+
+
+# ---- QQLinear: the input quantized too ----
+
+@pytest.mark.parametrize("mode", ["nvfp4", "mxfp8"])
+def test_qqlinear_trains_on_floats_and_evaluates_packed(mode):
+    lin = nn.Linear(64, 32, bias=False)
+    q = lin.to_quantized(mode=mode, quantize_input=True)
+    assert isinstance(q, nn.QQLinear) and q.weight.dtype == mx.float32  # training: floats
+    # 32 rows: dw = qqmm(g^T, x^T) quantizes along the rows too.
+    x = mx.array(RNG.standard_normal((32, 64)).astype(np.float32))
+    xd = mx.dequantize(*mx.quantize(x, mode=mode), mode=mode, dtype=mx.float32)
+    wd = mx.dequantize(*mx.quantize(lin.weight, mode=mode), mode=mode, dtype=mx.float32)
+    want = np.array(xd, np.float64) @ np.array(wd, np.float64).T
+    np.testing.assert_allclose(np.array(q(x)), want, rtol=1e-4, atol=1e-4)
+    # Gradients as MLX's: products of quantized operands.
+    g = mx.ones((32, 32))
+    gq = mx.dequantize(*mx.quantize(g, mode=mode), mode=mode, dtype=mx.float32)
+    wt = mx.dequantize(*mx.quantize(lin.weight.T, mode=mode), mode=mode, dtype=mx.float32)
+    dx = mx.grad(lambda x: q(x).sum())(x)
+    np.testing.assert_allclose(np.array(dx), np.array(gq, np.float64) @ np.array(wt, np.float64).T,
+                               rtol=1e-4, atol=1e-4)
+    dw = mx.grad(lambda w: mx.qqmm(x, w, mode=mode).sum())(lin.weight)
+    gt = mx.dequantize(*mx.quantize(g.T, mode=mode), mode=mode, dtype=mx.float32)
+    xt = mx.dequantize(*mx.quantize(x.T, mode=mode), mode=mode, dtype=mx.float32)
+    np.testing.assert_allclose(np.array(dw), np.array(gt, np.float64) @ np.array(xt, np.float64).T,
+                               rtol=1e-4, atol=1e-4)
+    q.eval()
+    assert q.weight.dtype == mx.uint32 and q.scales.dtype == mx.uint8
+    np.testing.assert_allclose(np.array(q(x)), want, rtol=1e-4, atol=1e-4)
+    q.train()
+    assert q.weight.dtype == mx.float32 and "scales" not in q
+    with pytest.raises(NotImplementedError, match="has a bias"):
+        nn.Linear(64, 32).to_quantized(mode=mode, quantize_input=True)
+    with pytest.raises(ValueError, match="'nvfp4' and 'mxfp8' modes"):
+        lin.to_quantized(mode="affine", quantize_input=True)
 
 
 # ---- checkpoints ----

@@ -33,7 +33,7 @@ from tessera.nn.layers.pooling import (
     AvgPool1d, AvgPool2d, AvgPool3d, MaxPool1d, MaxPool2d, MaxPool3d,
 )
 from tessera.nn.layers.positional_encoding import ALiBi, RoPE, SinusoidalPositionalEncoding
-from tessera.nn.layers.quantized import QuantizedEmbedding, QuantizedLinear, quantize
+from tessera.nn.layers.quantized import QQLinear, QuantizedEmbedding, QuantizedLinear, quantize
 from tessera.nn.layers.recurrent import GRU, LSTM, RNN
 from tessera.nn.layers.transformer import (
     MultiHeadAttention,

@@ -5,7 +5,7 @@ from typing import Any, Optional
 
 import tessera.core as mx
 from tessera.nn.layers.base import Module
-from tessera.nn.layers.quantized import QuantizedLinear
+from tessera.nn.layers.quantized import QQLinear, QuantizedLinear, _check_qq_mode
 
 
 class Identity(Module):
@@ -57,19 +57,19 @@ class Linear(Module):
         mode: str = "affine",
         quantize_input: bool = False,
     ):
-        """The :class:`QuantizedLinear` approximating this layer (what :func:`quantize` uses).
+        """The :class:`QuantizedLinear` (or, with ``quantize_input``, :class:`QQLinear`)
+        approximating this layer (what :func:`quantize` uses).
 
         Args:
             group_size (int, optional): The quantization group size. Default: the mode's (64).
             bits (int, optional): The bits per weight. Default: the mode's (4).
             mode (str): The quantization mode. Default: ``"affine"``.
-            quantize_input (bool): Quantize the input too (MLX's ``QQLinear``, for ``"nvfp4"``
-                and ``"mxfp8"``; not in Tessera yet). Default: ``False``.
+            quantize_input (bool): Quantize the input too (:class:`QQLinear`, for ``"nvfp4"``
+                and ``"mxfp8"``). Default: ``False``.
         """
         if quantize_input:
-            raise ValueError(
-                "Linear.to_quantized: quantize_input=True (MLX's QQLinear, for the 'nvfp4' and "
-                "'mxfp8' modes) is not supported by Tessera yet; use quantize_input=False")
+            _check_qq_mode("Linear.to_quantized", mode)
+            return QQLinear.from_linear(self, group_size, bits, mode)
         return QuantizedLinear.from_linear(self, group_size, bits, mode)
 
 

@@ -1,4 +1,5 @@
-"""Quantized layers, as MLX's: ``QuantizedLinear``, ``QuantizedEmbedding``, and ``quantize``,
+"""Quantized layers, as MLX's: ``QuantizedLinear``, ``QuantizedEmbedding``, ``QQLinear`` (input
+quantized too) and ``quantize``,
 which swaps a model's layers for their quantized versions (``Linear.to_quantized`` and
 ``Embedding.to_quantized``). Weights are kept packed in MLX's format (``mx.quantize``), so
 MLX's quantized checkpoints load; the quantized parameters start frozen.
@@ -11,7 +12,7 @@ import tessera.core as mx
 from tessera.nn.layers.base import Module
 from tessera.utils import tree_map_with_path
 
-__all__ = ["quantize", "QuantizedEmbedding", "QuantizedLinear"]
+__all__ = ["quantize", "QQLinear", "QuantizedEmbedding", "QuantizedLinear"]
 
 # MLX's (group_size, bits) defaults per mode (the fp modes accept only theirs; the core says so).
 _MODE_DEFAULTS = {"affine": (64, 4), "mxfp4": (32, 4), "nvfp4": (16, 4), "mxfp8": (32, 8)}
@@ -74,8 +75,8 @@ def quantize(
         bits (int, optional): The bits per weight. Default: the mode's (4 for ``"affine"``).
         mode (str): The quantization mode: ``"affine"``, ``"mxfp4"``, ``"mxfp8"`` or
             ``"nvfp4"``. Default: ``"affine"``.
-        quantize_input (bool): Quantize the activations too (MLX's ``QQLinear``; not in
-            Tessera yet). Default: ``False``.
+        quantize_input (bool): Quantize the activations too (:class:`QQLinear`, modes
+            ``"nvfp4"`` and ``"mxfp8"``). Default: ``False``.
         class_predicate (callable, optional): ``fn(path, module)`` returning ``False`` (keep
             the module), ``True`` (quantize it with the arguments above) or a dict of
             arguments for its ``to_quantized``. Default: every module with ``to_quantized``.
@@ -272,3 +273,92 @@ class QuantizedLinear(Module):
         if "bias" in linear_layer:
             layer.bias = linear_layer.bias
         return layer
+
+
+class QQLinear(Module):
+    """A linear layer that quantizes its input as well as its weight (MLX's ``QQLinear``):
+    ``y = qqmm(x, W)``, both operands in an fp mode (``"nvfp4"`` or ``"mxfp8"``).
+
+    In training mode the weight is kept in floating point and quantized on the fly, and the
+    gradients (with respect to the input and the weight) are themselves products of quantized
+    operands, as in MLX; ``eval()`` stores the weight packed with its ``scales``, ``train()``
+    turns it back into floats (of the dtype it had; MLX returns bfloat16). No bias (as MLX).
+
+    Args:
+        input_dims (int): The size of the input's last axis (a multiple of the group size).
+        output_dims (int): The number of outputs.
+        group_size (int, optional): Default: the mode's.
+        bits (int, optional): Default: the mode's.
+        mode (str): ``"nvfp4"`` or ``"mxfp8"``. Default: ``"nvfp4"``.
+    """
+
+    def __init__(self, input_dims: int, output_dims: int, group_size: Optional[int] = None,
+                 bits: Optional[int] = None, mode: str = "nvfp4"):
+        super().__init__()
+        where = "QQLinear"
+        _check_dims(where, input_dims=input_dims, output_dims=output_dims)
+        _check_qq_mode(where, mode)
+        self.group_size, self.bits = _defaults_for_mode(where, mode, group_size, bits)
+        self.mode = mode
+        _check_groups(where, "input_dims", input_dims, self.group_size, mode)
+        scale = math.sqrt(1.0 / input_dims)
+        self.weight = mx.random.uniform(low=-scale, high=scale, shape=(output_dims, input_dims))
+        self._quantized = False
+        self._float_dtype = self.weight.dtype
+
+    def quantize(self):
+        """Store the weight packed (with ``scales``), as ``eval()`` does."""
+        if not self._quantized:
+            self._float_dtype = self.weight.dtype
+            self.weight, self.scales = mx.quantize(self.weight, self.group_size, self.bits,
+                                                   mode=self.mode)
+            self._quantized = True
+
+    def dequantize(self):
+        """Turn the packed weight back into floats, as ``train()`` does."""
+        if self._quantized:
+            self.weight = mx.dequantize(self.weight, self.scales, group_size=self.group_size,
+                                        bits=self.bits, mode=self.mode, dtype=self._float_dtype)
+            self.__delattr__("scales")
+            self._quantized = False
+
+    def _set_training_mode(self, mode: bool):
+        super()._set_training_mode(mode)
+        if self._training:
+            self.dequantize()
+        else:
+            self.quantize()
+
+    def __call__(self, x: mx.array) -> mx.array:
+        return mx.qqmm(x, self["weight"], scales=self.get("scales"), group_size=self.group_size,
+                       bits=self.bits, mode=self.mode)
+
+    def _extra_repr(self) -> str:
+        out_dims, in_dims = self.weight.shape
+        if self.weight.dtype == mx.uint32:
+            in_dims = _unpacked_dims(in_dims, self.bits)
+        return (f"input_dims={in_dims}, output_dims={out_dims}, group_size={self.group_size}, "
+                f"bits={self.bits}, mode={self.mode}")
+
+    @classmethod
+    def from_linear(cls, linear_layer: Module, group_size: Optional[int] = None,
+                    bits: Optional[int] = None, mode: str = "nvfp4") -> "QQLinear":
+        """The :class:`QQLinear` with ``linear_layer``'s weight (which must have no bias, as
+        in MLX), in the same training mode."""
+        output_dims, input_dims = linear_layer.weight.shape
+        if linear_layer.get("bias") is not None:
+            raise NotImplementedError(
+                "QQLinear.from_linear: the layer has a bias, which QQLinear does not support "
+                "(as in MLX); build the Linear with bias=False")
+        layer = cls(input_dims, output_dims, group_size, bits, mode=mode)
+        layer.weight = linear_layer.weight
+        layer._float_dtype = layer.weight.dtype
+        layer.train(linear_layer.training)
+        return layer
+
+
+def _check_qq_mode(where, mode):
+    if mode not in ("nvfp4", "mxfp8"):
+        raise ValueError(
+            f"{where}: quantized activations are supported for the 'nvfp4' and 'mxfp8' modes "
+            f"(as in MLX); got mode {mode!r}")
