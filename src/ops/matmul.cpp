@@ -88,38 +88,56 @@ array matmul(const array& in_a, const array& in_b, StreamOrDevice s) {
   return final_shape == prim_shape ? out : reshape(out, final_shape, s);
 }
 
-array gather_mm(const array& in_a, const array& in_b, const std::optional<array>& lhs_indices,
-                const std::optional<array>& rhs_indices, bool /*sorted_indices: a hint*/,
-                StreamOrDevice s) {
-  if (!lhs_indices && !rhs_indices) return matmul(in_a, in_b, s);
+namespace {
+
+// The operands of a real floating product (gather_mm, block_masked_mm): a 1-D a a row, a 1-D b
+// a column (the flags say which, for drop_vector_dims), K checked, both cast to their common
+// floating dtype.
+struct FloatOperands {
+  array a, b;
+  bool a_vec, b_vec;
+};
+
+FloatOperands float_operands(const char* op, const array& in_a, const array& in_b,
+                             const Stream& s) {
+  const std::string tag = std::string("[") + op + "] ";
   if (in_a.ndim() == 0 || in_b.ndim() == 0) {
-    throw std::invalid_argument("[gather_mm] inputs must have at least one dimension; got shapes " +
+    throw std::invalid_argument(tag + "inputs must have at least one dimension; got shapes " +
                                 detail::shape_str(in_a.shape()) + " and " +
                                 detail::shape_str(in_b.shape()));
   }
-  array a = in_a.ndim() == 1 ? reshape(in_a, {1, in_a.shape(0)}, s) : in_a;
-  array b = in_b.ndim() == 1 ? reshape(in_b, {in_b.shape(0), 1}, s) : in_b;
+  const bool a_vec = in_a.ndim() == 1, b_vec = in_b.ndim() == 1;
+  array a = a_vec ? reshape(in_a, {1, in_a.shape(0)}, s) : in_a;
+  array b = b_vec ? reshape(in_b, {in_b.shape(0), 1}, s) : in_b;
   if (a.shape(-1) != b.shape(-2)) {
-    throw std::invalid_argument("[gather_mm] last dimension of a " +
-                                detail::shape_str(in_a.shape()) +
+    throw std::invalid_argument(tag + "last dimension of a " + detail::shape_str(in_a.shape()) +
                                 " must match the second to last of b " +
                                 detail::shape_str(in_b.shape()));
   }
   const Dtype dt = promote_types(a.dtype(), b.dtype());
   if (!issubdtype(dt, floating)) {
-    throw std::invalid_argument("[gather_mm] only real floating inputs are supported; got " +
+    throw std::invalid_argument(tag + "only real floating inputs are supported; got " +
                                 dtype_name(in_a.dtype()) + " and " + dtype_name(in_b.dtype()));
   }
+  return {astype(a, dt, s), astype(b, dt, s), a_vec, b_vec};
+}
+
+}  // namespace
+
+array gather_mm(const array& in_a, const array& in_b, const std::optional<array>& lhs_indices,
+                const std::optional<array>& rhs_indices, bool /*sorted_indices: a hint*/,
+                StreamOrDevice s) {
+  if (!lhs_indices && !rhs_indices) return matmul(in_a, in_b, s);
   const Stream st = to_stream(s);
+  auto [a, b, a_vec, b_vec] = float_operands("gather_mm", in_a, in_b, st);
   auto idx = broadcast_arrays({detail::batch_indices("gather_mm", "lhs_indices", lhs_indices, a, st),
                                detail::batch_indices("gather_mm", "rhs_indices", rhs_indices, b, st)},
                               st);
   Shape shape = idx[0].shape();
   shape.push_back(a.shape(-2));
   shape.push_back(b.shape(-1));
-  array out(shape, dt, std::make_shared<GatherMM>(st),
-            {astype(a, dt, st), astype(b, dt, st), idx[0], idx[1]});
-  Shape final_shape = drop_vector_dims(shape, in_a.ndim() == 1, in_b.ndim() == 1);
+  array out(shape, a.dtype(), std::make_shared<GatherMM>(st), {a, b, idx[0], idx[1]});
+  Shape final_shape = drop_vector_dims(shape, a_vec, b_vec);
   return final_shape == shape ? out : reshape(out, final_shape, st);
 }
 
@@ -197,27 +215,11 @@ array block_masked_mm(const array& in_a, const array& in_b, int block_size,
     throw std::invalid_argument("[block_masked_mm] block_size " + std::to_string(block_size) +
                                 " is not supported: use 32 or 64");
   }
-  if (in_a.ndim() == 0 || in_b.ndim() == 0) {
-    throw std::invalid_argument("[block_masked_mm] inputs must have at least one dimension");
-  }
   const Stream st = to_stream(s);
-  const bool a_vec = in_a.ndim() == 1, b_vec = in_b.ndim() == 1;
-  array a = a_vec ? expand_dims(in_a, 0, st) : in_a;
-  array b = b_vec ? expand_dims(in_b, 1, st) : in_b;
-  if (a.shape(-1) != b.shape(-2)) {
-    throw std::invalid_argument("[block_masked_mm] last dimension of a " +
-                                detail::shape_str(in_a.shape()) +
-                                " must match the second to last of b " +
-                                detail::shape_str(in_b.shape()));
-  }
-  const Dtype dt = promote_types(a.dtype(), b.dtype());
-  if (!issubdtype(dt, floating)) {
-    throw std::invalid_argument("[block_masked_mm] only real floating inputs are supported; got " +
-                                dtype_name(in_a.dtype()) + " and " + dtype_name(in_b.dtype()));
-  }
+  auto [a, b, a_vec, b_vec] = float_operands("block_masked_mm", in_a, in_b, st);
   Shape batch = broadcast_batch("block_masked_mm", a.shape(), b.shape());
-  a = broadcast_to(astype(a, dt, st), with_matrix(batch, a.shape(-2), a.shape(-1)), st);
-  b = broadcast_to(astype(b, dt, st), with_matrix(batch, b.shape(-2), b.shape(-1)), st);
+  a = broadcast_to(a, with_matrix(batch, a.shape(-2), a.shape(-1)), st);
+  b = broadcast_to(b, with_matrix(batch, b.shape(-2), b.shape(-1)), st);
   if (mask_lhs) a = apply_block_mask(a, a_vec ? expand_dims(*mask_lhs, -2, st) : *mask_lhs,
                                      block_size, "mask_lhs", st);
   if (mask_rhs) b = apply_block_mask(b, b_vec ? expand_dims(*mask_rhs, -1, st) : *mask_rhs,

@@ -561,6 +561,16 @@ std::optional<array> biases_of(const std::vector<array>& primals) {
   return primals.size() > 3 ? std::optional<array>(primals[3]) : std::nullopt;
 }
 
+// An affine matrix's dbiases (the groups of dW summed) or dscales (weighed by q), from dW's
+// groups (..., groups, group_size).
+array affine_param_grad(bool biases, const array& dw_groups, const array& w, const array& scales,
+                        int group_size, int bits, const Stream& s) {
+  if (biases) return sum(dw_groups, -1, false, s);
+  array q = dequantize(w, ones_like(scales, s), zeros_like(scales, s), group_size, bits,
+                       "affine", std::nullopt, std::nullopt, s);
+  return sum(multiply(dw_groups, unflatten(q, -1, {-1, group_size}, s), s), -1, false, s);
+}
+
 }  // namespace
 
 // y = x @ W^T (transpose) with W = dequantize(w): dx = g @ W, the same primitive untransposed.
@@ -600,14 +610,7 @@ std::vector<array> QuantizedMatmul::vjp(const std::vector<array>& primals,
                             : matmul(swapaxes(fx, -1, -2, s), fg, s);
       dw_groups = unflatten(dw, -1, {-1, group_size_}, s);
     }
-    if (arg == 3) {
-      out.push_back(sum(*dw_groups, -1, false, s));
-    } else {
-      array q = dequantize(w, ones_like(scales, s), zeros_like(primals[3], s), group_size_, bits_,
-                           "affine", std::nullopt, std::nullopt, s);
-      out.push_back(sum(multiply(*dw_groups, unflatten(q, -1, {-1, group_size_}, s), s), -1,
-                        false, s));
-    }
+    out.push_back(affine_param_grad(arg == 3, *dw_groups, w, scales, group_size_, bits_, s));
   }
   return out;
 }
@@ -697,14 +700,7 @@ std::vector<array> GatherQMM::vjp(const std::vector<array>& primals,
       array dw = detail::scatter_matrices(wshape, rhs, dws, s);
       dw_groups = unflatten(dw, -1, {-1, group_size_}, s);
     }
-    if (arg == 3) {
-      out.push_back(sum(*dw_groups, -1, false, s));
-    } else {
-      array q = dequantize(w, ones_like(scales, s), zeros_like(primals[3], s), group_size_, bits_,
-                           "affine", std::nullopt, std::nullopt, s);
-      out.push_back(sum(multiply(*dw_groups, unflatten(q, -1, {-1, group_size_}, s), s), -1,
-                        false, s));
-    }
+    out.push_back(affine_param_grad(arg == 3, *dw_groups, w, scales, group_size_, bits_, s));
   }
   return out;
 }
