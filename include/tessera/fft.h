@@ -116,8 +116,8 @@ array ifftshift(const array& a, StreamOrDevice s = {});
 
 namespace tessera {
 
-// The Walsh-Hadamard transform along the last axis, whose size must be a power of two (MLX also
-// takes 12, 20 or 28 times one; Tessera raises for those), times scale (default 1/sqrt(n)).
+// The Hadamard transform along the last axis, whose size must be m * 2^k with m in 1, 12, 20, 28
+// (MLX's matrices for m > 1), times scale (default 1/sqrt(n)).
 // Real floating inputs; integers become float32.
 array hadamard_transform(const array& a, std::optional<float> scale = std::nullopt,
                          StreamOrDevice s = {});

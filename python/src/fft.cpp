@@ -132,8 +132,8 @@ void init_fft(nb::module_& parent) {
       "a"_a, "axes"_a = nb::none(), "stream"_a = nb::none(), "The inverse of fftshift.");
   parent.def("hadamard_transform", &hadamard_transform, "a"_a, "scale"_a = nb::none(),
              "stream"_a = nb::none(),
-             "The Walsh-Hadamard transform along the last axis (a power of two), times\n"
-             "``scale`` (default ``1 / sqrt(n)``).");
+             "The Hadamard transform along the last axis, times ``scale`` (default\n"
+             "``1 / sqrt(n)``). The axis' size must be ``m * 2**k`` with ``m`` in 1, 12, 20, 28.");
 }
 
 }  // namespace tessera::python

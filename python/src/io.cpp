@@ -1,8 +1,9 @@
-// Array IO from Python: load (by extension or format=, .npy / .npz / .safetensors,
-// return_metadata), save, savez, savez_compressed, save_safetensors; paths (str or
+// Array IO from Python: load (by extension or format=, .npy / .npz / .safetensors / .gguf,
+// return_metadata), save, savez, savez_compressed, save_safetensors, save_gguf; paths (str or
 // os.PathLike) or binary file objects. Every header is validated in C++ (include/tessera/io.h).
 #include <nanobind/stl/string_view.h>
 #include <nanobind/stl/unordered_map.h>
+#include <nanobind/stl/vector.h>
 
 #include <filesystem>
 
@@ -76,12 +77,12 @@ nb::object load_any(nb::handle file, std::optional<std::string> format, bool ret
     }
     if (fmt.empty()) {
       throw std::invalid_argument("[load] a file object without a name needs format= ('npy', "
-                                  "'npz' or 'safetensors'): it has no extension to tell");
+                                  "'npz', 'safetensors' or 'gguf'): it has no extension to tell");
     }
   }
   if (!fmt.empty() && fmt[0] == '.') fmt = fmt.substr(1);
-  if (return_metadata && fmt != "safetensors") {
-    throw std::invalid_argument("[load] return_metadata is only for .safetensors files");
+  if (return_metadata && fmt != "safetensors" && fmt != "gguf") {
+    throw std::invalid_argument("[load] return_metadata is only for .safetensors and .gguf files");
   }
   const std::string name = path.empty() ? std::string("<file object>") : path;
   std::string bytes;
@@ -105,8 +106,21 @@ nb::object load_any(nb::handle file, std::optional<std::string> format, bool ret
     for (const auto& [k, v] : r.second) meta[k.c_str()] = v;
     return nb::make_tuple(arrays, meta);
   }
+  if (fmt == "gguf") {
+    GGUFLoad r;
+    blocking([&] { r = path.empty() ? load_gguf_bytes(bytes, name) : load_gguf(path); });
+    nb::dict arrays = to_dict(r.first);
+    if (!return_metadata) return arrays;
+    nb::dict meta;
+    for (const auto& [k, v] : r.second) {
+      if (const auto* a = std::get_if<array>(&v)) meta[k.c_str()] = nb::cast(*a);
+      else if (const auto* str = std::get_if<std::string>(&v)) meta[k.c_str()] = *str;
+      else if (const auto* list = std::get_if<std::vector<std::string>>(&v)) meta[k.c_str()] = nb::cast(*list);
+    }
+    return nb::make_tuple(arrays, meta);
+  }
   throw std::invalid_argument("[load] unknown format '" + fmt + "' for " + name +
-                              ": expected npy, npz or safetensors");
+                              ": expected npy, npz, safetensors or gguf");
 }
 
 void savez_any(nb::handle file, nb::args args, nb::kwargs kwargs, bool compressed) {
@@ -136,8 +150,8 @@ void savez_any(nb::handle file, nb::args args, nb::kwargs kwargs, bool compresse
 void init_io(nb::module_& m) {
   m.def("load", &load_any, "file"_a, "format"_a = nb::none(), "return_metadata"_a = false,
         nb::kw_only(), "stream"_a = nb::none(),
-        "Loads a .npy (an array), .npz or .safetensors (a dict of arrays) file, chosen by its "
-        "extension (a file object's name) or format=; with return_metadata=True a .safetensors file also gives its "
+        "Loads a .npy (an array), .npz, .safetensors or .gguf (a dict of arrays) file, chosen by its "
+        "extension (a file object's name) or format=; with return_metadata=True a .safetensors or .gguf file also gives its "
         "metadata dict. A corrupt or truncated file is a ValueError naming the file and the "
         "tensor.");
   m.def(
@@ -184,6 +198,54 @@ void init_io(nb::module_& m) {
       },
       "file"_a, "arrays"_a, "metadata"_a = nb::none(),
       "Saves a dict of arrays as .safetensors, with optional string metadata.");
+  m.def(
+      "save_gguf",
+      [](nb::handle file, nb::dict arrays, std::optional<nb::dict> metadata) {
+        auto m_arrays = from_dict(arrays, "save_gguf");
+        std::unordered_map<std::string, GGUFMetaData> meta;
+        if (metadata) {
+          for (auto [k, v] : *metadata) {
+            if (!nb::isinstance<nb::str>(k)) {
+              throw std::invalid_argument("[save_gguf] metadata keys must be strings, got " +
+                                          nb::cast<std::string>(nb::repr(k)));
+            }
+            const std::string key = nb::cast<std::string>(k);
+            if (nb::isinstance<nb::str>(v)) {
+              meta.emplace(key, nb::cast<std::string>(v));
+            } else if (nb::isinstance<nb::list>(v) || nb::isinstance<nb::tuple>(v)) {
+              std::vector<std::string> strs;
+              for (nb::handle e : v) {
+                if (!nb::isinstance<nb::str>(e)) {
+                  throw std::invalid_argument("[save_gguf] metadata '" + key +
+                                              "' is a list with a non-string item " +
+                                              nb::cast<std::string>(nb::repr(e)) +
+                                              ": lists must hold strings (use an array for numbers)");
+                }
+                strs.push_back(nb::cast<std::string>(e));
+              }
+              meta.emplace(key, std::move(strs));
+            } else if (nb::isinstance<array>(v) || nb::isinstance<nb::int_>(v) ||
+                       nb::isinstance<nb::float_>(v) || nb::isinstance<nb::bool_>(v)) {
+              meta.emplace(key, to_array(v));
+            } else {
+              throw std::invalid_argument("[save_gguf] metadata '" + key + "' is a " +
+                                          nb::cast<std::string>(nb::str(v.type().attr("__name__"))) +
+                                          "; values must be arrays, numbers, strings or lists of strings");
+            }
+          }
+        }
+        if (is_path(file)) {
+          std::string path = path_of(file);
+          blocking([&] { save_gguf(path, m_arrays, meta); });
+        } else {
+          std::string bytes;
+          blocking([&] { bytes = save_gguf_bytes(m_arrays, meta); });
+          write_all(file, bytes);
+        }
+      },
+      "file"_a, "arrays"_a, "metadata"_a = nb::none(),
+      "Saves a dict of arrays as .gguf (version 3), with optional metadata: arrays (0-d or 1-d),\n"
+      "numbers, strings or lists of strings.");
 }
 
 }  // namespace tessera::python

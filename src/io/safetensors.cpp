@@ -1,8 +1,6 @@
 // safetensors: header validation (JSON, dtypes, shapes, offsets that tile the data section as
 // the format requires), reading, and writing; the public load/save_safetensors (tessera/io.h).
 #include <algorithm>
-#include <cmath>
-#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <unordered_set>
@@ -30,12 +28,13 @@ struct StDtype {
   Dtype dtype;
   size_t file_item;  // bytes per element in the file
 };
-// F8_E4M3 has no Tessera dtype; it is widened to bfloat16 on load, as MLX does.
+// The fp8 codes have no Tessera dtype: their bytes load as uint8, as MLX 0.32 loads them
+// (from_fp8 decodes F8_E4M3; F8_E8M0 bytes are the exponents mxfp scales use).
 constexpr StDtype kStDtypes[] = {
     {"BOOL", bool_, 1},    {"U8", uint8, 1},      {"I8", int8, 1},       {"U16", uint16, 2},
     {"I16", int16, 2},     {"U32", uint32, 4},    {"I32", int32, 4},     {"U64", uint64, 8},
     {"I64", int64, 8},     {"F16", float16, 2},   {"BF16", bfloat16, 2}, {"F32", float32, 4},
-    {"F64", float64, 8},   {"C64", complex64, 8}, {"F8_E4M3", bfloat16, 1},
+    {"F64", float64, 8},   {"C64", complex64, 8}, {"F8_E4M3", uint8, 1}, {"F8_E8M0", uint8, 1},
 };
 
 const StDtype* find_code(std::string_view code) {
@@ -47,25 +46,9 @@ const StDtype* find_code(std::string_view code) {
 
 const char* code_of(Dtype dtype) {
   for (const StDtype& d : kStDtypes) {
-    if (d.dtype == dtype) return d.code;  // BF16 precedes F8_E4M3
+    if (d.dtype == dtype) return d.code;  // U8 precedes the fp8 codes
   }
   throw std::logic_error("[save_safetensors] unknown dtype");
-}
-
-// float8 e4m3fn (no infinities; S.1111.111 is NaN) widened to bfloat16, exactly.
-uint16_t f8_e4m3_to_bf16_bits(uint8_t v) {
-  const bool neg = (v & 0x80) != 0;
-  const int exp = (v >> 3) & 0xF;
-  const int mant = v & 0x7;
-  float mag;
-  if (exp == 15 && mant == 7) {
-    mag = std::numeric_limits<float>::quiet_NaN();
-  } else if (exp == 0) {
-    mag = std::ldexp(static_cast<float>(mant), -9);
-  } else {
-    mag = std::ldexp(static_cast<float>(8 + mant), exp - 10);
-  }
-  return bfloat16_t(neg ? -mag : mag).bits;
 }
 
 std::string dims_text(const Shape& shape) {
@@ -102,7 +85,7 @@ TensorInfo parse_tensor(const std::string& name, const json& v, uint64_t data_si
   if (!t.dtype) {
     fail(tw, "dtype " + printable(code) +
                  " is not supported (supported: BOOL, U8, I8, U16, I16, U32, I32, U64, I64, F16, "
-                 "BF16, F32, F64, C64, F8_E4M3)");
+                 "BF16, F32, F64, C64, F8_E4M3, F8_E8M0)");
   }
   const auto sh = v.find("shape");
   if (sh == v.end() || !sh->is_array()) fail(tw, "its header entry has no \"shape\" list");
@@ -232,18 +215,9 @@ SafetensorsLoad read_safetensors(const ByteReader& r, const std::string& where) 
   const uint64_t base = 8 + n;
   for (TensorInfo& t : tensors) {
     const uint64_t file_bytes = t.end - t.begin;
-    const size_t out_bytes = static_cast<size_t>(file_bytes / t.dtype->file_item *
-                                                 size_of(t.dtype->dtype));
+    const size_t out_bytes = static_cast<size_t>(file_bytes);  // file items are Tessera's
     OwnedBuffer out(out_bytes);
-    if (t.dtype->file_item == size_of(t.dtype->dtype)) {
-      r.read(base + t.begin, out.data(), static_cast<size_t>(file_bytes));
-    } else {  // F8_E4M3 -> bfloat16
-      std::string raw = r.read_string(base + t.begin, static_cast<size_t>(file_bytes));
-      auto* dst = reinterpret_cast<uint16_t*>(out.data());
-      for (size_t i = 0; i < raw.size(); ++i) {
-        dst[i] = f8_e4m3_to_bf16_bits(static_cast<uint8_t>(raw[i]));
-      }
-    }
+    r.read(base + t.begin, out.data(), static_cast<size_t>(file_bytes));
     if (t.dtype->dtype == bool_) {
       uint8_t* p = out.data();
       for (size_t i = 0; i < out_bytes; ++i) p[i] = p[i] != 0;  // a C++ bool holds 0 or 1

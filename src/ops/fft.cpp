@@ -265,39 +265,82 @@ std::pair<std::vector<array>, std::vector<int>> FFT::vmap(const std::vector<arra
   return {{apply(moveaxis(inputs[0], axes[0], 0, stream()), 1)}, {0}};
 }
 
+namespace {
+
+// Hadamard matrices of orders 12, 20 and 28 from N. J. A. Sloane's library of Hadamard
+// matrices, the ones MLX uses, so transforms agree with MLX's value for value. Row i is a bit
+// mask over the columns: bit j set where H[i][j] = +1.
+constexpr uint32_t kH12[12] = {0x0000ffd, 0x0000554, 0x0000c37, 0x0000691, 0x00000df, 0x0000a45,
+                               0x0000373, 0x0000919, 0x0000dc3, 0x0000469, 0x000070f, 0x00001a5};
+constexpr uint32_t kH20[20] = {0x006cc21, 0x00d1c42, 0x00ab884, 0x005f108, 0x00b6610,
+                               0x009c83e, 0x003945d, 0x007289b, 0x00e5117, 0x00ca60f,
+                               0x00f05ac, 0x00e8b58, 0x00d92b1, 0x00ba163, 0x007c2c6,
+                               0x0008592, 0x0010b05, 0x002122a, 0x0042074, 0x00840c9};
+constexpr uint32_t kH28[28] = {0x3296181, 0x6528382, 0xc854704, 0x92a8e08, 0x2751c10, 0x4ca7820,
+                               0x994b0c0, 0x4b980bc, 0x9534178, 0x2a6c271, 0x54d8463, 0xa9b0847,
+                               0x536500f, 0xa4ce01e, 0x7804cda, 0xf009935, 0xe21326a, 0xc6224d5,
+                               0x8e409ab, 0x1e81356, 0x3d0262d, 0x030ed66, 0x041dacd, 0x083b51b,
+                               0x1072ab6, 0x20e15ec, 0x41c2b59, 0x81856b3};
+
+array hadamard_of(const array& a, float scale, bool transposed, StreamOrDevice s) {
+  const Dtype dt = issubdtype(a.dtype(), floating) ? a.dtype() : float32;
+  return array(a.shape(), dt, std::make_shared<Hadamard>(to_stream(s), scale, transposed),
+               {astype(a, dt, s)});
+}
+
+}  // namespace
+
+const uint32_t* hadamard_rows(int m) {
+  switch (m) {
+    case 12: return kH12;
+    case 20: return kH20;
+    case 28: return kH28;
+    default: return nullptr;
+  }
+}
+
+int hadamard_factor(int64_t n) {
+  for (int m : {1, 12, 20, 28}) {
+    if (n % m != 0) continue;
+    const int64_t p = n / m;
+    if ((p & (p - 1)) == 0) return m;
+  }
+  throw std::invalid_argument("[hadamard_transform] the last axis (" + std::to_string(n) +
+                              ") must be m * 2^k with m in (1, 12, 20, 28)");
+}
+
 array hadamard_transform(const array& a, std::optional<float> scale, StreamOrDevice s) {
   if (a.ndim() < 1) throw std::invalid_argument("[hadamard_transform] needs 1 or more dims");
   const int n = a.shape(-1);
-  if (n <= 0 || (n & (n - 1)) != 0) {
-    throw std::invalid_argument("[hadamard_transform] the last axis (" + std::to_string(n) +
-                                ") must be a power of two (MLX's 12 / 20 / 28 times a power of two "
-                                "is not supported yet)");
+  if (n <= 0) {
+    throw std::invalid_argument("[hadamard_transform] the last axis is empty (size " +
+                                std::to_string(n) + ")");
   }
+  hadamard_factor(n);
   if (issubdtype(a.dtype(), complexfloating)) {
     throw std::invalid_argument("[hadamard_transform] complex inputs are not supported");
   }
-  const Dtype dt = issubdtype(a.dtype(), floating) ? a.dtype() : float32;
-  const float k = scale.value_or(1.0f / std::sqrt(static_cast<float>(n)));
-  return array(a.shape(), dt, std::make_shared<Hadamard>(to_stream(s), k), {astype(a, dt, s)});
+  return hadamard_of(a, scale.value_or(1.0f / std::sqrt(static_cast<float>(n))), false, s);
 }
 
-// H is symmetric and linear: its vjp and jvp are the transform itself.
+// H is linear: the jvp is the transform itself, the vjp the transposed one (H_20 and H_28 are
+// not symmetric).
 std::vector<array> Hadamard::vjp(const std::vector<array>&, const std::vector<array>& cotangents,
                                  const std::vector<int>&, const std::vector<array>&) {
-  return {hadamard_transform(cotangents[0], scale_, stream())};
+  return {hadamard_of(cotangents[0], scale_, !transposed_, stream())};
 }
 std::vector<array> Hadamard::jvp(const std::vector<array>&, const std::vector<array>& tangents,
                                  const std::vector<int>&) {
-  return {hadamard_transform(tangents[0], scale_, stream())};
+  return {hadamard_of(tangents[0], scale_, transposed_, stream())};
 }
 std::pair<std::vector<array>, std::vector<int>> Hadamard::vmap(const std::vector<array>& inputs,
                                                                const std::vector<int>& axes) {
   const int last = static_cast<int>(inputs[0].ndim()) - 1;
   if (axes[0] == last) {
     array x = moveaxis(inputs[0], last, 0, stream());
-    return {{hadamard_transform(x, scale_, stream())}, {0}};
+    return {{hadamard_of(x, scale_, transposed_, stream())}, {0}};
   }
-  return {{hadamard_transform(inputs[0], scale_, stream())}, axes};
+  return {{hadamard_of(inputs[0], scale_, transposed_, stream())}, axes};
 }
 
 }  // namespace tessera

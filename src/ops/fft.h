@@ -2,6 +2,7 @@
 // src/backend/cpu/fft.cpp).
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "core/primitive.h"
@@ -34,10 +35,14 @@ class FFT : public UnaryPrimitive {
   int real_length_;
 };
 
-// The Walsh-Hadamard transform of the last axis (a power of two), times `scale`.
+// The Hadamard transform of the last axis, times `scale`. The axis has n = m * 2^k entries with
+// m in {1, 12, 20, 28}: viewed as [m, 2^k], it is (H_m kron H_2^k) x, H_2^k Sylvester's matrix and
+// H_m the one from Sloane's library that MLX uses. H_20 and H_28 are not symmetric, so the vjp is
+// the transposed transform (`transposed`); MLX differentiates with H itself.
 class Hadamard : public UnaryPrimitive {
  public:
-  Hadamard(Stream s, float scale) : UnaryPrimitive(s), scale_(scale) {}
+  Hadamard(Stream s, float scale, bool transposed = false)
+      : UnaryPrimitive(s), scale_(scale), transposed_(transposed) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_TRANSFORMS
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {
@@ -46,11 +51,18 @@ class Hadamard : public UnaryPrimitive {
   const char* name() const override { return "Hadamard"; }
   bool is_equivalent(const Primitive& other) const override {
     auto* o = dynamic_cast<const Hadamard*>(&other);
-    return o && o->scale_ == scale_;
+    return o && o->scale_ == scale_ && o->transposed_ == transposed_;
   }
 
  private:
   float scale_;
+  bool transposed_;
 };
+
+// The factor m of n = m * 2^k (1, 12, 20 or 28); throws naming n when there is none.
+int hadamard_factor(int64_t n);
+
+// Row i of H_m (m = 12, 20, 28) as a bit mask: bit j set where the entry is +1.
+const uint32_t* hadamard_rows(int m);
 
 }  // namespace tessera

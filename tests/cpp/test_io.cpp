@@ -1,4 +1,4 @@
-// Array IO (tessera/io.h): .npy, .npz and safetensors against bytes built here from each spec and
+// Array IO (tessera/io.h): .npy, .npz, safetensors and GGUF against bytes built here from each spec and
 // files written by NumPy 2.4 (embedded as hex), round trips of every dtype, files on disk, and
 // the validation of truncated or corrupt input.
 #include <gtest/gtest.h>
@@ -659,20 +659,24 @@ TEST(Safetensors, RoundTripsEveryDtypeWithMetadata) {
   }
 }
 
-TEST(Safetensors, F8E4M3WidensToBFloat16AsMLX) {
-  const std::string header = R"({"f8":{"dtype":"F8_E4M3","shape":[5],"data_offsets":[0,5]}})";
+TEST(Safetensors, Fp8CodesLoadAsTheirBytesAsMLX) {
+  const std::string header =
+      R"({"f8":{"dtype":"F8_E4M3","shape":[5],"data_offsets":[0,5]},)"
+      R"("e8":{"dtype":"F8_E8M0","shape":[2],"data_offsets":[5,7]}})";
   const auto [arrays, meta] =
-      load_safetensors_bytes(safetensors(header, std::string("\x38\xC0\x01\x7E\x7F", 5)));
+      load_safetensors_bytes(safetensors(header, std::string("\x38\xC0\x01\x7E\x7F\x7F\x80", 7)));
   const array& a = arrays.at("f8");
-  EXPECT_EQ(a.dtype(), bfloat16);
-  const auto v = values_of<uint16_t>(a);  // the bfloat16 bits
-  ASSERT_EQ(v.size(), 5u);
-  EXPECT_EQ(v[0], 0x3F80);  // 1.0
-  EXPECT_EQ(v[1], 0xC000);  // -2.0
-  EXPECT_EQ(v[2], 0x3B00);  // 2^-9, the smallest subnormal
-  EXPECT_EQ(v[3], 0x43E0);  // 448, the largest finite value
-  EXPECT_EQ(v[4] & 0x7F80, 0x7F80);
-  EXPECT_NE(v[4] & 0x7F, 0);  // NaN
+  EXPECT_EQ(a.dtype(), uint8);
+  EXPECT_EQ(values_of<uint8_t>(a), (std::vector<uint8_t>{0x38, 0xC0, 0x01, 0x7E, 0x7F}));
+  const array f = from_fp8(a, float32);
+  eval({f});
+  const auto v = values_of<float>(f);
+  EXPECT_EQ(v[0], 1.0f);
+  EXPECT_EQ(v[1], -2.0f);
+  EXPECT_EQ(v[2], std::ldexp(1.0f, -9));  // the smallest subnormal
+  EXPECT_EQ(v[3], 448.0f);                // the largest finite value
+  EXPECT_TRUE(std::isnan(v[4]));
+  EXPECT_EQ(values_of<uint8_t>(arrays.at("e8")), (std::vector<uint8_t>{0x7F, 0x80}));
 }
 
 TEST(Safetensors, RejectsCorruptHeadersNamingTheTensor) {
@@ -737,6 +741,89 @@ TEST(Safetensors, SaveRejectsReservedAndInvalidNames) {
   expect_invalid([] { save_safetensors_bytes({{std::string("\xFF"), array(1.0f)}}); },
                  {"UTF-8"});
   expect_invalid([] { save_safetensors_bytes({}, {{"k", std::string("\xC3")}}); }, {"UTF-8"});
+}
+
+// ---------------------------------------------------------------------------------------------
+// GGUF (the Python tests check every block type against llama.cpp's gguf package)
+// ---------------------------------------------------------------------------------------------
+
+std::string gguf_str(const std::string& s) { return le(s.size(), 8) + s; }
+
+// A version-3 file with one UINT32 key and one tensor of `type` over `data` (ne = {ne0, ne1}).
+std::string gguf_file(uint32_t type, uint64_t ne0, uint64_t ne1, const std::string& data) {
+  std::string f = "GGUF" + le(3, 4) + le(1, 8) + le(1, 8);
+  f += gguf_str("answer") + le(4, 4) + le(42, 4);
+  f += gguf_str("t") + le(2, 4) + le(ne0, 8) + le(ne1, 8) + le(type, 4) + le(0, 8);
+  f.append((32 - f.size() % 32) % 32, '\0');
+  return f + data;
+}
+
+TEST(Gguf, HandBuiltFileLoadsWithShapeReversed) {
+  std::string data;
+  for (int i = 0; i < 6; ++i) data += f32le(static_cast<float>(i) - 2.5f);
+  const auto [arrays, meta] = load_gguf_bytes(gguf_file(0, 3, 2, data));
+  const array& t = arrays.at("t");
+  EXPECT_EQ(t.shape(), (Shape{2, 3}));  // ggml's ne0 is the innermost dimension
+  EXPECT_EQ(values_of<float>(t), (std::vector<float>{-2.5f, -1.5f, -0.5f, 0.5f, 1.5f, 2.5f}));
+  const array& answer = std::get<array>(meta.at("answer"));
+  EXPECT_EQ(answer.dtype(), uint32);
+  EXPECT_EQ(answer.item<uint32_t>(), 42u);
+}
+
+TEST(Gguf, Q8_0BlockBecomesMlxAffineCodes) {
+  // One block: d = 0.5 (float16 0x3800), q = -16 .. 15 as int8.
+  std::string block = le(0x3800, 2);
+  for (int q = -16; q < 16; ++q) block.push_back(static_cast<char>(static_cast<int8_t>(q)));
+  const auto [arrays, meta] = load_gguf_bytes(gguf_file(8, 32, 1, block));
+  const array& w = arrays.at("t");
+  EXPECT_EQ(w.dtype(), uint32);
+  EXPECT_EQ(w.shape(), (Shape{1, 8}));
+  const array scales = astype(arrays.at("t.scales"), float32);
+  const array biases = astype(arrays.at("t.biases"), float32);
+  const array x = dequantize(w, scales, biases, 32, 8);
+  eval({scales, biases, x});
+  EXPECT_EQ(values_of<float>(scales), (std::vector<float>{0.5f}));
+  EXPECT_EQ(values_of<float>(biases), (std::vector<float>{-64.0f}));
+  std::vector<float> want;
+  for (int q = -16; q < 16; ++q) want.push_back(0.5f * static_cast<float>(q));
+  EXPECT_EQ(values_of<float>(x), want);
+}
+
+TEST(Gguf, RoundTripOfTensorsAndMetadata) {
+  const array a = reshape(arange(12.0, float32), {3, 4});
+  const array at = transpose(a);
+  const array b = astype(array({1, -2, 3}, int32), int64);
+  eval({at, b});
+  std::unordered_map<std::string, GGUFMetaData> meta = {
+      {"s", std::string("text")},
+      {"l", std::vector<std::string>{"x", "yz"}},
+      {"f", array(0.25, float64)},
+      {"v", array({1, 2, 3}, int16)},
+  };
+  const std::string bytes = save_gguf_bytes({{"a", at}, {"b", b}}, meta);
+  EXPECT_EQ(bytes.substr(0, 8), "GGUF" + le(3, 4));
+  const auto [arrays, back] = load_gguf_bytes(bytes);
+  EXPECT_EQ(arrays.at("a").shape(), (Shape{4, 3}));
+  EXPECT_EQ(values_of<float>(arrays.at("a")), (std::vector<float>{0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11}));
+  EXPECT_EQ(values_of<int64_t>(arrays.at("b")), (std::vector<int64_t>{1, -2, 3}));
+  EXPECT_EQ(std::get<std::string>(back.at("s")), "text");
+  EXPECT_EQ(std::get<std::vector<std::string>>(back.at("l")), (std::vector<std::string>{"x", "yz"}));
+  EXPECT_EQ(std::get<array>(back.at("f")).dtype(), float64);
+  EXPECT_EQ(std::get<array>(back.at("f")).item<double>(), 0.25);
+  EXPECT_EQ(values_of<int16_t>(std::get<array>(back.at("v"))), (std::vector<int16_t>{1, 2, 3}));
+  EXPECT_EQ(save_gguf_bytes({{"b", b}, {"a", at}}, meta), bytes);  // key order, not insertion
+}
+
+TEST(Gguf, CorruptInputNamesTheProblem) {
+  const std::string good = gguf_file(0, 2, 1, f32le(1) + f32le(2));
+  expect_invalid([&] { load_gguf_bytes(good.substr(0, good.size() - 1)); },
+                 {"tensor 't'", "runs past the end"});
+  expect_invalid([&] { load_gguf_bytes(good.substr(0, 30)); }, {"truncated"});
+  expect_invalid([&] { load_gguf_bytes(gguf_file(18, 256, 1, std::string(98, '\0'))); },
+                 {"tensor 't'", "IQ3_XXS"});
+  expect_invalid([&] { load_gguf_bytes(gguf_file(2, 16, 1, std::string(18, '\0'))); },
+                 {"rows of 16 elements", "block of 32"});
+  EXPECT_THROW(save_gguf_bytes({{"u", array({1, 2}, uint8)}}), std::invalid_argument);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 two, mixed radix, primes through Bluestein, 1), n / s padding and cutting, axes, norms, real
 transforms, shifts and frequencies; gradients against finite differences."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -133,5 +135,39 @@ def test_hadamard_transform_matches_the_sylvester_matrix():
     np.testing.assert_allclose(np.array(mx.hadamard_transform(mx.array(x), scale=1.0)), x @ h.T, rtol=1e-5, atol=1e-4)
     g = mx.grad(lambda v: mx.sum(mx.hadamard_transform(v) * mx.arange(16)))(mx.array(x))
     np.testing.assert_allclose(np.array(g), np.broadcast_to(np.arange(16) @ h / 4.0, x.shape), rtol=1e-5)
-    with pytest.raises(ValueError, match="power of two"):
-        mx.hadamard_transform(mx.ones((12,)))
+    with pytest.raises(ValueError, match=r"36\) must be m \* 2\^k with m in \(1, 12, 20, 28\)"):
+        mx.hadamard_transform(mx.ones((36,)))
+
+
+HADAMARD = np.load(os.path.join(os.path.dirname(__file__), "data", "mlx_hadamard.npz"))
+
+
+@pytest.mark.parametrize("m", [12, 20, 28])
+def test_hadamard_transform_of_m_times_a_power_of_two(m):
+    import scipy.linalg
+
+    hm = np.array(mx.hadamard_transform(mx.eye(m), scale=1.0))
+    np.testing.assert_array_equal(hm, HADAMARD[f"eye_{m}"])  # MLX's H_m, entry for entry
+    np.testing.assert_array_equal(hm @ hm.T, m * np.eye(m))  # and a Hadamard matrix
+    for k in (1, 3):
+        n = m << k
+        full = np.kron(hm, scipy.linalg.hadamard(1 << k))  # transform of e_j = column j of H
+        np.testing.assert_array_equal(np.array(mx.hadamard_transform(mx.eye(n), scale=1.0)), full)
+        x = HADAMARD[f"x_{n}"]
+        y = np.array(mx.hadamard_transform(mx.array(x)))
+        np.testing.assert_allclose(y, HADAMARD[f"y_{n}"], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(y, x.astype(np.float64) @ full / np.sqrt(n), rtol=1e-5, atol=1e-5)
+        x64 = x.astype(np.float64)
+        np.testing.assert_allclose(np.array(mx.hadamard_transform(mx.array(x64, dtype=mx.float64), scale=0.5)), x64 @ full * 0.5, rtol=1e-12)
+        y16 = np.array(mx.hadamard_transform(mx.array(x, dtype=mx.float16)).astype(mx.float32))
+        np.testing.assert_allclose(y16, x.astype(np.float16).astype(np.float64) @ full / np.sqrt(n), rtol=2e-3, atol=2e-3)
+    # The gradient is the transposed transform: H_20 and H_28 are not symmetric.
+    n = 2 * m
+    full = np.kron(hm, scipy.linalg.hadamard(2))
+    w = RNG.standard_normal(n)
+    g = mx.grad(lambda v: mx.sum(mx.hadamard_transform(v, scale=1.0) * mx.array(w, dtype=mx.float64)))(mx.zeros((n,), dtype=mx.float64))
+    np.testing.assert_allclose(np.array(g), full @ w, rtol=1e-12)
+    # vmap over the transformed axis
+    xs = RNG.standard_normal((n, 3))
+    v = mx.vmap(lambda r: mx.hadamard_transform(r, scale=1.0), in_axes=1)(mx.array(xs, dtype=mx.float64))
+    np.testing.assert_allclose(np.array(v), xs.T @ full, rtol=1e-12)

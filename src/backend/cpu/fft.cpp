@@ -304,20 +304,25 @@ void Hadamard::eval_cpu(const std::vector<array>& inputs, array& out) {
   out.set_data(allocator::malloc(out.nbytes()));
   if (out.size() == 0) return;
   const int64_t n = x.shape(-1), rows = static_cast<int64_t>(x.size()) / n;
+  // n = m * p, p a power of two: Sylvester butterflies inside each of the m blocks of p, then H_m
+  // across the blocks. Accumulates in float (double for float64) and rounds once.
+  const int m = hadamard_factor(n);
+  const int64_t p = n / m;
+  const uint32_t* hm = hadamard_rows(m);
   auto run = [&](auto tag) {
     using T = decltype(tag);
     using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
     const T* src = x.data<T>();
     T* dst = out.data<T>();
     cpu::parallel_blocks(static_cast<size_t>(rows), std::max<size_t>(1, 16384 / static_cast<size_t>(n)), [&](size_t b, size_t e) {
-      std::vector<A> v(static_cast<size_t>(n));
+      std::vector<A> v(static_cast<size_t>(n)), col(static_cast<size_t>(m));
       for (size_t r = b; r < e; ++r) {
-        for (int64_t i = 0; i < n; ++i) v[i] = static_cast<A>(static_cast<float>(src[r * n + i]));
-        if constexpr (std::is_same_v<T, double>) {
-          for (int64_t i = 0; i < n; ++i) v[i] = src[r * n + i];
+        for (int64_t i = 0; i < n; ++i) {
+          if constexpr (std::is_same_v<T, double>) v[i] = src[r * n + i];
+          else v[i] = static_cast<float>(src[r * n + i]);
         }
         // In-place butterflies: (a, b) -> (a + b, a - b) at strides 1, 2, 4, ...
-        for (int64_t h = 1; h < n; h *= 2) {
+        for (int64_t h = 1; h < p; h *= 2) {
           for (int64_t i = 0; i < n; i += 2 * h) {
             for (int64_t j = i; j < i + h; ++j) {
               const A a = v[j], c = v[j + h];
@@ -326,14 +331,20 @@ void Hadamard::eval_cpu(const std::vector<array>& inputs, array& out) {
             }
           }
         }
-        for (int64_t i = 0; i < n; ++i) {
-          const A y = v[i] * static_cast<A>(scale_);
-          if constexpr (std::is_same_v<T, double>) {
-            dst[r * n + i] = y;
-          } else {
-            dst[r * n + i] = T(static_cast<float>(y));
+        if (m > 1) {
+          for (int64_t i = 0; i < p; ++i) {
+            for (int k = 0; k < m; ++k) col[k] = v[i + k * p];
+            for (int j = 0; j < m; ++j) {
+              A acc = 0;
+              for (int k = 0; k < m; ++k) {
+                const bool plus = transposed_ ? (hm[k] >> j) & 1u : (hm[j] >> k) & 1u;
+                acc += plus ? col[k] : -col[k];
+              }
+              v[i + j * p] = acc;
+            }
           }
         }
+        for (int64_t i = 0; i < n; ++i) dst[r * n + i] = T(v[i] * static_cast<A>(scale_));
       }
     });
   };
