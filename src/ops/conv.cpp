@@ -1,6 +1,7 @@
 // Front ends of the convolutions (conv_general, conv1d/2d/3d, conv_transpose1d/2d/3d, convolve)
 // and the derivatives of Convolution, ConvWeightGrad and ConvInputGrad. Kernels in
 // backend/cpu/conv.cpp.
+#include <cstdint>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -24,6 +25,16 @@ std::string vec_str(const std::vector<int>& v) {
 
 // Extent of n elements with d - 1 gaps between neighbours.
 int64_t dilated(int64_t n, int64_t d) { return n == 0 ? 0 : (n - 1) * d + 1; }
+
+// v as an int32 shape entry or padding; std::overflow_error naming `what` when it does not fit
+// (as MLX: its conv raises overflow_error for such parameters).
+int to_int32(int64_t v, const std::string& what) {
+  if (v < INT32_MIN || v > INT32_MAX) {
+    throw std::overflow_error("[conv] " + what + " would be " + std::to_string(v) +
+                              ", outside int32 (Tessera shapes and paddings are 32-bit)");
+  }
+  return static_cast<int>(v);
+}
 
 // A per-dim parameter given as nothing (the default), one value for every dim, or one per dim.
 std::vector<int> per_dim(const char* what, std::vector<int> v, int dims, int fallback) {
@@ -159,6 +170,10 @@ Shape conv_output_shape(const Shape& x, const Shape& w, const ConvParams& p) {
   check_positive("input dilations", p.input_dilation);
   Shape out{x[0]};
   for (size_t i = 0; i + 2 < x.size(); ++i) {
+    // A negative padding crops, by its negation, which INT32_MIN lacks (MLX raises here too).
+    if (p.padding_lo[i] == INT32_MIN || p.padding_hi[i] == INT32_MIN) {
+      to_int32(-static_cast<int64_t>(INT32_MIN), "the crop of padding " + std::to_string(INT32_MIN));
+    }
     const int64_t in = dilated(x[i + 1], p.input_dilation[i]) + p.padding_lo[i] + p.padding_hi[i];
     const int64_t k = dilated(w[i + 1], p.kernel_dilation[i]);
     if (w[i + 1] == 0 || in < k) {
@@ -168,7 +183,7 @@ Shape conv_output_shape(const Shape& x, const Shape& w, const ConvParams& p) {
           shape_str(w) + " there (" + std::to_string(k) + " with its dilation)");
     }
     const int64_t o = (in - k) / p.stride[i] + 1;
-    out.push_back(static_cast<int32_t>(o));
+    out.push_back(to_int32(o, "output spatial dim " + std::to_string(i)));
   }
   out.push_back(w[0]);
   return out;
@@ -248,8 +263,9 @@ array conv_transpose(const array& in, const array& wt, const std::vector<int>& s
                                   vec_str(stride) + " or the dilation " + vec_str(dilation));
     }
     const int64_t k = dilated(wt.shape(static_cast<int>(i) + 1), dilation[i]);
-    lo[i] = static_cast<int>(k - 1 - padding[i]);
-    hi[i] = static_cast<int>(k - 1 - padding[i] + output_padding[i]);
+    lo[i] = to_int32(k - 1 - padding[i], "the low padding of the transposed convolution");
+    hi[i] = to_int32(k - 1 - padding[i] + output_padding[i],
+                     "the high padding of the transposed convolution");
   }
   return conv_general(in, wt, {1}, lo, hi, dilation, stride, groups, true, s);
 }

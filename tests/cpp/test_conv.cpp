@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "test_util.h"
@@ -118,4 +119,20 @@ TEST(Conv, ShapesOfTheWrappersAndTransposes) {
   EXPECT_THROW(conv2d(ones({1, 4, 4, 3}), ones({2, 5, 5, 3})), std::invalid_argument);
   EXPECT_THROW(conv2d(ones({1, 4, 4, 3}), ones({2, 2, 2, 3}), {1, 1}, {0, 0}, {1, 1}, 2),
                std::invalid_argument);
+}
+
+TEST(Conv, ParametersWhoseShapesLeaveInt32AreOverflowErrors) {
+  const int big = INT32_MAX, low = INT32_MIN;
+  const array x = zeros({1, 6, 6, 1}), w = zeros({1, 3, 3, 1});
+  // The padded input (6 + 2 * big) would give an output past int32.
+  EXPECT_THROW(conv_general(x, w, {1, 1}, {big, 0}, {big, 0}, {1, 1}, {1, 1}), std::overflow_error);
+  // So would the input dilated by `big`.
+  EXPECT_THROW(conv_general(x, w, {1, 1}, {0, 0}, {0, 0}, {1, 1}, {big, 1}), std::overflow_error);
+  // A crop by INT32_MIN has no int32 size.
+  EXPECT_THROW(conv_general(x, w, {1, 1}, {low, 0}, {0, 0}, {1, 1}, {1, 1}), std::overflow_error);
+  // The transposed convolution's padding, k - 1 - padding, leaves int32.
+  EXPECT_THROW(conv_transpose2d(x, w, {1, 1}, {0, 0}, {big, 1}, {0, 0}), std::overflow_error);
+  // A kernel dilated past the input is the ordinary size error, and in-range shapes still work.
+  EXPECT_THROW(conv_general(x, w, {1, 1}, {0, 0}, {0, 0}, {big, 1}, {1, 1}), std::invalid_argument);
+  EXPECT_EQ(conv_general(x, w, {1, 1}, {1, 1}, {1, 1}, {2, 2}, {1, 1}).shape(), (Shape{1, 4, 4, 1}));
 }
