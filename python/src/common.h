@@ -30,6 +30,13 @@ struct ArrayLike {
   nb::object obj;
 };
 
+// `int | Sequence[int]` shape arguments (anything with __index__ counts as an int). Read by
+// to_shape (ops_common.h), which raises OverflowError naming an entry outside int32 (as MLX's
+// shape caster) rather than letting the call fail as "incompatible function arguments".
+struct ShapeLike {
+  nb::object obj;
+};
+
 // A Python object held by C++ closures that outlive the call that made them (custom_function
 // rules, checkpointed functions live in the graph): copies share it without touching Python's
 // refcounts, and the last one releases it with the GIL held, on whichever thread frees the graph.
@@ -85,6 +92,20 @@ struct type_caster<tessera::python::ArrayLike> {
     return true;
   }
   static handle from_cpp(const tessera::python::ArrayLike& v, rv_policy, cleanup_list*) noexcept {
+    return v.obj.inc_ref();
+  }
+};
+
+template <>
+struct type_caster<tessera::python::ShapeLike> {
+  NB_TYPE_CASTER(tessera::python::ShapeLike, const_name("int | collections.abc.Sequence[int]"))
+  bool from_python(handle src, uint8_t, cleanup_list*) noexcept {
+    if (!src.is_valid() || PyUnicode_Check(src.ptr()) || PyBytes_Check(src.ptr())) return false;
+    if (!PyIndex_Check(src.ptr()) && !PySequence_Check(src.ptr())) return false;
+    value.obj = borrow(src);
+    return true;
+  }
+  static handle from_cpp(const tessera::python::ShapeLike& v, rv_policy, cleanup_list*) noexcept {
     return v.obj.inc_ref();
   }
 };

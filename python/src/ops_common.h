@@ -13,12 +13,9 @@
 namespace tessera::python::ops_detail {
 
 
-// `int | Sequence[int]` shapes (zeros, ones, full).
-using ShapeArg = std::variant<int, Shape>;
-inline Shape to_shape(const ShapeArg& shape) {
-  if (auto* n = std::get_if<int>(&shape)) return Shape{*n};
-  return std::get<Shape>(shape);
-}
+// An `int | Sequence[int]` shape: entries must be integers (TypeError naming the entry) that fit
+// in int32 (OverflowError naming the value, as MLX).
+Shape to_shape(const ShapeLike& shape, const char* op);
 
 // arange's bounds: a Python bool, int or float, kept apart so the result dtype follows them.
 using Scalar = std::variant<bool, int64_t, double>;

@@ -5,6 +5,35 @@
 
 namespace tessera::python {
 
+namespace ops_detail {
+
+Shape to_shape(const ShapeLike& shape, const char* op) {
+  auto dim = [&](nb::handle v) -> int32_t {
+    if (!PyIndex_Check(v.ptr())) {
+      throw nb::type_error(("[" + std::string(op) + "] shape entries must be integers, got " +
+                            nb::cast<std::string>(nb::repr(v)))
+                               .c_str());
+    }
+    nb::object i = nb::steal(PyNumber_Index(v.ptr()));
+    if (!i.is_valid()) throw nb::python_error();
+    int overflow = 0;
+    const long long n = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
+    if (overflow != 0 || n < INT32_MIN || n > INT32_MAX) {
+      throw std::overflow_error("[" + std::string(op) + "] shape dimension " +
+                                nb::cast<std::string>(nb::str(i)) +
+                                " is outside int32 [-2147483648, 2147483647] (Tessera shapes "
+                                "hold 32-bit dimensions, as MLX)");
+    }
+    return static_cast<int32_t>(n);
+  };
+  if (PyIndex_Check(shape.obj.ptr())) return Shape{dim(shape.obj)};
+  Shape out;
+  for (nb::handle v : shape.obj) out.push_back(dim(v));
+  return out;
+}
+
+}  // namespace ops_detail
+
 using namespace ops_detail;
 
 void init_ops_creation(nb::module_& m) {
@@ -66,8 +95,8 @@ void init_ops_creation(nb::module_& m) {
       "    array: The values.\n");
   m.def(
       "full",
-      [](const ShapeArg& shape, const ArrayLike& vals, std::optional<Dtype> dtype,
-         StreamOrDevice s) { return full(to_shape(shape), to_array(vals.obj, dtype), s); },
+      [](const ShapeLike& shape, const ArrayLike& vals, std::optional<Dtype> dtype,
+         StreamOrDevice s) { return full(to_shape(shape, "full"), to_array(vals.obj, dtype), s); },
       "shape"_a, "vals"_a, "dtype"_a = nb::none(), nb::kw_only(), "stream"_a = nb::none(),
       "An array of the given shape filled with ``vals`` (broadcast).\n\n"
       "Args:\n"
@@ -92,8 +121,8 @@ void init_ops_creation(nb::module_& m) {
       "    array: The filled array.\n");
   m.def(
       "zeros",
-      [](const ShapeArg& shape, std::optional<Dtype> dtype, StreamOrDevice s) {
-        return zeros(to_shape(shape), dtype.value_or(float32), s);
+      [](const ShapeLike& shape, std::optional<Dtype> dtype, StreamOrDevice s) {
+        return zeros(to_shape(shape, "zeros"), dtype.value_or(float32), s);
       },
       "shape"_a, "dtype"_a.none() = float32, nb::kw_only(), "stream"_a = nb::none(),
       "An array of zeros.\n\n"
@@ -116,8 +145,8 @@ void init_ops_creation(nb::module_& m) {
       "    array: The zeros.\n");
   m.def(
       "ones",
-      [](const ShapeArg& shape, std::optional<Dtype> dtype, StreamOrDevice s) {
-        return ones(to_shape(shape), dtype.value_or(float32), s);
+      [](const ShapeLike& shape, std::optional<Dtype> dtype, StreamOrDevice s) {
+        return ones(to_shape(shape, "ones"), dtype.value_or(float32), s);
       },
       "shape"_a, "dtype"_a.none() = float32, nb::kw_only(), "stream"_a = nb::none(),
       "An array of ones.\n\n"

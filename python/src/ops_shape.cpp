@@ -20,7 +20,9 @@ void init_ops_shape(nb::module_& m) {
       "    array: The differences.\n");
   m.def(
       "reshape",
-      [](const array& a, Shape shape, StreamOrDevice s) { return reshape(a, std::move(shape), s); },
+      [](const array& a, const ShapeLike& shape, StreamOrDevice s) {
+        return reshape(a, to_shape(shape, "reshape"), s);
+      },
       nb::arg(), "shape"_a, nb::kw_only(), "stream"_a = nb::none(),
       "Give an array a new shape with the same elements.\n\n"
       "Args:\n"
@@ -180,8 +182,8 @@ void init_ops_shape(nb::module_& m) {
       "    array: The transposed array.\n");
   m.def(
       "broadcast_to",
-      [](const ArrayLike& a, const Shape& shape, StreamOrDevice s) {
-        return broadcast_to(to_array(a), shape, s);
+      [](const ArrayLike& a, const ShapeLike& shape, StreamOrDevice s) {
+        return broadcast_to(to_array(a), to_shape(shape, "broadcast_to"), s);
       },
       nb::arg(), "shape"_a, nb::kw_only(), "stream"_a = nb::none(),
       "Broadcast an array to a shape (NumPy's rules).\n\n"

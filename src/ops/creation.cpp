@@ -21,12 +21,16 @@ array arange(double start, double stop, double step, Dtype dtype, StreamOrDevice
     throw std::invalid_argument("[arange] start and stop must be finite");
   }
   if (step == 0) throw std::invalid_argument("[arange] step must not be 0");
-  double real = std::ceil((stop - start) / step);
+  // An infinite step takes the first element when it points from start towards stop (NumPy).
+  double real = std::isinf(step) ? ((stop - start) * step > 0 ? 1.0 : 0.0)
+                                 : std::ceil((stop - start) / step);
   if (real > static_cast<double>(INT32_MAX)) {
-    throw std::overflow_error("[arange] the range holds " + std::to_string(real) +
-                              " elements, more than a dimension holds (2147483647)");
+    throw std::invalid_argument("[arange] the range holds " + std::to_string(real) +
+                                " elements, more than a dimension holds (2147483647)");
   }
   int size = std::max(static_cast<int>(real), 0);
+  // The kernel computes start + i * step: keep 0 * inf from making the one element NaN.
+  if (std::isinf(step)) step = stop - start;
   return array(Shape{size}, dtype, std::make_shared<Arange>(to_stream(s), start, stop, step), {});
 }
 array arange(double start, double stop, double step, StreamOrDevice s) {

@@ -310,7 +310,9 @@ int hadamard_factor(int64_t n) {
 }
 
 array hadamard_transform(const array& a, std::optional<float> scale, StreamOrDevice s) {
-  if (a.ndim() < 1) throw std::invalid_argument("[hadamard_transform] needs 1 or more dims");
+  if (a.ndim() == 0) {  // a transform of size 1, as MLX: the value times the scale
+    return reshape(hadamard_transform(reshape(a, {1}, s), scale, s), {}, s);
+  }
   const int n = a.shape(-1);
   if (n <= 0) {
     throw std::invalid_argument("[hadamard_transform] the last axis is empty (size " +

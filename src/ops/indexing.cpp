@@ -181,6 +181,9 @@ array scatter_axis_impl(const char* op, ScatterReduce reduce, const array& a,
                                 " must have as many dimensions as the array of shape " +
                                 detail::shape_str(a.shape()));
   }
+  // No index into an empty array is ever read, so its dtype does not matter (MLX accepts
+  // put_along_axis(a, a, a) of an empty float array).
+  if (a.size() == 0 && indices.size() == 0) return a;
   check_index_dtype(op, indices);
   if (a.size() == 0) return a;
   auto upd = astype(values, a.dtype(), s);

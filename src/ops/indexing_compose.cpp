@@ -66,6 +66,7 @@ array masked_scatter(const array& a, const array& mask, const array& src, Stream
   lead.resize(a.ndim(), 1);
   array m = reshape(broadcast_to(reshape(mask, lead, s), a.shape(), s), {-1}, s);
   array flat_a = reshape(a, {-1}, s);
+  if (m.size() == 0) return a;  // nothing masked, nothing read
   if (src.size() == 0) {
     // MLX returns `a` for an all-false mask here and fails when evaluated otherwise; an empty
     // source can fill nothing, so it is refused at once.

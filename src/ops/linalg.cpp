@@ -1,6 +1,7 @@
 // Composite linear-algebra ops: tensordot, inner, outer (in namespace tessera) and linalg::norm,
 // built from matmul and the elementwise / reduce / shape families (no primitive of their own).
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <numeric>
 #include <stdexcept>
@@ -106,13 +107,22 @@ array kron(const array& a, const array& b, StreamOrDevice s) {
   // out[i * nb + j] = a[i] * b[j] per dim: a's dims interleaved with size-1 ones, b's after.
   const int nd = static_cast<int>(std::max(a.ndim(), b.ndim()));
   Shape as(2 * nd, 1), bs(2 * nd, 1), out(nd, 1);
+  std::vector<int64_t> wide(nd, 1);
   for (int i = nd - 1, j = static_cast<int>(a.ndim()) - 1; j >= 0; --i, --j) {
     as[2 * i] = a.shape(j);
-    out[i] *= a.shape(j);
+    wide[i] *= a.shape(j);
   }
   for (int i = nd - 1, j = static_cast<int>(b.ndim()) - 1; j >= 0; --i, --j) {
     bs[2 * i + 1] = b.shape(j);
-    out[i] *= b.shape(j);
+    wide[i] *= b.shape(j);
+  }
+  for (int i = 0; i < nd; ++i) {
+    if (wide[i] > INT32_MAX) {
+      throw std::overflow_error("[kron] output axis " + std::to_string(i) + " would have " +
+                                std::to_string(wide[i]) +
+                                " elements, more than a dimension holds (2147483647)");
+    }
+    out[i] = static_cast<int32_t>(wide[i]);
   }
   return reshape(multiply(reshape(a, as, s), reshape(b, bs, s), s), out, s);
 }

@@ -61,7 +61,11 @@ array cummin(const array& a, bool reverse, bool inclusive, StreamOrDevice s) {
 
 array logcumsumexp(const array& a, int axis, bool reverse, bool inclusive, StreamOrDevice s) {
   if (is_complex(a.dtype())) {
-    throw std::invalid_argument("[logcumsumexp] complex64 inputs are not supported");
+    // log(cumsum(exp(a - c))) + c, c the largest real part along the axis (a constant for the
+    // derivatives), so that exp neither overflows nor underflows for the largest terms.
+    const int ax = detail::normalize_axis("logcumsumexp", axis, static_cast<int>(a.ndim()));
+    const array c = astype(stop_gradient(max(real(a, s), ax, true, s), s), a.dtype(), s);
+    return add(log(cumsum(exp(subtract(a, c, s), s), ax, reverse, inclusive, s), s), c, s);
   }
   return make_scan("logcumsumexp", a, axis, Scan::LogAddExp, reverse, inclusive, a.dtype(), s);
 }

@@ -121,7 +121,10 @@ array trunc(const array& a, StreamOrDevice s) {
 }
 
 array round(const array& a, int decimals, StreamOrDevice s) {
-  reject_complex("round", a);
+  if (is_complex(a.dtype())) {  // the real and imaginary parts on their own, as MLX
+    const array im = multiply(round(imag(a, s), decimals, s), array(complex64_t(0.0f, 1.0f)), s);
+    return add(astype(round(real(a, s), decimals, s), complex64, s), im, s);
+  }
   if (decimals == 0) return make_unary<Round>(a, a.dtype(), s);
   auto dtype = at_least_float(a.dtype());
   const double scale = std::pow(10.0, decimals);

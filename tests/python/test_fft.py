@@ -135,6 +135,11 @@ def test_hadamard_transform_matches_the_sylvester_matrix():
     np.testing.assert_allclose(np.array(mx.hadamard_transform(mx.array(x), scale=1.0)), x @ h.T, rtol=1e-5, atol=1e-4)
     g = mx.grad(lambda v: mx.sum(mx.hadamard_transform(v) * mx.arange(16)))(mx.array(x))
     np.testing.assert_allclose(np.array(g), np.broadcast_to(np.arange(16) @ h / 4.0, x.shape), rtol=1e-5)
+    # A scalar is a transform of size 1: the value times the scale.
+    assert mx.hadamard_transform(mx.array(5.0)).item() == 5.0
+    assert mx.hadamard_transform(mx.array(5.0), scale=0.2).item() == np.float32(5.0) * np.float32(0.2)
+    with pytest.raises(ValueError, match="empty"):
+        mx.hadamard_transform(mx.array([]))
     with pytest.raises(ValueError, match=r"36\) must be m \* 2\^k with m in \(1, 12, 20, 28\)"):
         mx.hadamard_transform(mx.ones((36,)))
 

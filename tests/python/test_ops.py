@@ -1484,3 +1484,64 @@ def test_ops_accept_a_stream_or_device(name, ref, args):
     for s in (mx.cpu, mx.default_stream(mx.cpu)):
         out = getattr(mx, name)(*[mx.array(x)] * args, stream=s)
         check(out, ref(*[x.astype(np.float64)] * args), rtol=1e-5, atol=1e-5)
+
+
+# ---- MLX corner cases: complex round / logcumsumexp, infinite arange steps, shapes past int32,
+# empty scatters ----
+
+
+def test_round_of_complex_rounds_each_part():
+    z = np.array([22.2 + 3.6j, 18.5 + 98.2j, -0.5 - 1.5j], np.complex64)
+    got = np.array(mx.round(mx.array(z)))
+    assert got.dtype == np.complex64
+    np.testing.assert_array_equal(got, np.round(z.real) + 1j * np.round(z.imag))
+    np.testing.assert_allclose(np.array(mx.round(mx.array(z), 1)),
+                               np.round(z.real, 1) + 1j * np.round(z.imag, 1), rtol=1e-6)
+
+
+@pytest.mark.parametrize("reverse, inclusive", [(False, True), (True, True), (False, False)])
+def test_logcumsumexp_of_complex_matches_log_cumsum_exp(reverse, inclusive):
+    z = (RNG.standard_normal((3, 5)) * 20 + 1j * RNG.standard_normal((3, 5))).astype(np.complex64)
+    got = np.array(mx.logcumsumexp(mx.array(z), axis=1, reverse=reverse, inclusive=inclusive))
+    zz = z.astype(np.complex128)[:, ::-1] if reverse else z.astype(np.complex128)
+    ref = np.log(np.cumsum(np.exp(zz), axis=1))
+    if not inclusive:
+        ref = np.concatenate([np.full((3, 1), -np.inf), ref[:, :-1]], axis=1)
+    ref = ref[:, ::-1] if reverse else ref
+    finite = np.isfinite(ref.real)
+    np.testing.assert_array_equal(np.isneginf(got.real), ~finite)
+    # The imaginary part is an angle: compare on the unit circle.
+    np.testing.assert_allclose(got.real[finite], ref.real[finite], rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(np.exp(1j * got.imag[finite]), np.exp(1j * ref.imag[finite]), atol=1e-4)
+
+
+def test_arange_with_an_infinite_step_takes_the_first_element():
+    assert mx.arange(0, 10, float("inf")).tolist() == [0]
+    assert mx.arange(0, -10, float("-inf")).tolist() == [0]
+    assert mx.arange(10, 0, float("inf")).tolist() == []
+    assert mx.arange(0, 10, 100).tolist() == [0]
+    with pytest.raises(ValueError, match="2147483648"):
+        mx.arange(0, 2**31, 1)
+
+
+def test_shapes_outside_int32_are_overflow_errors_naming_the_value():
+    for make in (lambda d: mx.zeros(d), lambda d: mx.ones([2, d]), lambda d: mx.full((d,), 1.0),
+                 lambda d: mx.reshape(mx.zeros(4), [d]), lambda d: mx.broadcast_to(mx.zeros(1), [d, 1])):
+        for d in (2**31, -(2**31) - 1):
+            with pytest.raises(OverflowError, match=str(d)):
+                make(d)
+    with pytest.raises(OverflowError, match=str(2**32)):
+        mx.kron(mx.zeros(2**16), mx.zeros(2**16))
+    with pytest.raises(TypeError, match="'2'"):
+        mx.reshape(mx.zeros(4), ["2", 2])
+    assert mx.reshape(mx.arange(4), [np.int64(2), 2]).shape == (2, 2)
+    assert mx.zeros(np.int32(3)).shape == (3,)
+
+
+def test_scatters_into_empty_arrays_are_no_ops():
+    e = mx.zeros((0,))
+    e[mx.zeros((0,), dtype=mx.bool_)] = mx.zeros((0,))
+    assert e.shape == (0,)
+    assert mx.put_along_axis(e, e, e, axis=None).size == 0
+    with pytest.raises(ValueError, match="integer dtype"):
+        mx.put_along_axis(mx.zeros((2,)), mx.zeros((1,)), mx.ones((1,)), axis=0)
