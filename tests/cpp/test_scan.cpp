@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <complex>
 #include <functional>
 #include <limits>
 #include <numeric>
@@ -145,7 +146,22 @@ TEST(Scan, LogCumSumExpMatchesNaive) {
                   "forward");
   expect_near_vec(values(logcumsumexp(a, 0, true, false)),
                   naive_scan(x, {6}, 0, true, false, -INFINITY, lae), 1e-12, "reverse exclusive");
-  EXPECT_THROW(logcumsumexp(zeros({2}, complex64)), std::invalid_argument);
+  // Complex inputs: log of the running sum of exponentials, here with parts far from zero so
+  // that a naive exp would overflow float32 (e^100).
+  const std::vector<std::complex<double>> z = {{100.0, 1.0}, {101.0, -0.5}, {-3.0, 2.0}};
+  array zc(std::vector<complex64_t>{complex64_t(100.0f, 1.0f), complex64_t(101.0f, -0.5f),
+                                    complex64_t(-3.0f, 2.0f)},
+           {3}, complex64);
+  const array got = logcumsumexp(zc);
+  eval({got});
+  std::complex<double> run = 0.0;
+  for (int i = 0; i < 3; ++i) {
+    run += std::exp(z[i] - 101.0);
+    const std::complex<double> want = std::log(run) + 101.0;
+    const complex64_t g = got.data<complex64_t>()[i];
+    EXPECT_NEAR(g.real(), want.real(), 1e-4) << i;
+    EXPECT_NEAR(std::remainder(g.imag() - want.imag(), 2 * M_PI), 0.0, 1e-4) << i;
+  }
 }
 
 TEST(Scan, NonContiguousZeroDimEmptyAndErrors) {
