@@ -92,6 +92,18 @@ TEST(Conv, StridedPaddedDilatedGroupedMatchesTheDefinition) {
   check_case(k, float64, 1e-12);
 }
 
+TEST(Conv, SixteenWideGroupsUseTheRegisterTileAndUnitStridesTheForwardInputGrad) {
+  // O / G = 32 takes the AVX2 tile kernel (where the CPU has it); 3 x 7 = 21 output positions
+  // leave rows outside the 6-row tiles; unit strides send dx through the forward kernel, with
+  // the kernel flipped, dilated and asymmetrically (also negatively) padded.
+  Case k{1, 6, 9, 8, 64, 3, 2, {1, 1}, {1, 0}, {0, -1}, {2, 1}, {1, 1}, 2, false};
+  check_case(k, float32, 2e-5);
+  check_case(k, float64, 1e-12);
+  k.flip = true;
+  check_case(k, float32, 2e-5);
+  check_case(k, float16, 2e-2);
+}
+
 TEST(Conv, InputDilationFlipAndNegativePadding) {
   Case k{3, 6, 7, 4, 6, 2, 3, {2, 1}, {-1, 2}, {1, -2}, {1, 1}, {3, 2}, 1, true};
   check_case(k, float64, 1e-12);

@@ -3,15 +3,21 @@
 // our pool. Per group g, with cols the (positions x taps * C/G) patch matrix:
 //   forward      y[:, g]  = cols @ w[g]^T
 //   weight grad  dw[g]    = sum over blocks of dy[:, g]^T @ cols
-//   input grad   dx      += col2im(dy[:, g] @ w[g])
+//   input grad   dx      += col2im(dy[:, g] @ w[g]), or, with unit strides and no input
+//                dilation, the forward kernel over dy with w's channels swapped and taps flipped
 // A 1x1 kernel that reads every input position once in order (stride 1, no padding, no
 // dilation) uses the input itself as cols. float16 / bfloat16 compute in float32 and round once.
 // Every block size and the split of the weight gradient's sum are functions of the shapes only,
 // never of the pool size, so results do not depend on the thread count.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 #include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "backend/cpu/blas.h"
 #include "backend/cpu/copy.h"
@@ -170,6 +176,79 @@ void col2im(const Geometry& g, const A* cols, int64_t group, int64_t r0, int64_t
   }
 }
 
+// ---- the forward product's own kernel (x86-64 with AVX2 and FMA, float32, O/G a multiple of 16)
+// OpenBLAS reaches about half of this machine's peak on these shapes (a tall, 64-column product
+// with K = taps * C/G): a 6 x 16 register tile over the whole K, the weights packed once per call
+// into K x 16 panels, the patch rows read in place, does better (docs/ops.md, Performance).
+
+// w [n x k] (row ldw) as n / 16 panels of k rows of 16: panel p, row kk holds w[16p .. 16p+15][kk].
+std::vector<float> pack_panels(const float* w, int64_t n, int64_t k, int64_t ldw) {
+  std::vector<float> out(static_cast<size_t>(n * k));
+  for (int64_t p = 0; p < n / 16; ++p) {
+    for (int64_t kk = 0; kk < k; ++kk) {
+      for (int64_t j = 0; j < 16; ++j) out[(p * k + kk) * 16 + j] = w[(16 * p + j) * ldw + kk];
+    }
+  }
+  return out;
+}
+
+#if defined(__x86_64__)
+bool have_avx2_fma() {
+  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return ok;
+}
+
+// c[MR x 16] = a[MR x k] (rows lda apart) @ one k x 16 panel.
+template <int MR>
+__attribute__((target("avx2,fma"))) void tile(const float* a, int64_t lda, const float* b,
+                                              int64_t k, float* c, int64_t ldc) {
+  __m256 acc[MR][2];
+#pragma GCC unroll 6
+  for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+#pragma GCC unroll 4
+  for (int64_t kk = 0; kk < k; ++kk) {
+    const __m256 b0 = _mm256_loadu_ps(b + kk * 16), b1 = _mm256_loadu_ps(b + kk * 16 + 8);
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; ++i) {
+      const __m256 x = _mm256_broadcast_ss(a + i * lda + kk);
+      acc[i][0] = _mm256_fmadd_ps(x, b0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(x, b1, acc[i][1]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < MR; ++i) {
+    _mm256_storeu_ps(c + i * ldc, acc[i][0]);
+    _mm256_storeu_ps(c + i * ldc + 8, acc[i][1]);
+  }
+}
+
+// c[m x n] = a[m x k] @ the packed panels (n / 16 of them).
+void gemm_panels(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* panels,
+                 float* c, int64_t ldc) {
+  int64_t r = 0;
+  for (; r + 6 <= m; r += 6) {
+    for (int64_t p = 0; p < n / 16; ++p) {
+      tile<6>(a + r * lda, lda, panels + p * k * 16, k, c + r * ldc + 16 * p, ldc);
+    }
+  }
+  for (int64_t p = 0; p < n / 16 && r < m; ++p) {
+    const float* a0 = a + r * lda;
+    const float* b = panels + p * k * 16;
+    float* c0 = c + r * ldc + 16 * p;
+    switch (m - r) {
+      case 1: tile<1>(a0, lda, b, k, c0, ldc); break;
+      case 2: tile<2>(a0, lda, b, k, c0, ldc); break;
+      case 3: tile<3>(a0, lda, b, k, c0, ldc); break;
+      case 4: tile<4>(a0, lda, b, k, c0, ldc); break;
+      default: tile<5>(a0, lda, b, k, c0, ldc); break;
+    }
+  }
+}
+#else
+bool have_avx2_fma() { return false; }
+void gemm_panels(int64_t, int64_t, int64_t, const float*, int64_t, const float*, float*, int64_t) {}
+#endif
+
 template <typename A>
 A* scratch(std::vector<A>& v, size_t n) {
   if (v.size() < n) v.resize(n);
@@ -204,6 +283,15 @@ void forward(const array& x_in, const array& w_in, array& out, const Geometry& g
   const A* wp = w.data<A>();
   const int64_t kc = g.kc();
   const bool direct = g.identity && std::is_same_v<T, A>;
+  // Our kernel for float32 products whose group width is a multiple of 16.
+  std::vector<std::vector<float>> panels;
+  if constexpr (std::is_same_v<A, float>) {
+    if (g.og % 16 == 0 && have_avx2_fma()) {
+      for (int64_t grp = 0; grp < g.groups; ++grp) {
+        panels.push_back(pack_panels(wp + grp * g.og * kc, g.og, kc, kc));
+      }
+    }
+  }
   cpu::single_threaded_blas();
   cpu::parallel_blocks(static_cast<size_t>(g.rows()), static_cast<size_t>(block_rows(g, sizeof(A))),
                        [&](size_t lo, size_t hi) {
@@ -223,9 +311,15 @@ void forward(const array& x_in, const array& w_in, array& out, const Geometry& g
         a = cols;
         lda = static_cast<int>(kc);
       }
-      cpu::gemm(false, true, m, static_cast<int>(g.og), static_cast<int>(kc), 1.0f, a, lda,
-                wp + grp * g.og * kc, static_cast<int>(kc), 0.0f, yb + grp * g.og,
-                static_cast<int>(g.o));
+      if (!panels.empty()) {
+        if constexpr (std::is_same_v<A, float>) {
+          gemm_panels(m, g.og, kc, a, lda, panels[grp].data(), yb + grp * g.og, g.o);
+        }
+      } else {
+        cpu::gemm(false, true, m, static_cast<int>(g.og), static_cast<int>(kc), 1.0f, a, lda,
+                  wp + grp * g.og * kc, static_cast<int>(kc), 0.0f, yb + grp * g.og,
+                  static_cast<int>(g.o));
+      }
     }
     if constexpr (!std::is_same_v<T, A>) {
       T* dst = y + lo * g.o;
@@ -397,9 +491,68 @@ void ConvWeightGrad::eval_cpu(const std::vector<array>& inputs, array& out) {
   dispatch<WeightGrad>("conv", out.dtype(), inputs[0], inputs[1], out, g);
 }
 
+namespace {
+
+// With unit strides and no input dilation, dx is itself a convolution -- of dy with the kernel's
+// channels swapped within each group, the taps flipped, and padding (k-1)*d - p -- so it runs as
+// the forward kernel (gathered patches feeding gemm) instead of gemm then a scatter-add.
+bool input_grad_as_forward(const ConvParams& p) {
+  for (size_t i = 0; i < p.stride.size(); ++i) {
+    if (p.stride[i] != 1 || p.input_dilation[i] != 1) return false;
+  }
+  return true;
+}
+
+// w [O, k..., C/G] -> [C, k..., O/G]: per group, output and input channels exchanged; in the
+// compute dtype (float32 for the half types).
+array swap_kernel_channels(const array& w_in, int groups) {
+  const Dtype a = w_in.dtype() == float64 ? float64 : float32;
+  const array w = as_compute(w_in, a);
+  const int64_t o = w.shape(0), cg = w.shape(-1), og = o / groups;
+  const int64_t taps = static_cast<int64_t>(w.size()) / (o * cg);
+  Shape shape = w.shape();
+  shape.front() = static_cast<int32_t>(cg * groups);
+  shape.back() = static_cast<int32_t>(og);
+  array out(allocator::malloc(w.nbytes()), shape, a, allocator::free);
+  auto run = [&](auto tag) {
+    using A = decltype(tag);
+    const A* src = w.data<A>();
+    A* dst = out.data<A>();
+    for (int64_t g = 0; g < groups; ++g)
+      for (int64_t oo = 0; oo < og; ++oo)
+        for (int64_t t = 0; t < taps; ++t)
+          for (int64_t c = 0; c < cg; ++c)
+            dst[((g * cg + c) * taps + t) * og + oo] = src[((g * og + oo) * taps + t) * cg + c];
+  };
+  if (a == float64) run(double{});
+  else run(float{});
+  return out;
+}
+
+}  // namespace
+
 void ConvInputGrad::eval_cpu(const std::vector<array>& inputs, array& out) {
-  const Geometry g = geometry(out.shape(), inputs[1].shape(), inputs[0].shape(), params_);
-  dispatch<InputGrad>("conv", out.dtype(), inputs[0], inputs[1], out, g);
+  const array &dy = inputs[0], &w = inputs[1];
+  ConvParams p = params_;
+  bool as_forward = input_grad_as_forward(params_);
+  p.flip = !params_.flip;
+  for (size_t i = 0; i < p.stride.size() && as_forward; ++i) {
+    const int d = static_cast<int>(i) + 1;
+    const int64_t k = (w.shape(d) - 1) * static_cast<int64_t>(params_.kernel_dilation[i]) + 1;
+    const int64_t lo = k - 1 - params_.padding_lo[i];
+    const int64_t hi = out.shape(d) - dy.shape(d) + k - 1 - lo;
+    as_forward = lo >= INT32_MIN && lo <= INT32_MAX && hi >= INT32_MIN && hi <= INT32_MAX;
+    p.padding_lo[i] = static_cast<int>(lo);
+    p.padding_hi[i] = static_cast<int>(hi);
+  }
+  if (as_forward) {
+    const array wt = swap_kernel_channels(w, params_.groups);
+    const Geometry g = geometry(dy.shape(), wt.shape(), out.shape(), p);
+    dispatch<Forward>("conv", out.dtype(), dy, wt, out, g);
+    return;
+  }
+  const Geometry g = geometry(out.shape(), w.shape(), dy.shape(), params_);
+  dispatch<InputGrad>("conv", out.dtype(), dy, w, out, g);
 }
 
 }  // namespace tessera
