@@ -60,6 +60,20 @@ void write_all(nb::handle f, const std::string& bytes) {
   f.attr("write")(nb::bytes(bytes.data(), bytes.size()));
 }
 
+// Saves to a path (to_path(path)) or to a binary file object (the bytes to_bytes() returns),
+// without the GIL.
+template <typename ToPath, typename ToBytes>
+void save_to(nb::handle file, ToPath&& to_path, ToBytes&& to_bytes) {
+  if (is_path(file)) {
+    std::string path = path_of(file);
+    blocking([&] { to_path(path); });
+  } else {
+    std::string bytes;
+    blocking([&] { bytes = to_bytes(); });
+    write_all(file, bytes);
+  }
+}
+
 nb::object load_any(nb::handle file, std::optional<std::string> format, bool return_metadata,
                     StreamOrDevice) {
   std::string fmt;
@@ -135,14 +149,9 @@ void savez_any(nb::handle file, nb::args args, nb::kwargs kwargs, bool compresse
     all[k] = v;
   }
   auto arrays = from_dict(all, "savez");
-  if (is_path(file)) {
-    std::string path = path_of(file);
-    blocking([&] { savez(path, arrays, compressed); });
-  } else {
-    std::string bytes;
-    blocking([&] { bytes = savez_bytes(arrays, compressed); });
-    write_all(file, bytes);
-  }
+  save_to(
+      file, [&](const std::string& path) { savez(path, arrays, compressed); },
+      [&] { return savez_bytes(arrays, compressed); });
 }
 
 }  // namespace
@@ -158,14 +167,9 @@ void init_io(nb::module_& m) {
       "save",
       [](nb::handle file, const ArrayLike& a) {
         array x = to_array(a);
-        if (is_path(file)) {
-          std::string path = path_of(file);
-          blocking([&] { save(path, x); });
-        } else {
-          std::string bytes;
-          blocking([&] { bytes = save_npy_bytes(x); });
-          write_all(file, bytes);
-        }
+        save_to(
+            file, [&](const std::string& path) { save(path, x); },
+            [&] { return save_npy_bytes(x); });
       },
       "file"_a, "arr"_a, "Saves an array as .npy (the extension is added when missing).");
   m.def("savez", [](nb::handle file, nb::args args, nb::kwargs kwargs) { savez_any(file, args, kwargs, false); },
@@ -187,14 +191,9 @@ void init_io(nb::module_& m) {
             meta.emplace(nb::cast<std::string>(k), nb::cast<std::string>(v));
           }
         }
-        if (is_path(file)) {
-          std::string path = path_of(file);
-          blocking([&] { save_safetensors(path, m_arrays, meta); });
-        } else {
-          std::string bytes;
-          blocking([&] { bytes = save_safetensors_bytes(m_arrays, meta); });
-          write_all(file, bytes);
-        }
+        save_to(
+            file, [&](const std::string& path) { save_safetensors(path, m_arrays, meta); },
+            [&] { return save_safetensors_bytes(m_arrays, meta); });
       },
       "file"_a, "arrays"_a, "metadata"_a = nb::none(),
       "Saves a dict of arrays as .safetensors, with optional string metadata.");
@@ -234,14 +233,9 @@ void init_io(nb::module_& m) {
             }
           }
         }
-        if (is_path(file)) {
-          std::string path = path_of(file);
-          blocking([&] { save_gguf(path, m_arrays, meta); });
-        } else {
-          std::string bytes;
-          blocking([&] { bytes = save_gguf_bytes(m_arrays, meta); });
-          write_all(file, bytes);
-        }
+        save_to(
+            file, [&](const std::string& path) { save_gguf(path, m_arrays, meta); },
+            [&] { return save_gguf_bytes(m_arrays, meta); });
       },
       "file"_a, "arrays"_a, "metadata"_a = nb::none(),
       "Saves a dict of arrays as .gguf (version 3), with optional metadata: arrays (0-d or 1-d),\n"
