@@ -13,9 +13,19 @@ namespace tessera {
 
 namespace detail {
 
-Strides row_strides(const Shape& shape) {
-  Strides s(shape.size(), 1);
+namespace {
+
+// row_strides(shape) into `s`, reusing its storage (no allocation when it was as long already).
+void set_row_strides(Strides& s, const Shape& shape) {
+  s.assign(shape.size(), 1);
   for (int i = static_cast<int>(shape.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * shape[i + 1];
+}
+
+}  // namespace
+
+Strides row_strides(const Shape& shape) {
+  Strides s;
+  set_row_strides(s, shape);
   return s;
 }
 
@@ -290,7 +300,7 @@ void array::set_data(allocator::Buffer buffer, Deleter d) {
   desc_->data_ptr = buffer.raw_ptr();
   desc_->offset = 0;
   desc_->data_size = size();
-  desc_->strides = detail::row_strides(shape());
+  detail::set_row_strides(desc_->strides, shape());
   bool col = ndim() <= 1 || size() <= 1;
   if (!col) {  // a row-contiguous array is also column-contiguous when at most one dim > 1
     int big = 0;

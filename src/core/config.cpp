@@ -141,6 +141,12 @@ std::vector<VarInfo> build_registry() {
            "even =0)."),
       flag("TESSERA_RING_SHM", "", "1", "distributed/ring", kUsed,
            "Use shared memory instead of TCP between ranks on the same host."),
+      flag("TESSERA_RING_SHM_SINGLE_COPY", "", "1", "distributed/ring", kUsed,
+           "Large all_gathers over shared memory read each peer's block straight from its "
+           "memory (Linux cross-memory attach, process_vm_readv: one copy instead of two through "
+           "the segment). Used only when every local rank may read the others (same user, no "
+           "ptrace restriction), checked when the group forms; 0 always copies through the "
+           "segment."),
       flag("TESSERA_RING_DIRECT", "", "1", "distributed/ring", kUsed,
            "Send small collectives straight to every rank (one hop); 0 keeps all collective "
            "traffic between ring neighbours, for links that join only neighbours (tessera "

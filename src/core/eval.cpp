@@ -1,6 +1,7 @@
 // eval / async_eval: order the unscheduled graph behind the outputs (breadth-first from the
 // outputs, at most TESSERA_BFS_MAX_WIDTH wide, then depth-first), detach it, and hand each node
 // to its stream's worker. Kernel errors travel to every dependent and surface in wait().
+#include <deque>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -149,10 +150,22 @@ std::vector<array> build_tape(const std::vector<array>& outputs) {
 
 // Runs one tape entry now, on this thread: what a stream worker does with it.
 void run_now(array& a) {
+  // The outputs' vector, one per nesting level (a kernel may evaluate a graph of its own),
+  // kept between calls so that an op run here allocates nothing for it. Emptied as soon as the
+  // kernel ran: a handle left in it would keep the next op from donating the output.
+  thread_local std::deque<std::vector<array>> scratch;
+  thread_local size_t depth = 0;
+  if (scratch.size() == depth) scratch.emplace_back();
+  struct Level {
+    std::vector<array>& outs;
+    ~Level() {
+      outs.clear();
+      --depth;
+    }
+  } level{scratch[depth++]};
+  std::vector<array>& outs = level.outs;
   std::shared_ptr<detail::Node> node = a.node();
-  std::vector<array> outs;
   if (node->outputs.size() == 1) {
-    outs.reserve(1);
     outs.push_back(a);  // a single-output node's output is `a` itself
   } else {
     outs = a.outputs();

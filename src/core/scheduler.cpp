@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -108,6 +109,9 @@ struct StreamRegistry {
 // workers start on first use; the generation tells thread-local caches to look again.
 std::atomic<StreamRegistry*> g_registry{nullptr};
 std::atomic<int> g_generation{0};
+// Bumped whenever a default stream changes, so per-thread copies of the defaults know to look
+// again (every op asks for its default stream; the registry's lock is not taken for that).
+std::atomic<uint64_t> g_defaults_version{1};
 
 StreamRegistry& registry() {
   StreamRegistry* r = g_registry.load(std::memory_order_acquire);
@@ -165,21 +169,33 @@ Stream new_stream(Device d) {
 }
 
 Stream default_stream(Device d) {
+  thread_local uint64_t cached_version = 0;
+  thread_local Stream cached(0, Device::cpu);
+  // Read before the lookup: a default changed meanwhile makes the next call look again.
+  const uint64_t version = g_defaults_version.load(std::memory_order_acquire);
+  if (version == cached_version && cached.device == d) return cached;
   auto& r = registry();
+  std::optional<Stream> found;
   {
     std::lock_guard<std::mutex> l(r.mu);
     auto it = r.defaults.find(d);
-    if (it != r.defaults.end()) return it->second;
+    if (it != r.defaults.end()) found = it->second;
   }
-  Stream s = new_stream(d);
-  std::lock_guard<std::mutex> l(r.mu);
-  return r.defaults.emplace(d, s).first->second;
+  if (!found) {
+    Stream s = new_stream(d);
+    std::lock_guard<std::mutex> l(r.mu);
+    found = r.defaults.emplace(d, s).first->second;
+  }
+  cached = *found;
+  cached_version = version;
+  return *found;
 }
 
 void set_default_stream(Stream s) {
   auto& r = registry();
   std::lock_guard<std::mutex> l(r.mu);
   r.defaults.insert_or_assign(s.device, s);
+  g_defaults_version.fetch_add(1, std::memory_order_release);
 }
 
 std::vector<Stream> get_streams() {

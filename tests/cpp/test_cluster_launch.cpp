@@ -270,6 +270,24 @@ TEST(ClusterLaunch, TwoHostsTwoRanksEachShareMemoryInsideEachHost) {
   ASSERT_EQ(m.wait(120), 0) << m.output();
 }
 
+// Hosts with different numbers of ranks (2 on node0, 1 on node1): still shared memory inside
+// each host, the hosts' first ranks alone across, and every collective agrees with the
+// reference (MLX and our earlier releases used TCP between every pair here).
+TEST(ClusterLaunch, HostsWithDifferentRankCountsStillShareMemoryInside) {
+  REQUIRE_SSH_CLUSTER();
+  Cluster c(2);
+  SshHosts ssh(c);
+  const std::string hostfile = ssh.dir() + "/hosts.json";
+  std::ofstream(hostfile) << R"([{"ssh": "node0"}, {"ssh": "node1"}, {"ssh": "node0"}])";
+  Process& l = launch(c, ssh, "--verbose --hostfile " + hostfile + " -- " + kWorker + " collectives");
+  ASSERT_EQ(l.wait(120), 0) << l.output();
+  EXPECT_EQ(count_of(l.output(), "2 hosts of 2/1 ranks: shared memory inside the host"), 3)
+      << l.output();
+  EXPECT_EQ(count_of(l.output(), "cases, 0 failures"), 3) << l.output();
+  Process& m = launch(c, ssh, "--hostfile " + hostfile + " -- " + kWorker + " mixed 200");
+  ASSERT_EQ(m.wait(120), 0) << m.output();
+}
+
 // A rank of a hierarchical job dies: the launcher names it and nothing of the job is left
 // (test_cluster.cpp checks what the survivors say).
 TEST(ClusterLaunch, KilledRankOfAHierarchicalJobIsNamedEverywhere) {

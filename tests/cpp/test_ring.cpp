@@ -25,6 +25,7 @@
 #include "distributed/ring/handshake.h"
 #include "distributed/ring/ring_group.h"
 #include "distributed/shm/segments.h"
+#include "distributed/shm/shm_transport.h"
 #include "tessera/config.h"
 #include "test_util.h"
 
@@ -456,6 +457,27 @@ void check_size_mismatch(bool shm) {
 TEST(RingFaults, DifferentSizesFailOnBothRanksTcp) { check_size_mismatch(false); }
 TEST(RingFaults, DifferentSizesFailOnBothRanksShm) { check_size_mismatch(true); }
 
+// Ranks naming different roots for one broadcast both fail, naming both calls.
+void check_root_mismatch(bool shm) {
+  std::vector<std::string> errors(2);
+  run_ranks(2, options(shm, 5), [&](RingGroup& g, int rank) {
+    std::vector<float> buf(6, static_cast<float>(rank));
+    try {
+      g.broadcast(buf.data(), buf.size() * sizeof(float), rank);
+    } catch (const std::runtime_error& e) {
+      errors[static_cast<size_t>(rank)] = e.what();
+    }
+  });
+  for (int r = 0; r < 2; ++r) {
+    const std::string& e = errors[static_cast<size_t>(r)];
+    EXPECT_NE(e.find("mismatched operation"), std::string::npos) << "rank " << r << ": " << e;
+    EXPECT_NE(e.find("broadcast"), std::string::npos) << e;
+  }
+}
+
+TEST(RingFaults, BroadcastWithDifferentRootsFailsTcp) { check_root_mismatch(false); }
+TEST(RingFaults, BroadcastWithDifferentRootsFailsShm) { check_root_mismatch(true); }
+
 TEST(RingFaults, DifferentOperationsAreReported) {
   std::vector<std::string> errors(2);
   run_ranks(2, options(false, 5), [&](RingGroup& g, int rank) {
@@ -474,9 +496,10 @@ TEST(RingFaults, DifferentOperationsAreReported) {
   EXPECT_NE(errors[0].find("all_gather of 16 B"), std::string::npos) << errors[0];
 }
 
-// Rank 2 leaves (closes its sockets) while the others are inside an all_sum: they must raise
-// within 2 s, naming the operation; later calls fail at once.
-void check_peer_exit(bool shm) {
+// Rank 2 leaves (closes its sockets) while the others are inside an all_sum (or an all_gather
+// of blocks large enough for the one-copy path): they must raise within 2 s, naming the
+// operation; later calls fail at once.
+void check_peer_exit(bool shm, bool gather = false) {
   config::set_override("TESSERA_DIST_TIMEOUT", "30");
   RingOptions opt = RingOptions::from_config();
   config::set_override("TESSERA_DIST_TIMEOUT", std::nullopt);
@@ -485,8 +508,15 @@ void check_peer_exit(bool shm) {
   std::vector<std::string> errors(3);
   std::vector<double> seconds(3, 0);
   run_ranks(3, opt, [&](RingGroup& g, int rank) {
-    std::vector<float> in(kBig, 1.0f), out(kBig);
-    g.all_reduce(in.data(), out.data(), kBig, float32, ReduceOp::sum);  // all healthy
+    std::vector<float> in(kBig, 1.0f), out(kBig * 3);
+    auto once = [&] {
+      if (gather) {
+        g.all_gather(in.data(), out.data(), kBig * sizeof(float));
+      } else {
+        g.all_reduce(in.data(), out.data(), kBig, float32, ReduceOp::sum);
+      }
+    };
+    once();  // all healthy
     if (rank == 2) {
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
       g.abort("test: rank 2 leaves");  // closes its connections, as an exiting process would
@@ -494,7 +524,7 @@ void check_peer_exit(bool shm) {
     }
     auto t0 = std::chrono::steady_clock::now();
     try {
-      for (int i = 0; i < 100; ++i) g.all_reduce(in.data(), out.data(), kBig, float32, ReduceOp::sum);
+      for (int i = 0; i < 100; ++i) once();
     } catch (const std::runtime_error& e) {
       errors[static_cast<size_t>(rank)] = e.what();
     }
@@ -504,7 +534,8 @@ void check_peer_exit(bool shm) {
   });
   for (int r = 0; r < 2; ++r) {
     const std::string& e = errors[static_cast<size_t>(r)];
-    EXPECT_NE(e.find("all_sum"), std::string::npos) << "rank " << r << ": " << e;
+    EXPECT_NE(e.find(gather ? "all_gather" : "all_sum"), std::string::npos)
+        << "rank " << r << ": " << e;
     EXPECT_NE(e.find("[ring] rank " + std::to_string(r)), std::string::npos) << e;
     EXPECT_LT(seconds[static_cast<size_t>(r)], 2.3) << e;
   }
@@ -512,6 +543,40 @@ void check_peer_exit(bool shm) {
 
 TEST(RingFaults, PeerClosingMidOperationRaisesQuicklyTcp) { check_peer_exit(false); }
 TEST(RingFaults, PeerClosingMidOperationRaisesQuicklyShm) { check_peer_exit(true); }
+TEST(RingFaults, PeerClosingMidOneCopyAllGatherRaisesQuickly) { check_peer_exit(true, true); }
+
+// Large all_gathers over shared memory: the one-copy path (peers' memory read directly) and the
+// copy through the segment give the same bytes, in place and not, around the size where the
+// one-copy path starts and across enough units to reuse every slot.
+TEST(RingShm, AllGatherOneCopyAndSegmentCopyAgree) {
+  for (bool single_copy : {true, false}) {
+    RingOptions opt = options(true);
+    opt.shm_single_copy = single_copy;
+    run_ranks(3, opt, [&](RingGroup& g, int rank) {
+      ASSERT_TRUE(g.shm_active());
+      EXPECT_EQ(g.shm_single_copy(), single_copy);
+      for (size_t bytes : {kShmSingleCopyBytes - 8, kShmSingleCopyBytes, 3 * kShmChunkBytes + 20}) {
+        const size_t n = bytes / sizeof(int32_t);
+        for (int rep = 0; rep < 3; ++rep) {
+          const size_t salt = bytes % 97 + static_cast<size_t>(rep);
+          auto in = input_for<int32_t>(rank, n, salt);
+          std::vector<int32_t> out(n * 3, -7), inplace(n * 3, -7);
+          std::memcpy(inplace.data() + static_cast<size_t>(rank) * n, in.data(), bytes);
+          g.all_gather(in.data(), out.data(), bytes);
+          g.all_gather(inplace.data() + static_cast<size_t>(rank) * n, inplace.data(), bytes);
+          for (int r = 0; r < 3; ++r) {
+            auto want = input_for<int32_t>(r, n, salt);
+            ASSERT_EQ(0, std::memcmp(out.data() + static_cast<size_t>(r) * n, want.data(), bytes))
+                << "bytes=" << bytes << " block " << r << " single_copy=" << single_copy;
+            ASSERT_EQ(0, std::memcmp(inplace.data() + static_cast<size_t>(r) * n, want.data(),
+                                     bytes))
+                << "in place, bytes=" << bytes << " block " << r;
+          }
+        }
+      }
+    });
+  }
+}
 
 // A silent peer (connected, never calls the op) hits TESSERA_DIST_TIMEOUT.
 TEST(RingFaults, SilentPeerTimesOut) {

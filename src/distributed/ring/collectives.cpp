@@ -291,6 +291,18 @@ void RingGroup::broadcast(void* buf_v, size_t bytes, int root) {
   std::lock_guard<std::mutex> lk(op_mu_);
   if (size_ == 1) return;
   auto* buf = static_cast<char*>(buf_v);
+  if (hier_) {
+    hier_run([&](Hierarchy&) { hier_broadcast(buf, bytes, root); });
+    return;
+  }
+  if (shm_) {
+    try {
+      shm_->broadcast(buf, bytes, root, coll_seq_++);
+    } catch (const std::exception& e) {
+      fail(e);
+    }
+    return;
+  }
   // The root travels in the header's count, so ranks that name different roots get an error
   // naming both instead of a hang or a silent wrong result.
   OpDesc d{OpKind::broadcast, kBytesDtype, static_cast<size_t>(root), bytes};
@@ -363,9 +375,15 @@ void RingGroup::barrier() {
   std::lock_guard<std::mutex> lk(op_mu_);
   if (size_ == 1) return;
   if (hier_) {  // all of this host entered, then all of every host
-    hier_run([this](Hierarchy&) {
+    hier_run([this](Hierarchy& h) {
       in_local([](GroupImpl& g) { g.barrier(); });
-      in_cross([](GroupImpl& g) { g.barrier(); });
+      if (h.equal) {
+        in_cross([](GroupImpl& g) { g.barrier(); });
+        return;
+      }
+      // Only the leaders meet across hosts: the others wait inside for their leader.
+      if (h.local_rank == 0) in_cross([](GroupImpl& g) { g.barrier(); });
+      in_local([](GroupImpl& g) { g.barrier(); });
     });
     return;
   }

@@ -3,13 +3,18 @@
 // and hosts through TCP. The algorithms below see only GroupImpl: whether a sub-group moves
 // bytes through a shared-memory segment or sockets is the sub-group's business.
 //   local  the ranks of this host (all local, so the ring gives it shared memory)
-//   cross  the ranks with this rank's index on every host (one per host, TCP)
-// all_reduce: reduce_scatter inside the host, all_reduce of this rank's share across hosts,
-// all_gather inside the host (small messages: all_reduce inside, then across). all_gather:
-// across hosts first (each rank sends only its own block over the network), then inside the
-// host, then into rank order. sum_scatter is the all_reduce's block; barrier is inside then
-// across; send / recv between ranks of one host go through shared memory. Broadcast and
-// all_to_all stay on the flat ring.
+//   cross  the ranks with this rank's index on every host that has one (TCP); index 0 are the
+//          hosts' leaders
+// When every host runs as many ranks: all_reduce is reduce_scatter inside the host, all_reduce
+// of this rank's share across hosts, all_gather inside the host (small messages: all_reduce
+// inside, then across); all_gather goes across hosts first (each rank sends only its own block
+// over the network), then inside the host, then into rank order. When the hosts run different
+// numbers of ranks, the leaders alone talk across hosts: all_reduce inside, across the leaders,
+// broadcast inside; all_gather inside, across the leaders (each host's blocks padded to the
+// largest host's count), broadcast inside. sum_scatter is the all_reduce's block; barrier is
+// inside, across, and (with unequal hosts) inside again; broadcast goes to the root's host, its
+// leader, the other leaders and their hosts; send / recv between ranks of one host go through
+// shared memory. all_to_all stays on the flat ring.
 #include <algorithm>
 #include <cstring>
 #include <iostream>
@@ -38,36 +43,37 @@ void RingGroup::setup_hierarchy() {
   }
   const int hosts = static_cast<int>(ids.size());
   if (hosts < 2 || hosts == size_) return;  // one host (shared memory already), or one rank each
-  if (std::any_of(count.begin(), count.end(), [&](int c) { return c != count[0]; })) {
-    if (opt_.verbose) {
-      std::cerr << "[ring] rank " << rank_ << ": hosts run different numbers of ranks; the "
-                << "collectives use the flat TCP ring\n";
-    }
-    return;
-  }
   auto h = std::make_unique<Hierarchy>();
   h->hosts = hosts;
-  h->per_host = count[0];
+  h->equal = std::all_of(count.begin(), count.end(), [&](int c) { return c == count[0]; });
+  h->per_host = *std::max_element(count.begin(), count.end());
   h->host_of = host_of;
   h->local_of.assign(static_cast<size_t>(size_), 0);
-  h->rank_at.assign(static_cast<size_t>(size_), 0);
-  std::vector<int> seen(static_cast<size_t>(hosts), 0);
+  h->members.resize(static_cast<size_t>(hosts));
   for (int r = 0; r < size_; ++r) {
-    const int hh = host_of[r];
-    h->local_of[r] = seen[static_cast<size_t>(hh)]++;
-    h->rank_at[static_cast<size_t>(hh * h->per_host + h->local_of[r])] = r;
+    auto& m = h->members[static_cast<size_t>(host_of[r])];
+    h->local_of[r] = static_cast<int>(m.size());
+    m.push_back(r);
   }
   h->host = host_of[rank_];
   h->local_rank = h->local_of[rank_];
-  for (int i = 0; i < h->per_host; ++i) h->local_members.push_back(h->rank_at[static_cast<size_t>(h->host * h->per_host + i)]);
-  for (int hh = 0; hh < hosts; ++hh) h->cross_members.push_back(h->rank_at[static_cast<size_t>(hh * h->per_host + h->local_rank)]);
+  h->local_members = h->members[static_cast<size_t>(h->host)];
+  for (const auto& m : h->members) {
+    if (static_cast<int>(m.size()) > h->local_rank) h->cross_members.push_back(m[static_cast<size_t>(h->local_rank)]);
+  }
   // Collective on this group (every rank builds its hierarchy here, before any operation).
   h->local = split(h->host, rank_);
-  h->cross = split(h->per_host + h->local_rank, h->host);
+  h->cross = split(h->local_rank, h->host);
   if (opt_.verbose) {
-    std::cerr << "[ring] rank " << rank_ << ": " << hosts << " hosts x " << h->per_host
-              << " ranks: shared memory inside the host (local rank " << h->local_rank
-              << "), TCP across hosts\n";
+    std::string shape = std::to_string(hosts) + " hosts x " + std::to_string(h->per_host) + " ranks";
+    if (!h->equal) {
+      shape = std::to_string(hosts) + " hosts of ";
+      for (size_t i = 0; i < count.size(); ++i) shape += (i ? "/" : "") + std::to_string(count[i]);
+      shape += " ranks";
+    }
+    std::cerr << "[ring] rank " << rank_ << ": " << shape
+              << ": shared memory inside the host (local rank " << h->local_rank << "), TCP "
+              << (h->equal ? "across hosts" : "between the hosts' first ranks") << "\n";
   }
   hier_ = std::move(h);
 }
@@ -97,6 +103,7 @@ void RingGroup::in_cross(const std::function<void(GroupImpl&)>& f) {
 void RingGroup::hier_all_reduce(const void* in_v, void* out_v, size_t count, Dtype dtype, ReduceOp op) {
   if (count == 0) return;
   Hierarchy& h = *hier_;
+  if (!h.equal) return hier_all_reduce_leaders(in_v, out_v, count, dtype, op);
   const auto* in = static_cast<const char*>(in_v);
   auto* out = static_cast<char*>(out_v);
   const size_t es = dtype.size(), per_host = static_cast<size_t>(h.per_host);
@@ -120,6 +127,7 @@ void RingGroup::hier_all_reduce(const void* in_v, void* out_v, size_t count, Dty
 void RingGroup::hier_all_gather(const void* in, void* out_v, size_t bytes) {
   if (bytes == 0) return;
   Hierarchy& h = *hier_;
+  if (!h.equal) return hier_all_gather_leaders(in, out_v, bytes);
   auto* out = static_cast<char*>(out_v);
   const size_t hosts = static_cast<size_t>(h.hosts), per_host = static_cast<size_t>(h.per_host);
   hier_buf_.resize(hosts * bytes);
@@ -129,10 +137,48 @@ void RingGroup::hier_all_gather(const void* in, void* out_v, size_t bytes) {
   in_local([&](GroupImpl& g) { g.all_gather(across, inside, hosts * bytes); });      // [local][host]
   for (size_t i = 0; i < per_host; ++i) {
     for (size_t hh = 0; hh < hosts; ++hh) {
-      const size_t r = static_cast<size_t>(h.rank_at[hh * per_host + i]);
+      const size_t r = static_cast<size_t>(h.members[hh][i]);
       std::memcpy(out + r * bytes, hier_buf2_.data() + (i * hosts + hh) * bytes, bytes);
     }
   }
+}
+
+void RingGroup::hier_all_reduce_leaders(const void* in_v, void* out_v, size_t count, Dtype dtype,
+                                        ReduceOp op) {
+  Hierarchy& h = *hier_;
+  auto* out = static_cast<char*>(out_v);
+  in_local([&](GroupImpl& g) { g.all_reduce(in_v, out, count, dtype, op); });
+  if (h.local_rank == 0) in_cross([&](GroupImpl& g) { g.all_reduce(out, out, count, dtype, op); });
+  in_local([&](GroupImpl& g) { g.broadcast(out, count * dtype.size(), 0); });
+}
+
+void RingGroup::hier_all_gather_leaders(const void* in, void* out_v, size_t bytes) {
+  Hierarchy& h = *hier_;
+  auto* out = static_cast<char*>(out_v);
+  const size_t hosts = static_cast<size_t>(h.hosts), most = static_cast<size_t>(h.per_host);
+  hier_buf_.resize(most * bytes);            // this host's blocks, padded to `most`
+  hier_buf2_.resize(hosts * most * bytes);   // [host][local rank]
+  in_local([&](GroupImpl& g) { g.all_gather(in, hier_buf_.data(), bytes); });
+  if (h.local_rank == 0) {
+    in_cross([&](GroupImpl& g) { g.all_gather(hier_buf_.data(), hier_buf2_.data(), most * bytes); });
+  }
+  in_local([&](GroupImpl& g) { g.broadcast(hier_buf2_.data(), hosts * most * bytes, 0); });
+  for (size_t hh = 0; hh < hosts; ++hh) {
+    for (size_t i = 0; i < h.members[hh].size(); ++i) {
+      const size_t r = static_cast<size_t>(h.members[hh][i]);
+      std::memcpy(out + r * bytes, hier_buf2_.data() + (hh * most + i) * bytes, bytes);
+    }
+  }
+}
+
+// The root's host first (its leader gets the data), then the leaders, then the other hosts.
+void RingGroup::hier_broadcast(char* buf, size_t bytes, int root) {
+  Hierarchy& h = *hier_;
+  const int root_host = h.host_of[root];
+  if (h.host == root_host) in_local([&](GroupImpl& g) { g.broadcast(buf, bytes, h.local_of[root]); });
+  // The leaders' group numbers the hosts in order (its key is the host), as does host_of.
+  if (h.local_rank == 0) in_cross([&](GroupImpl& g) { g.broadcast(buf, bytes, root_host); });
+  if (h.host != root_host) in_local([&](GroupImpl& g) { g.broadcast(buf, bytes, 0); });
 }
 
 }  // namespace tessera::distributed::detail

@@ -52,6 +52,7 @@ RingOptions RingOptions::from_config() {
   o.connect_timeout_s = static_cast<double>(config::get_int("TESSERA_DIST_CONNECT_TIMEOUT"));
   if (auto t = config::get_string("TESSERA_JOB_TOKEN")) o.token = *t;
   o.shm = config::get_bool("TESSERA_RING_SHM");
+  o.shm_single_copy = config::get_bool("TESSERA_RING_SHM_SINGLE_COPY");
   o.verbose = config::get_bool("TESSERA_RING_VERBOSE");
   o.direct = config::get_bool("TESSERA_RING_DIRECT");
   o.spin_s = static_cast<double>(config::get_int("TESSERA_DIST_SPIN_US")) * 1e-6;
@@ -619,6 +620,8 @@ std::shared_ptr<GroupImpl> RingGroup::split(int color, int key) {
   return std::make_shared<RingGroup>(new_rank, std::move(sub), opt_, std::move(listeners));
 }
 
+bool RingGroup::shm_single_copy() const { return shm_ && shm_->single_copy(); }
+
 void RingGroup::setup_shm() {
   for (int r = 0; r < size_; ++r) {
     if (!is_local_address(hostfile_.ranks[r][0])) return;  // shm only when every rank is here
@@ -627,7 +630,7 @@ void RingGroup::setup_shm() {
     // The names travel over TCP before shm_ is set, so this is the TCP all_gather.
     all_gather(mine, all, bytes);
   };
-  shm_ = ShmTransport::create(rank_, size_, opt_.timeout_s, spin_, exchange,
+  shm_ = ShmTransport::create(rank_, size_, opt_.timeout_s, spin_, opt_.shm_single_copy, exchange,
                               [this] {
                                 std::vector<std::pair<int, int>> fds;
                                 for (auto& l : left_links_) fds.emplace_back(l.sock.fd(), left_);

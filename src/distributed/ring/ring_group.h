@@ -35,6 +35,7 @@ struct RingOptions {
   double connect_timeout_s = 60;   // TESSERA_DIST_CONNECT_TIMEOUT
   std::string token;               // TESSERA_JOB_TOKEN; empty = no authentication
   bool shm = true;                 // TESSERA_RING_SHM
+  bool shm_single_copy = true;     // TESSERA_RING_SHM_SINGLE_COPY: large all_gathers by CMA
   bool verbose = false;            // TESSERA_RING_VERBOSE
   bool direct = true;              // TESSERA_RING_DIRECT: small collectives straight to every rank
   size_t chunk_bytes = 256 << 10;  // pipelining granularity of the TCP ring
@@ -78,6 +79,7 @@ class RingGroup : public GroupImpl {
   // later ones throw. Peers see the connections close and fail too.
   void abort(const std::string& why);
   bool shm_active() const { return shm_ != nullptr; }
+  bool shm_single_copy() const;  // large all_gathers read the peers' memory directly
   int connections() const { return conns_; }
   const Hostfile& hostfile() const { return hostfile_; }
   const RingOptions& options() const { return opt_; }
@@ -135,10 +137,14 @@ class RingGroup : public GroupImpl {
   // A job across hosts with as many ranks on every host (hierarchy.cpp).
   struct Hierarchy {
     std::shared_ptr<GroupImpl> local;  // this host's ranks (shared memory)
-    std::shared_ptr<GroupImpl> cross;  // this rank's counterparts, one per host (TCP)
-    int hosts = 0, per_host = 0, host = 0, local_rank = 0;
-    std::vector<int> host_of, local_of;  // per rank of this group
-    std::vector<int> rank_at;            // [host * per_host + local rank] -> rank
+    // The ranks with this rank's local index on every host that has one (TCP): one per host
+    // when the hosts run as many ranks each; local index 0 are the hosts' leaders.
+    std::shared_ptr<GroupImpl> cross;
+    int hosts = 0, host = 0, local_rank = 0;
+    bool equal = true;  // every host runs per_host ranks (else per_host is the most on one)
+    int per_host = 0;
+    std::vector<int> host_of, local_of;     // per rank of this group
+    std::vector<std::vector<int>> members;  // [host][local rank] -> rank
     std::vector<int> local_members, cross_members;  // the sub-groups' ranks, in this numbering
   };
   void setup_hierarchy();
@@ -150,6 +156,10 @@ class RingGroup : public GroupImpl {
                    const std::function<void(GroupImpl&)>& f);
   void hier_all_reduce(const void* in, void* out, size_t count, Dtype dtype, ReduceOp op);
   void hier_all_gather(const void* in, void* out, size_t bytes);
+  void hier_broadcast(char* buf, size_t bytes, int root);
+  // Leader-based forms for hosts with different numbers of ranks.
+  void hier_all_reduce_leaders(const void* in, void* out, size_t count, Dtype dtype, ReduceOp op);
+  void hier_all_gather_leaders(const void* in, void* out, size_t bytes);
   // Runs a hierarchical step; a failure breaks this group too, as one on its own ring would.
   template <typename F>
   void hier_run(F&& f) {

@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <signal.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -60,6 +61,8 @@ struct Control {
   WireHeader hdr[kShmSlots];
   TinyLine tiny[kShmSlots];  // units of tiny operations use these instead of pub/hdr/slots
   int32_t pid = 0;           // the owner's process, so peers can tell that it exited
+  uint64_t pid_addr = 0;     // where `pid` lies in the owner's address space (the CMA probe)
+  uint64_t block_addr[kShmSlots] = {};  // one-copy all_gather: the owner's block, per unit
   // Why the owner failed ("rank 1 (pid 42) exited during all_sum of ..."), written before
   // `abort` is set: every survivor then tells the same story.
   char cause[kCauseBytes] = {};
@@ -144,9 +147,20 @@ std::unique_ptr<ShmTransport::Segment> map_segment(const std::string& name, size
   if (create) {
     new (seg->ctrl) Control();
     seg->ctrl->pid = static_cast<int32_t>(getpid());
+    seg->ctrl->pid_addr = reinterpret_cast<uint64_t>(&seg->ctrl->pid);
     std::memset(seg->data, 0, seg->bytes - 4096);  // fault the pages in now, not during ops
   }
   return seg;
+}
+
+// Whether this process may read the memory of the owner of `c` (same user, no ptrace
+// restriction): reads the owner's pid where the owner says it keeps it.
+bool can_read_memory_of(const Control* c) {
+  int32_t v = 0;
+  iovec local{&v, sizeof v};
+  iovec remote{reinterpret_cast<void*>(c->pid_addr), sizeof v};
+  return process_vm_readv(c->pid, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(sizeof v) &&
+         v == c->pid;
 }
 
 }  // namespace
@@ -164,7 +178,7 @@ ShmTransport::ShmTransport(int rank, int size, double timeout_s,
 ShmTransport::~ShmTransport() = default;
 
 std::unique_ptr<ShmTransport> ShmTransport::create(
-    int rank, int size, double timeout_s, SpinPolicy spin,
+    int rank, int size, double timeout_s, SpinPolicy spin, bool single_copy,
     const std::function<void(const void*, void*, size_t)>& exchange,
     std::vector<std::pair<int, int>> liveness) {
   std::unique_ptr<ShmTransport> t(new ShmTransport(rank, size, timeout_s, std::move(liveness)));
@@ -192,9 +206,15 @@ std::unique_ptr<ShmTransport> ShmTransport::create(
           std::string(names.data() + kName * static_cast<size_t>(r)), seg_bytes, false);
     }
     for (auto& s : t->segs_) s->p2p = s->data + kShmSlots * t->chunk_;
-    char dummy = 0;
+    // Everyone has mapped everything (the names can go) and says whether it can read every
+    // peer's memory: the one-copy all_gather needs all of them to.
+    char can = single_copy ? 1 : 0;
+    for (int r = 0; r < size && can; ++r) {
+      if (r != rank && !can_read_memory_of(t->segs_[static_cast<size_t>(r)]->ctrl)) can = 0;
+    }
     std::vector<char> all(static_cast<size_t>(size));
-    exchange(&dummy, all.data(), 1);  // everyone has mapped everything: the names can go
+    exchange(&can, all.data(), 1);
+    t->single_copy_ = std::all_of(all.begin(), all.end(), [](char c) { return c == 1; });
   } catch (...) {
     shm_unlink(mine);
     throw;
@@ -678,6 +698,10 @@ void ShmTransport::all_gather(const void* in_v, void* out_v, size_t bytes, uint6
   h.seq = seq;
   h.count = bytes;
   h.bytes = bytes;
+  if (single_copy_ && bytes >= kShmSingleCopyBytes) {
+    all_gather_direct(in, out, bytes, h);
+    return;
+  }
   const uint64_t u0 = unit_;
   unit_ += K;
   auto unit_n = [&](size_t k) { return bytes == 0 ? 0 : std::min(chunk_, bytes - k * chunk_); };
@@ -703,6 +727,93 @@ void ShmTransport::all_gather(const void* in_v, void* out_v, size_t bytes, uint6
       }
       post(Counter::done, u + 1);
     }
+  }
+}
+
+void ShmTransport::all_gather_direct(const char* in, char* out, size_t bytes, WireHeader h) {
+  const uint64_t u = unit_++;
+  h.lane = 0;
+  begin_unit(u, h);
+  segs_[static_cast<size_t>(rank_)]->ctrl->block_addr[u % kShmSlots] =
+      reinterpret_cast<uint64_t>(in);
+  post(Counter::pub, u + 1);
+  // Starting after our own rank, so that the ranks do not all read the same peer at once.
+  for (int k = 1; k < size_; ++k) {
+    const int j = (rank_ + k) % size_;
+    wait_for(j, Counter::pub, u + 1, h);
+    check_header(j, u, h);
+    const uint64_t addr = segs_[static_cast<size_t>(j)]->ctrl->block_addr[u % kShmSlots];
+    read_peer(j, addr, out + static_cast<size_t>(j) * bytes, bytes, h);
+  }
+  post(Counter::done, u + 1);
+  // `in` must stay as it is until every peer has read it.
+  for (int j = 0; j < size_; ++j) {
+    if (j == rank_) continue;
+    wait_for(j, Counter::done, u + 1, h);
+    done_seen_[static_cast<size_t>(j)] = static_cast<uint32_t>(u + 1);
+  }
+}
+
+void ShmTransport::read_peer(int peer, uint64_t addr, char* dst, size_t bytes,
+                             const WireHeader& h) {
+  const int32_t pid = segs_[static_cast<size_t>(peer)]->ctrl->pid;
+  for (size_t got = 0; got < bytes;) {
+    iovec local{dst + got, bytes - got};
+    iovec remote{reinterpret_cast<void*>(addr + got), bytes - got};
+    const ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (n > 0) {
+      got += static_cast<size_t>(n);
+      continue;
+    }
+    const int e = n < 0 ? errno : EFAULT;
+    if (e == EINTR) continue;
+    IoContext ctx;
+    ctx.op = op_kind_name(static_cast<OpKind>(h.kind));
+    ctx.bytes = h.bytes;
+    ctx.rank = rank_;
+    ctx.peer = peer;
+    ctx.peer_address = "shared memory";
+    ctx.timeout_s = timeout_s_;
+    std::string story = peer_failure(ctx, peer);
+    if (story.empty()) {
+      story = "[ring] rank " + std::to_string(rank_) + ": cannot read rank " +
+              std::to_string(peer) + "'s block (pid " + std::to_string(pid) + ", " +
+              format_bytes(bytes) + ") " + describe_op(ctx) + ": " + std::strerror(e) +
+              ". Set TESSERA_RING_SHM_SINGLE_COPY=0 to copy through shared memory instead.";
+    }
+    throw std::runtime_error(story);
+  }
+}
+
+void ShmTransport::broadcast(void* buf_v, size_t bytes, int root, uint64_t seq) {
+  auto* buf = static_cast<char*>(buf_v);
+  const size_t K = std::max<size_t>(1, (bytes + chunk_ - 1) / chunk_);
+  WireHeader h;
+  h.kind = static_cast<uint8_t>(OpKind::broadcast);
+  h.seq = seq;
+  h.count = static_cast<uint64_t>(root);  // ranks naming different roots get a mismatch
+  h.bytes = bytes;
+  const uint64_t u0 = unit_;
+  unit_ += K;
+  auto unit_n = [&](size_t k) { return bytes == 0 ? 0 : std::min(chunk_, bytes - k * chunk_); };
+  for (size_t k = 0; k < K; ++k) {
+    const uint64_t u = u0 + k;
+    h.lane = static_cast<uint8_t>(k);
+    begin_unit(u, h);  // every rank publishes its header: the root checks them below
+    if (rank_ == root && unit_n(k) > 0) std::memcpy(slot(rank_, u), buf + k * chunk_, unit_n(k));
+    post(Counter::pub, u + 1);
+    if (rank_ != root) {
+      wait_for(root, Counter::pub, u + 1, h);
+      check_header(root, u, h);
+      if (unit_n(k) > 0) std::memcpy(buf + k * chunk_, slot(root, u), unit_n(k));
+    } else if (k == 0) {
+      for (int j = 0; j < size_; ++j) {
+        if (j == rank_) continue;
+        wait_for(j, Counter::pub, u + 1, h);
+        check_header(j, u, h);
+      }
+    }
+    post(Counter::done, u + 1);
   }
 }
 

@@ -15,6 +15,10 @@
 // (copy-in of unit t, reduce of t-1, gather of t-2 in one step), so a rank rarely waits and
 // both ranks work on disjoint blocks in parallel. Small messages take one unit in which every
 // rank reduces everything itself (one synchronisation instead of two).
+// All-gather of large blocks, where the ranks may read each other's memory (checked when the
+// group forms), takes one copy instead of two: each rank publishes the address of its block and
+// reads the peers' blocks straight into its output (process_vm_readv), then waits until every
+// peer has read its own block before returning.
 // Waits spin briefly, then sleep on a futex; while sleeping they poll the TCP ring
 // connections so a dead peer becomes an error, and honour TESSERA_DIST_TIMEOUT.
 #pragma once
@@ -38,8 +42,10 @@ class ShmTransport {
   // `exchange(mine, all, bytes)` is an all_gather over another transport (TCP), used to swap
   // segment names. `liveness` are (connection, peer) pairs: the connection closing while this
   // rank waits for that peer means the peer died.
+  // `single_copy` allows the one-copy all_gather (TESSERA_RING_SHM_SINGLE_COPY); it is used
+  // only if every rank asked for it and may read every other's memory.
   static std::unique_ptr<ShmTransport> create(
-      int rank, int size, double timeout_s, SpinPolicy spin,
+      int rank, int size, double timeout_s, SpinPolicy spin, bool single_copy,
       const std::function<void(const void*, void*, size_t)>& exchange,
       std::vector<std::pair<int, int>> liveness);
   ~ShmTransport();
@@ -53,7 +59,10 @@ class ShmTransport {
                       uint64_t seq);
   // `in` (bytes) may alias out + rank * bytes.
   void all_gather(const void* in, void* out, size_t bytes, uint64_t seq);
+  // `bytes` of root's `buf` into every rank's `buf`, through root's slots (pipelined).
+  void broadcast(void* buf, size_t bytes, int root, uint64_t seq);
   void barrier(uint64_t seq);
+  bool single_copy() const { return single_copy_; }
   // Point to point through a per-pair ring of kP2pSlots chunks in the sender's segment (two
   // copies, pipelined): the sender returns once everything is in the ring or read. `seq` is
   // the message number between the pair. Both check the header of every chunk.
@@ -97,6 +106,10 @@ class ShmTransport {
                     size_t n, Dtype dtype, ReduceOp op);
   void gather_stage(uint64_t unit, const WireHeader& h, char* out, size_t base, size_t n,
                     size_t es);
+  // The one-copy all_gather (see the top of this file).
+  void all_gather_direct(const char* in, char* out, size_t bytes, WireHeader h);
+  // Copies `bytes` at `addr` in `peer`'s address space to `dst`.
+  void read_peer(int peer, uint64_t addr, char* dst, size_t bytes, const WireHeader& h);
 
   const int rank_, size_;
   const double timeout_s_;
@@ -116,6 +129,7 @@ class ShmTransport {
   P2pCtl* p2p_ctl(int owner, int other);        // in owner's segment, for messages owner->other
   char* p2p_slot(int owner, int other, uint64_t chunk);
   std::atomic<bool> aborted_{false};
+  bool single_copy_ = false;  // every rank may read every other's memory (process_vm_readv)
 };
 
 // Bytes of one slot (one unit of work); a rank's segment holds kShmSlots of them.
@@ -128,5 +142,8 @@ inline constexpr size_t kShmSmallBytes = 32 << 10;
 inline constexpr size_t kP2pSlots = 4;
 inline constexpr size_t kP2pChunkBytes = 256 << 10;
 inline constexpr int kShmP2pMaxRanks = 32;
+// All-gather blocks from this size take the one-copy path where it is allowed (below it the
+// system call and the extra wait for the peers cost more than the saved copy).
+inline constexpr size_t kShmSingleCopyBytes = 256 << 10;
 
 }  // namespace tessera::distributed::detail
