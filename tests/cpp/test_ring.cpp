@@ -434,62 +434,63 @@ TEST(Ring, ConfigSuppliesTimeoutsTokenAndShm) {
   }
 }
 
-// Ranks 0 and 1 call all_sum with different sizes: both fail, naming both sizes.
-void check_size_mismatch(bool shm) {
+// Runs `call` on ranks 0 and 1 of a 2-rank group; each rank's error message ("" if none).
+std::vector<std::string> errors_of(bool shm, const std::function<void(RingGroup&, int)>& call) {
   std::vector<std::string> errors(2);
   run_ranks(2, options(shm, 5), [&](RingGroup& g, int rank) {
-    size_t n = rank == 0 ? 7 : 8;
-    std::vector<float> in(n, 1.0f), out(n);
     try {
-      g.all_reduce(in.data(), out.data(), n, float32, ReduceOp::sum);
+      call(g, rank);
     } catch (const std::runtime_error& e) {
       errors[static_cast<size_t>(rank)] = e.what();
     }
   });
+  return errors;
+}
+
+// Both ranks fail with a mismatch whose message names both ranks' calls.
+void expect_mismatch_naming(const std::vector<std::string>& errors, const std::string& call0,
+                            const std::string& call1) {
   for (int r = 0; r < 2; ++r) {
     const std::string& e = errors[static_cast<size_t>(r)];
     EXPECT_NE(e.find("mismatched operation"), std::string::npos) << "rank " << r << ": " << e;
-    EXPECT_NE(e.find("all_sum of 7 float32 elements (28 B)"), std::string::npos) << e;
-    EXPECT_NE(e.find("all_sum of 8 float32 elements (32 B)"), std::string::npos) << e;
+    EXPECT_NE(e.find(call0), std::string::npos) << e;
+    EXPECT_NE(e.find(call1), std::string::npos) << e;
   }
+}
+
+// Ranks 0 and 1 call all_sum with different sizes: both fail, naming both sizes.
+void check_size_mismatch(bool shm) {
+  auto errors = errors_of(shm, [](RingGroup& g, int rank) {
+    size_t n = rank == 0 ? 7 : 8;
+    std::vector<float> in(n, 1.0f), out(n);
+    g.all_reduce(in.data(), out.data(), n, float32, ReduceOp::sum);
+  });
+  expect_mismatch_naming(errors, "all_sum of 7 float32 elements (28 B)",
+                         "all_sum of 8 float32 elements (32 B)");
 }
 
 TEST(RingFaults, DifferentSizesFailOnBothRanksTcp) { check_size_mismatch(false); }
 TEST(RingFaults, DifferentSizesFailOnBothRanksShm) { check_size_mismatch(true); }
 
-// Ranks naming different roots for one broadcast both fail, naming both calls.
+// Ranks naming different roots for one broadcast both fail, naming both roots.
 void check_root_mismatch(bool shm) {
-  std::vector<std::string> errors(2);
-  run_ranks(2, options(shm, 5), [&](RingGroup& g, int rank) {
+  auto errors = errors_of(shm, [](RingGroup& g, int rank) {
     std::vector<float> buf(6, static_cast<float>(rank));
-    try {
-      g.broadcast(buf.data(), buf.size() * sizeof(float), rank);
-    } catch (const std::runtime_error& e) {
-      errors[static_cast<size_t>(rank)] = e.what();
-    }
+    g.broadcast(buf.data(), buf.size() * sizeof(float), rank);
   });
-  for (int r = 0; r < 2; ++r) {
-    const std::string& e = errors[static_cast<size_t>(r)];
-    EXPECT_NE(e.find("mismatched operation"), std::string::npos) << "rank " << r << ": " << e;
-    EXPECT_NE(e.find("broadcast"), std::string::npos) << e;
-  }
+  expect_mismatch_naming(errors, "broadcast of 24 B from root 0", "broadcast of 24 B from root 1");
 }
 
 TEST(RingFaults, BroadcastWithDifferentRootsFailsTcp) { check_root_mismatch(false); }
 TEST(RingFaults, BroadcastWithDifferentRootsFailsShm) { check_root_mismatch(true); }
 
 TEST(RingFaults, DifferentOperationsAreReported) {
-  std::vector<std::string> errors(2);
-  run_ranks(2, options(false, 5), [&](RingGroup& g, int rank) {
+  auto errors = errors_of(false, [](RingGroup& g, int rank) {
     std::vector<float> in(4, 1.0f), out(8);
-    try {
-      if (rank == 0) {
-        g.all_reduce(in.data(), out.data(), 4, float32, ReduceOp::max);
-      } else {
-        g.all_gather(in.data(), out.data(), 16);
-      }
-    } catch (const std::runtime_error& e) {
-      errors[static_cast<size_t>(rank)] = e.what();
+    if (rank == 0) {
+      g.all_reduce(in.data(), out.data(), 4, float32, ReduceOp::max);
+    } else {
+      g.all_gather(in.data(), out.data(), 16);
     }
   });
   EXPECT_NE(errors[0].find("all_max of 4 float32"), std::string::npos) << errors[0];

@@ -1,4 +1,6 @@
-// Shared-memory collectives for ranks on one host (see shm_transport.h).
+// Shared-memory transport for ranks on one host (see shm_transport.h): the segments and their
+// set-up, waiting on peers, failure reports, the tiny-line exchange and point to point. The
+// collectives over it are in shm_collectives.cpp.
 #include "core/trace.h"
 #include "distributed/shm/shm_transport.h"
 
@@ -24,51 +26,20 @@
 #include <string>
 #include <thread>
 
-#include "distributed/reduce_kernels.h"
 #include "distributed/ring/socket.h"
 #include "distributed/shm/segments.h"
+#include "distributed/shm/shm_layout.h"
 
 namespace tessera::distributed::detail {
+
+using shm_layout::Control;
+using shm_layout::kCauseBytes;
+using shm_layout::TinyLine;
+using shm_layout::Word;
 
 namespace {
 
 constexpr int kSleepSliceMs = 10;       // futex sleeps this long between liveness checks
-constexpr size_t kPieceBytes = 64 << 10;  // reduce granularity (the result stays in cache)
-constexpr size_t kTinyBytes = 24;          // operations this small travel in one cache line
-constexpr size_t kCauseBytes = 512;
-
-struct alignas(64) Word {
-  std::atomic<uint32_t> v{0};
-  char pad[60];
-};
-
-// A whole small exchange in one cache line: the header, up to kTinyBytes of data and the
-// unit number that publishes them, so a peer pays one cache-line transfer per operation.
-struct alignas(64) TinyLine {
-  std::atomic<uint32_t> seq{0};  // unit + 1 once hdr and data are written
-  uint32_t pad = 0;
-  WireHeader hdr;
-  char data[kTinyBytes];
-};
-static_assert(sizeof(TinyLine) == 64);
-
-struct Control {
-  Word pub;      // units whose inputs and header are published
-  Word red;      // units whose reduced block is published
-  Word done;     // units this rank has finished reading from everyone
-  Word abort;    // non-zero: this rank failed
-  Word waiters;  // threads sleeping on one of the counters above
-  WireHeader hdr[kShmSlots];
-  TinyLine tiny[kShmSlots];  // units of tiny operations use these instead of pub/hdr/slots
-  int32_t pid = 0;           // the owner's process, so peers can tell that it exited
-  uint64_t pid_addr = 0;     // where `pid` lies in the owner's address space (the CMA probe)
-  uint64_t block_addr[kShmSlots] = {};  // one-copy all_gather: the owner's block, per unit
-  // Why the owner failed ("rank 1 (pid 42) exited during all_sum of ..."), written before
-  // `abort` is set: every survivor then tells the same story.
-  char cause[kCauseBytes] = {};
-  int32_t cause_rank = -1;  // the rank that first saw the failure the cause describes
-};
-static_assert(sizeof(Control) <= 4096);
 
 long futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timespec* ts) {
   return syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), op, val, ts, nullptr, 0);
@@ -81,38 +52,6 @@ inline void cpu_relax() {
   __builtin_ia32_pause();
 #endif
 }
-
-// Contiguous split of n elements into `parts` blocks: block b is [off(b), off(b) + len(b)).
-struct Blocks {
-  size_t n, seg;
-  Blocks(size_t n_, size_t parts) : n(n_), seg((n_ + parts - 1) / parts) {}
-  size_t off(size_t b) const { return std::min(n, b * seg); }
-  size_t len(size_t b) const { return std::min(n, (b + 1) * seg) - off(b); }
-};
-
-}  // namespace
-
-struct ShmTransport::P2pCtl {
-  Word sent;      // in the sender's segment: chunks published for the receiver
-  Word consumed;  // in the receiver's segment (its entry for the sender): chunks read
-  WireHeader hdr[kP2pSlots];
-  static void check_layout() { static_assert(sizeof(P2pCtl) % 64 == 0); }
-};
-// (alignas(64) Words make P2pCtl a whole number of cache lines.)
-
-struct ShmTransport::Segment {
-  std::string name;
-  void* base = nullptr;
-  size_t bytes = 0;
-  Control* ctrl = nullptr;
-  char* data = nullptr;
-  char* p2p = nullptr;  // P2pCtl per rank, then kP2pSlots chunks per rank
-  ~Segment() {
-    if (base) munmap(base, bytes);
-  }
-};
-
-namespace {
 
 std::unique_ptr<ShmTransport::Segment> map_segment(const std::string& name, size_t bytes,
                                                    bool create) {
@@ -304,6 +243,19 @@ void ShmTransport::abort(const std::string& cause) {
   for (TinyLine& t : ctl->tiny) futex(&t.seq, FUTEX_WAKE, INT_MAX, nullptr);
 }
 
+IoContext ShmTransport::io_context(int peer, const WireHeader& h, std::string& dtype) const {
+  IoContext ctx;
+  ctx.op = op_kind_name(static_cast<OpKind>(h.kind));
+  ctx.bytes = h.bytes;
+  dtype = h.dtype == kBytesDtype ? "" : dtype_name(kAllDtypes[h.dtype]);
+  ctx.dtype = dtype.c_str();
+  ctx.rank = rank_;
+  ctx.peer = peer;
+  ctx.peer_address = "shared memory";
+  ctx.timeout_s = timeout_s_;
+  return ctx;
+}
+
 void ShmTransport::wait_for(int peer, Counter c, uint64_t target64, const WireHeader& mine) {
   Control* ctl = segs_[static_cast<size_t>(peer)]->ctrl;
   // A peer that took the tiny path for the unit we wait to see published called something
@@ -340,15 +292,8 @@ void ShmTransport::wait_word(int peer, std::atomic<uint32_t>& w, uint64_t target
     }
     if ((i & 63) == 63 && Clock::now() >= spin_end) break;
   }
-  IoContext ctx;
-  ctx.op = op_kind_name(static_cast<OpKind>(mine.kind));
-  ctx.bytes = mine.bytes;
-  std::string dname = mine.dtype == kBytesDtype ? "" : dtype_name(kAllDtypes[mine.dtype]);
-  ctx.dtype = dname.c_str();
-  ctx.rank = rank_;
-  ctx.peer = peer;
-  ctx.peer_address = "shared memory";
-  ctx.timeout_s = timeout_s_;
+  std::string dname;
+  const IoContext ctx = io_context(peer, mine, dname);
   while (true) {
     // The counter first: a peer that posted and then left (or failed a later check) must not
     // turn a completed wait into an error.
@@ -498,331 +443,6 @@ uint64_t ShmTransport::tiny_exchange(const WireHeader& h, const void* in, size_t
 
 const char* ShmTransport::tiny_data(int peer, uint64_t unit) {
   return segs_[static_cast<size_t>(peer)]->ctrl->tiny[unit % kShmSlots].data;
-}
-
-void ShmTransport::reduce_stage(uint64_t unit, const WireHeader& h, const char* in, char* out,
-                                size_t base, size_t n, Dtype dtype, ReduceOp op) {
-  const size_t es = dtype.size();
-  const size_t N = static_cast<size_t>(size_);
-  const size_t r = static_cast<size_t>(rank_);
-  for (int j = 0; j < size_; ++j) {
-    if (j == rank_) continue;
-    wait_for(j, Counter::pub, unit + 1, h);
-    check_header(j, unit, h);
-  }
-  Blocks b(n, N);
-  const size_t len = b.len(r);
-  if (len > 0) {
-    const size_t off = (base + b.off(r)) * es;
-    char* dst = out + off;
-    const char* own = in + off;
-    char* result = slot(rank_, unit) + r * block_;
-    const size_t piece = kPieceBytes / es;
-    for (size_t p = 0; p < len; p += piece) {
-      const size_t m = std::min(piece, len - p);
-      const size_t pb = p * es;
-      // Own contribution first (safe when in == out), then the peers in rank order.
-      bool first = true;
-      for (size_t k = 1; k < N; ++k) {
-        const size_t j = (r + k) % N;
-        const char* src = slot(static_cast<int>(j), unit) + r * block_ + pb;
-        reduce_buffers(dst + pb, first ? own + pb : dst + pb, src, m, dtype, op);
-        first = false;
-      }
-      std::memcpy(result + pb, dst + pb, m * es);
-    }
-  }
-  post(Counter::red, unit + 1);
-}
-
-void ShmTransport::gather_stage(uint64_t unit, const WireHeader& h, char* out, size_t base,
-                                size_t n, size_t es) {
-  const size_t N = static_cast<size_t>(size_);
-  Blocks b(n, N);
-  for (size_t j = 0; j < N; ++j) {
-    if (j == static_cast<size_t>(rank_)) continue;
-    wait_for(static_cast<int>(j), Counter::red, unit + 1, h);
-    if (b.len(j) > 0) {
-      std::memcpy(out + (base + b.off(j)) * es, slot(static_cast<int>(j), unit) + j * block_,
-                  b.len(j) * es);
-    }
-  }
-  post(Counter::done, unit + 1);
-}
-
-void ShmTransport::all_reduce(const void* in_v, void* out_v, size_t count, Dtype dtype,
-                              ReduceOp op, uint64_t seq) {
-  const size_t es = dtype.size();
-  const size_t N = static_cast<size_t>(size_);
-  const size_t r = static_cast<size_t>(rank_);
-  auto* in = static_cast<const char*>(in_v);
-  auto* out = static_cast<char*>(out_v);
-  WireHeader h;
-  h.kind = static_cast<uint8_t>(op == ReduceOp::sum   ? OpKind::all_sum
-                                : op == ReduceOp::max ? OpKind::all_max
-                                                      : OpKind::all_min);
-  h.dtype = static_cast<uint8_t>(dtype.val());
-  h.seq = seq;
-  h.count = count;
-  h.bytes = count * es;
-
-  if (h.bytes <= kTinyBytes) {
-    // One cache line per rank; every rank reduces the inputs in rank order itself.
-    h.lane = 0;
-    const uint64_t u = tiny_exchange(h, in, h.bytes);
-    if (count > 0) {
-      auto src = [&](int j) { return tiny_data(j, u); };  // ours too: `in` may be `out`
-      reduce_buffers(out, src(0), src(1), count, dtype, op);
-      for (int j = 2; j < size_; ++j) reduce_buffers(out, out, src(j), count, dtype, op);
-    }
-    post(Counter::done, u + 1);
-    return;
-  }
-  if (h.bytes <= kShmSmallBytes && h.bytes <= chunk_) {
-    // One unit: everyone publishes everything and reduces everything itself, in rank order
-    // from the slots (so in == out is safe and every rank computes the same bits).
-    const uint64_t u = unit_++;
-    h.lane = 0;
-    begin_unit(u, h);
-    if (h.bytes > 0) std::memcpy(slot(rank_, u), in, h.bytes);
-    post(Counter::pub, u + 1);
-    for (int j = 0; j < size_; ++j) {
-      if (j == rank_) continue;
-      wait_for(j, Counter::pub, u + 1, h);
-      check_header(j, u, h);
-    }
-    if (count > 0) {
-      reduce_buffers(out, slot(0, u), slot(1, u), count, dtype, op);
-      for (int j = 2; j < size_; ++j) reduce_buffers(out, out, slot(j, u), count, dtype, op);
-    }
-    post(Counter::done, u + 1);
-    return;
-  }
-
-  const size_t per_unit = N * (block_ / es);
-  const size_t K = (count + per_unit - 1) / per_unit;
-  const uint64_t u0 = unit_;
-  unit_ += K;
-  auto unit_n = [&](size_t k) { return std::min(per_unit, count - k * per_unit); };
-  for (size_t t = 0; t < K + 2; ++t) {
-    if (t < K) {
-      // Copy-in: the blocks of unit t that the peers reduce.
-      const uint64_t u = u0 + t;
-      h.lane = static_cast<uint8_t>(t);
-      begin_unit(u, h);
-      const size_t base = t * per_unit;
-      Blocks b(unit_n(t), N);
-      char* mine = slot(rank_, u);
-      for (size_t j = 0; j < N; ++j) {
-        if (j != r && b.len(j) > 0) {
-          std::memcpy(mine + j * block_, in + (base + b.off(j)) * es, b.len(j) * es);
-        }
-      }
-      post(Counter::pub, u + 1);
-    }
-    if (t >= 1 && t - 1 < K) {
-      const size_t k = t - 1;
-      h.lane = static_cast<uint8_t>(k);
-      reduce_stage(u0 + k, h, in, out, k * per_unit, unit_n(k), dtype, op);
-    }
-    if (t >= 2) {
-      const size_t k = t - 2;
-      h.lane = static_cast<uint8_t>(k);
-      gather_stage(u0 + k, h, out, k * per_unit, unit_n(k), es);
-    }
-  }
-}
-
-void ShmTransport::reduce_scatter(const void* in_v, void* out_v, size_t count, Dtype dtype,
-                                  ReduceOp op, uint64_t seq) {
-  const size_t es = dtype.size();
-  const size_t N = static_cast<size_t>(size_);
-  const size_t r = static_cast<size_t>(rank_);
-  const size_t epb = block_ / es;
-  const size_t K = std::max<size_t>(1, (count + epb - 1) / epb);
-  auto* in = static_cast<const char*>(in_v);
-  auto* out = static_cast<char*>(out_v);
-  WireHeader h;
-  h.kind = static_cast<uint8_t>(op == ReduceOp::sum   ? OpKind::sum_scatter
-                                : op == ReduceOp::max ? OpKind::max_scatter
-                                                      : OpKind::min_scatter);
-  h.dtype = static_cast<uint8_t>(dtype.val());
-  h.seq = seq;
-  h.count = count;
-  h.bytes = count * N * es;
-  const uint64_t u0 = unit_;
-  unit_ += K;
-  auto unit_n = [&](size_t k) { return count == 0 ? 0 : std::min(epb, count - k * epb); };
-  for (size_t t = 0; t < K + 1; ++t) {
-    if (t < K) {
-      const uint64_t u = u0 + t;
-      h.lane = static_cast<uint8_t>(t);
-      begin_unit(u, h);
-      const size_t lo = t * epb, n = unit_n(t);
-      char* mine = slot(rank_, u);
-      for (size_t j = 0; j < N; ++j) {
-        if (j != r && n > 0) std::memcpy(mine + j * block_, in + (j * count + lo) * es, n * es);
-      }
-      post(Counter::pub, u + 1);
-    }
-    if (t >= 1) {
-      const size_t k = t - 1;
-      const uint64_t u = u0 + k;
-      h.lane = static_cast<uint8_t>(k);
-      wait_all(Counter::pub, u + 1, h);
-      for (int j = 0; j < size_; ++j) {
-        if (j != rank_) check_header(j, u, h);
-      }
-      const size_t lo = k * epb, n = unit_n(k);
-      if (n > 0) {
-        char* dst = out + lo * es;
-        const char* own = in + (r * count + lo) * es;
-        for (size_t i = 1; i < N; ++i) {
-          const size_t j = (r + i) % N;
-          reduce_buffers(dst, i == 1 ? own : dst, slot(static_cast<int>(j), u) + r * block_, n,
-                         dtype, op);
-        }
-      }
-      post(Counter::done, u + 1);
-    }
-  }
-}
-
-void ShmTransport::all_gather(const void* in_v, void* out_v, size_t bytes, uint64_t seq) {
-  const size_t N = static_cast<size_t>(size_);
-  const size_t K = std::max<size_t>(1, (bytes + chunk_ - 1) / chunk_);
-  auto* in = static_cast<const char*>(in_v);
-  auto* out = static_cast<char*>(out_v);
-  WireHeader h;
-  h.kind = static_cast<uint8_t>(OpKind::all_gather);
-  h.seq = seq;
-  h.count = bytes;
-  h.bytes = bytes;
-  if (single_copy_ && bytes >= kShmSingleCopyBytes) {
-    all_gather_direct(in, out, bytes, h);
-    return;
-  }
-  const uint64_t u0 = unit_;
-  unit_ += K;
-  auto unit_n = [&](size_t k) { return bytes == 0 ? 0 : std::min(chunk_, bytes - k * chunk_); };
-  for (size_t t = 0; t < K + 1; ++t) {
-    if (t < K) {
-      const uint64_t u = u0 + t;
-      h.lane = static_cast<uint8_t>(t);
-      begin_unit(u, h);
-      if (unit_n(t) > 0) std::memcpy(slot(rank_, u), in + t * chunk_, unit_n(t));
-      post(Counter::pub, u + 1);
-    }
-    if (t >= 1) {
-      const size_t k = t - 1;
-      const uint64_t u = u0 + k;
-      h.lane = static_cast<uint8_t>(k);
-      for (size_t j = 0; j < N; ++j) {
-        if (j == static_cast<size_t>(rank_)) continue;
-        wait_for(static_cast<int>(j), Counter::pub, u + 1, h);
-        check_header(static_cast<int>(j), u, h);
-        if (unit_n(k) > 0) {
-          std::memcpy(out + j * bytes + k * chunk_, slot(static_cast<int>(j), u), unit_n(k));
-        }
-      }
-      post(Counter::done, u + 1);
-    }
-  }
-}
-
-void ShmTransport::all_gather_direct(const char* in, char* out, size_t bytes, WireHeader h) {
-  const uint64_t u = unit_++;
-  h.lane = 0;
-  begin_unit(u, h);
-  segs_[static_cast<size_t>(rank_)]->ctrl->block_addr[u % kShmSlots] =
-      reinterpret_cast<uint64_t>(in);
-  post(Counter::pub, u + 1);
-  // Starting after our own rank, so that the ranks do not all read the same peer at once.
-  for (int k = 1; k < size_; ++k) {
-    const int j = (rank_ + k) % size_;
-    wait_for(j, Counter::pub, u + 1, h);
-    check_header(j, u, h);
-    const uint64_t addr = segs_[static_cast<size_t>(j)]->ctrl->block_addr[u % kShmSlots];
-    read_peer(j, addr, out + static_cast<size_t>(j) * bytes, bytes, h);
-  }
-  post(Counter::done, u + 1);
-  // `in` must stay as it is until every peer has read it.
-  for (int j = 0; j < size_; ++j) {
-    if (j == rank_) continue;
-    wait_for(j, Counter::done, u + 1, h);
-    done_seen_[static_cast<size_t>(j)] = static_cast<uint32_t>(u + 1);
-  }
-}
-
-void ShmTransport::read_peer(int peer, uint64_t addr, char* dst, size_t bytes,
-                             const WireHeader& h) {
-  const int32_t pid = segs_[static_cast<size_t>(peer)]->ctrl->pid;
-  for (size_t got = 0; got < bytes;) {
-    iovec local{dst + got, bytes - got};
-    iovec remote{reinterpret_cast<void*>(addr + got), bytes - got};
-    const ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
-    if (n > 0) {
-      got += static_cast<size_t>(n);
-      continue;
-    }
-    const int e = n < 0 ? errno : EFAULT;
-    if (e == EINTR) continue;
-    IoContext ctx;
-    ctx.op = op_kind_name(static_cast<OpKind>(h.kind));
-    ctx.bytes = h.bytes;
-    ctx.rank = rank_;
-    ctx.peer = peer;
-    ctx.peer_address = "shared memory";
-    ctx.timeout_s = timeout_s_;
-    std::string story = peer_failure(ctx, peer);
-    if (story.empty()) {
-      story = "[ring] rank " + std::to_string(rank_) + ": cannot read rank " +
-              std::to_string(peer) + "'s block (pid " + std::to_string(pid) + ", " +
-              format_bytes(bytes) + ") " + describe_op(ctx) + ": " + std::strerror(e) +
-              ". Set TESSERA_RING_SHM_SINGLE_COPY=0 to copy through shared memory instead.";
-    }
-    throw std::runtime_error(story);
-  }
-}
-
-void ShmTransport::broadcast(void* buf_v, size_t bytes, int root, uint64_t seq) {
-  auto* buf = static_cast<char*>(buf_v);
-  const size_t K = std::max<size_t>(1, (bytes + chunk_ - 1) / chunk_);
-  WireHeader h;
-  h.kind = static_cast<uint8_t>(OpKind::broadcast);
-  h.seq = seq;
-  h.count = static_cast<uint64_t>(root);  // ranks naming different roots get a mismatch
-  h.bytes = bytes;
-  const uint64_t u0 = unit_;
-  unit_ += K;
-  auto unit_n = [&](size_t k) { return bytes == 0 ? 0 : std::min(chunk_, bytes - k * chunk_); };
-  for (size_t k = 0; k < K; ++k) {
-    const uint64_t u = u0 + k;
-    h.lane = static_cast<uint8_t>(k);
-    begin_unit(u, h);  // every rank publishes its header: the root checks them below
-    if (rank_ == root && unit_n(k) > 0) std::memcpy(slot(rank_, u), buf + k * chunk_, unit_n(k));
-    post(Counter::pub, u + 1);
-    if (rank_ != root) {
-      wait_for(root, Counter::pub, u + 1, h);
-      check_header(root, u, h);
-      if (unit_n(k) > 0) std::memcpy(buf + k * chunk_, slot(root, u), unit_n(k));
-    } else if (k == 0) {
-      for (int j = 0; j < size_; ++j) {
-        if (j == rank_) continue;
-        wait_for(j, Counter::pub, u + 1, h);
-        check_header(j, u, h);
-      }
-    }
-    post(Counter::done, u + 1);
-  }
-}
-
-void ShmTransport::barrier(uint64_t seq) {
-  WireHeader h;
-  h.kind = static_cast<uint8_t>(OpKind::barrier);
-  h.seq = seq;
-  const uint64_t u = tiny_exchange(h, nullptr, 0);
-  post(Counter::done, u + 1);
 }
 
 ShmTransport::P2pCtl* ShmTransport::p2p_ctl(int owner, int other) {

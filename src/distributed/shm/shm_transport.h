@@ -87,6 +87,8 @@ class ShmTransport {
   // awaited peer's exit counts: a peer that finished this op may well exit (its part is done),
   // while one that failed says so in its segment.
   std::string peer_failure(const IoContext& ctx, int awaited);
+  // What an error raised while waiting on `peer` during `h` names (`dtype` holds its dtype).
+  IoContext io_context(int peer, const WireHeader& h, std::string& dtype) const;
   [[noreturn]] void throw_mismatch(int peer, const WireHeader& mine, const WireHeader& theirs);
   // wait_for on any word of `peer`'s segment; with unit != kNoUnit it also notices a peer that
   // published that unit the other way (tiny line versus pub) and raises a mismatch.
