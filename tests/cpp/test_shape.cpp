@@ -109,6 +109,31 @@ TEST(Transpose, NegativeAxesDefaultReverseAndZeroDim) {
   EXPECT_EQ(e.shape(), (Shape{3, 0}));
 }
 
+// Copies of transposed layouts large enough to go in tiles (dims of 32 or more, ragged edges,
+// extra outer dims, every dtype, a cast on the way) hold the elements that the view's strides
+// point at, read one by one.
+TEST(Transpose, TiledCopiesOfTransposedLayoutsMatchTheStridedReader) {
+  const std::vector<std::pair<Shape, std::vector<int>>> cases = {
+      {{67, 45}, {1, 0}},       {{32, 32}, {1, 0}},          {{3, 40, 33}, {2, 1, 0}},
+      {{3, 40, 33}, {0, 2, 1}}, {{40, 3, 36}, {2, 0, 1}},    {{2, 35, 5, 34}, {0, 3, 2, 1}},
+      {{33, 31}, {1, 0}},       {{5, 64, 2, 70}, {1, 3, 0, 2}}};
+  for (const auto& [shape, perm] : cases) {
+    for (Dtype dt : kShapeTestDtypes) {
+      auto t = transpose(iota_array(shape, dt), perm);
+      auto c = contiguous(t);
+      tessera::detail::dispatch_dtype(dt, [&](auto tag) {
+        using T = decltype(tag);
+        ASSERT_EQ(values<T>(c), values<T>(t)) << dtype_name(dt);
+      });
+      ASSERT_TRUE(c.flags().row_contiguous);
+    }
+    auto t = transpose(iota_array(shape, int16), perm);
+    std::vector<float> want;
+    for (int16_t v : values<int16_t>(t)) want.push_back(static_cast<float>(v));
+    ASSERT_EQ(values<float>(astype(t, float32)), want) << "cast while copying";
+  }
+}
+
 TEST(Transpose, ErrorsNameTheAxes) {
   auto a = iota_array({2, 3});
   auto m = error_of([&] { transpose(a, {0}); });

@@ -1,7 +1,8 @@
-// Strided copies with conversion (copy.h). Contiguous sources take a flat loop; others walk
-// collapsed runs. Large copies split over the intra-op pool.
+// Strided copies with conversion (copy.h). Contiguous sources take a flat loop, transposing
+// layouts go in tiles, others walk collapsed runs. Large copies split over the intra-op pool.
 #include "backend/cpu/copy.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "backend/cpu/strided.h"
@@ -10,6 +11,60 @@
 namespace tessera::cpu {
 
 namespace {
+
+// Side of the square tiles a transposing copy moves at a time (two 32 x 32 blocks of the widest
+// dtype, 16 KiB, stay in L1).
+constexpr int64_t kTile = 32;
+
+// A copy whose destination rows read the source with a stride while another dim of the source
+// is contiguous (a transpose, e.g. contiguous(a.T)): row by row it would touch a new cache line
+// for every element, so it goes tile by tile over those two dims, reading along the source's
+// rows and writing along the destination's, for every index of the other dims. False (nothing
+// done) for other layouts, and for dims too short to be worth tiling.
+template <typename S, typename D>
+bool copy_transposed(const S* s, D* d, const StridedView<2>& v) {
+  const int nd = static_cast<int>(v.shape.size());
+  const int a = nd - 1;  // the destination's contiguous dim
+  if (nd < 2 || v.strides[0][a] == 1) return false;
+  int b = -1;  // the source's contiguous dim
+  for (int k = 0; k < a; ++k) {
+    if (v.strides[0][k] == 1) b = k;
+  }
+  if (b < 0 || v.shape[a] < kTile || v.shape[b] < kTile) return false;
+  std::vector<int> outer_dims;
+  size_t outer = 1;
+  for (int k = 0; k < a; ++k) {
+    if (k == b) continue;
+    outer_dims.push_back(k);
+    outer *= static_cast<size_t>(v.shape[k]);
+  }
+  const int64_t na = v.shape[a], nb = v.shape[b];
+  const int64_t ta = (na + kTile - 1) / kTile, tb = (nb + kTile - 1) / kTile;
+  const int64_t sa = v.strides[0][a], da = v.strides[1][a], db = v.strides[1][b];
+  const size_t tiles = outer * static_cast<size_t>(ta * tb);
+  const size_t grain = std::max<size_t>(1, kElementwiseGrain / static_cast<size_t>(kTile * kTile));
+  detail::parallel_for(tiles, grain, [&](size_t begin, size_t end) {
+    for (size_t t = begin; t < end; ++t) {
+      size_t o = t / static_cast<size_t>(ta * tb);
+      const int64_t rem = static_cast<int64_t>(t % static_cast<size_t>(ta * tb));
+      int64_t so = 0, dof = 0;  // the outer index's offsets
+      for (auto k = outer_dims.rbegin(); k != outer_dims.rend(); ++k) {
+        const auto i = static_cast<int64_t>(o % static_cast<size_t>(v.shape[*k]));
+        o /= static_cast<size_t>(v.shape[*k]);
+        so += i * v.strides[0][*k];
+        dof += i * v.strides[1][*k];
+      }
+      const int64_t b0 = (rem / ta) * kTile, b1 = std::min(nb, b0 + kTile);
+      const int64_t a0 = (rem % ta) * kTile, a1 = std::min(na, a0 + kTile);
+      for (int64_t i = b0; i < b1; ++i) {
+        const S* sp = s + so + i;
+        D* dp = d + dof + i * db;
+        for (int64_t j = a0; j < a1; ++j) dp[j * da] = detail::cast_scalar<D, S>(sp[j * sa]);
+      }
+    }
+  });
+  return true;
+}
 
 template <typename S, typename D>
 void copy_typed(const array& src, array& dst) {
@@ -31,6 +86,7 @@ void copy_typed(const array& src, array& dst) {
     return;
   }
   auto v = collapse<2>(dst.shape(), {src.strides(), detail::row_strides(dst.shape())});
+  if (copy_transposed(s, d, v)) return;
   detail::parallel_for(n, kElementwiseGrain, [&](size_t b, size_t e) {
     for_each_run<2>(v, b, e, [&](const std::array<int64_t, 2>& off, int64_t len,
                                  const std::array<int64_t, 2>& st) {
