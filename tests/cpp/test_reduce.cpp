@@ -229,6 +229,50 @@ TEST(Reduce, MaxMinPropagateNan) {
   EXPECT_TRUE(std::isnan(max(array(v.begin(), Shape{100000})).item<double>()));
 }
 
+// The vectorised max/min (lanes of 16, 32 or 64 bytes by build, four accumulators, a tail, then
+// parallel blocks claimed several at a time): every length up to past four 64-byte vectors, and
+// lengths over many blocks, each with the extreme, a NaN or an infinity placed at the start, in
+// the middle, in the tail and at the end, against std::max/std::min over the values.
+template <typename T>
+void check_minmax_lengths() {
+  const T nan = std::numeric_limits<T>::quiet_NaN(), inf = std::numeric_limits<T>::infinity();
+  std::vector<size_t> lengths;
+  for (size_t n = 1; n <= 140; ++n) lengths.push_back(n);
+  for (size_t n : {size_t{32768}, size_t{32769}, size_t{16384} * 41 + 7}) lengths.push_back(n);
+  for (size_t n : lengths) {
+    for (size_t where : {size_t{0}, n / 2, n - 1 - (n > 3 ? n % 3 : 0), n - 1}) {
+      for (int special = 0; special < 4; ++special) {  // big, NaN, +inf, -inf
+        std::vector<T> v(n);
+        for (size_t i = 0; i < n; ++i) v[i] = static_cast<T>((i * 7919) % 1000) - T(500);
+        v[where] = special == 0 ? T(1e6) : special == 1 ? nan : special == 2 ? inf : -inf;
+        T want_max = v[0], want_min = v[0];
+        bool has_nan = false;
+        for (T x : v) {
+          has_nan |= std::isnan(x);
+          want_max = std::max(want_max, x);
+          want_min = std::min(want_min, x);
+        }
+        auto a = array(v.begin(), Shape{static_cast<int>(n)});
+        T got_max = max(a).item<T>(), got_min = min(a).item<T>();
+        std::string what = "n=" + std::to_string(n) + " at " + std::to_string(where) +
+                           " special " + std::to_string(special);
+        if (has_nan) {
+          EXPECT_TRUE(std::isnan(got_max)) << what;
+          EXPECT_TRUE(std::isnan(got_min)) << what;
+        } else {
+          EXPECT_EQ(got_max, want_max) << what;
+          EXPECT_EQ(got_min, want_min) << what;
+        }
+      }
+    }
+  }
+}
+
+TEST(Reduce, MaxMinEveryLengthWithNanAndInfinities) {
+  check_minmax_lengths<float>();
+  check_minmax_lengths<double>();
+}
+
 TEST(Reduce, ZeroDimAndSizeOneAxes) {
   auto s = array(2.5f);
   EXPECT_EQ(sum(s).item<float>(), 2.5f);

@@ -10,6 +10,7 @@
 
 #include "backend/cpu/copy.h"
 #include "backend/cpu/numeric.h"
+#include "backend/cpu/simd.h"
 #include "backend/cpu/elementwise.h"
 #include "backend/cpu/strided.h"
 #include "core/thread_pool.h"
@@ -122,65 +123,6 @@ struct MinOp {
 constexpr int kLanes = 16;
 constexpr size_t kBlock = size_t{1} << 14;  // elements per partial result of a long reduction
 
-// max/min of float/double runs: compilers do not vectorise the NaN-aware select of scalar
-// lanes, so this one uses GCC/Clang vector types (32 bytes) with a separate NaN mask.
-typedef float VecF __attribute__((vector_size(32)));
-typedef int32_t MaskF __attribute__((vector_size(32)));
-typedef double VecD __attribute__((vector_size(32)));
-typedef int64_t MaskD __attribute__((vector_size(32)));
-typedef uint32_t IdxF __attribute__((vector_size(32)));
-typedef uint64_t IdxD __attribute__((vector_size(32)));
-template <typename T>
-struct VecOf;
-template <>
-struct VecOf<float> {
-  using V = VecF;
-  using M = MaskF;
-  using I = IdxF;
-};
-template <>
-struct VecOf<double> {
-  using V = VecD;
-  using M = MaskD;
-  using I = IdxD;
-};
-
-template <bool IsMax, typename T>
-T minmax_run(const T* x, size_t n) {
-  using V = typename VecOf<T>::V;
-  using M = typename VecOf<T>::M;
-  constexpr size_t W = 32 / sizeof(T);
-  const T init = IsMax ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
-  V a[4];
-  for (size_t l = 0; l < W; ++l) a[0][l] = init;
-  a[1] = a[2] = a[3] = a[0];
-  M nan = {};
-  size_t i = 0;
-  for (; i + 4 * W <= n; i += 4 * W) {
-    for (int k = 0; k < 4; ++k) {
-      V b;
-      std::memcpy(&b, x + i + k * W, sizeof(V));
-      if constexpr (IsMax) {
-        a[k] = b > a[k] ? b : a[k];
-      } else {
-        a[k] = b < a[k] ? b : a[k];
-      }
-      nan |= b != b;
-    }
-  }
-  T r = init;
-  bool any_nan = false;
-  auto pick = [&](T v) {
-    any_nan |= v != v;
-    r = IsMax ? (v > r ? v : r) : (v < r ? v : r);
-  };
-  for (int k = 0; k < 4; ++k)
-    for (size_t l = 0; l < W; ++l) pick(a[k][l]);
-  for (size_t l = 0; l < W; ++l) any_nan |= nan[l] != 0;
-  for (; i < n; ++i) pick(x[i]);
-  return any_nan ? std::numeric_limits<T>::quiet_NaN() : r;
-}
-
 // Reduce n contiguous values serially with kLanes independent accumulators (vectorisable and a
 // little more accurate than one running sum).
 template <typename Op, typename T>
@@ -192,8 +134,8 @@ typename Op::A reduce_run(const T* x, size_t n) {
     return acc;
   }
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-    if constexpr (std::is_same_v<Op, MaxOp<T>>) return minmax_run<true>(x, n);
-    if constexpr (std::is_same_v<Op, MinOp<T>>) return minmax_run<false>(x, n);
+    if constexpr (std::is_same_v<Op, MaxOp<T>>) return cpu::minmax_run<true>(x, n);
+    if constexpr (std::is_same_v<Op, MinOp<T>>) return cpu::minmax_run<false>(x, n);
   }
   A lanes[kLanes];
   for (auto& l : lanes) l = Op::init();
@@ -382,9 +324,9 @@ void arg_reduce_typed(const array& in_any, array& out, int axis) {
           // Lane l tracks its own first best over r = 1 + l (mod W); lanes then merge by value,
           // ties to the smaller index, which equals the sequential first-index answer. Every
           // lane starts from row[0], so a NaN there wins (as sequentially) and later NaNs never do.
-          using V = typename VecOf<T>::V;
-          using IV = typename VecOf<T>::I;
-          constexpr size_t W = 32 / sizeof(T);
+          using V = typename cpu::VecOf<T>::V;
+          using IV = typename cpu::VecOf<T>::I;
+          constexpr size_t W = cpu::kVecBytes / sizeof(T);
           V vb;
           IV vi, cur, step;
           for (size_t l = 0; l < W; ++l) {

@@ -22,6 +22,7 @@
 
 #include "backend/cpu/copy.h"
 #include "backend/cpu/elementwise.h"
+#include "backend/cpu/simd.h"
 #include "backend/cpu/vector_math.h"
 #include "core/thread_pool.h"
 #include "ops/reduce.h"
@@ -47,39 +48,6 @@ void for_rows(const array& in_any, array& out, F&& f) {
 }
 
 constexpr size_t kLanes = 16;
-
-// Max of a float row (NaN if any element is NaN). g++ does not vectorise the NaN-aware select
-// over scalar lanes, hence GCC/Clang vector types (32 bytes) and a separate NaN mask.
-typedef float VecF __attribute__((vector_size(32)));
-typedef int32_t MaskF __attribute__((vector_size(32)));
-inline float row_max_f32(const float* x, size_t n) {
-  constexpr size_t W = 8;
-  const float ninf = -std::numeric_limits<float>::infinity();
-  VecF a0 = {ninf, ninf, ninf, ninf, ninf, ninf, ninf, ninf};
-  VecF a1 = a0;
-  MaskF nan = {};
-  size_t i = 0;
-  for (; i + 2 * W <= n; i += 2 * W) {
-    VecF b0, b1;
-    std::memcpy(&b0, x + i, sizeof(VecF));
-    std::memcpy(&b1, x + i + W, sizeof(VecF));
-    a0 = b0 > a0 ? b0 : a0;
-    a1 = b1 > a1 ? b1 : a1;
-    nan |= (b0 != b0) | (b1 != b1);
-  }
-  a0 = a1 > a0 ? a1 : a0;
-  float r = ninf;
-  bool any_nan = false;
-  for (size_t l = 0; l < W; ++l) {
-    r = a0[l] > r ? a0[l] : r;
-    any_nan |= nan[l] != 0;
-  }
-  for (; i < n; ++i) {
-    r = x[i] > r ? x[i] : r;
-    any_nan |= x[i] != x[i];
-  }
-  return any_nan ? std::numeric_limits<float>::quiet_NaN() : r;
-}
 
 // y[i] = exp(x[i] - m); returns the sum of the y[i] (kLanes partial sums, then pairwise).
 inline float exp_shifted_sum(const float* x, float* y, size_t n, float m) {
@@ -121,7 +89,7 @@ inline float exp_shifted_total(const float* x, size_t n, float m) {
 template <typename C, typename T>
 C row_max(const T* x, size_t n) {
   if constexpr (std::is_same_v<T, float>) {
-    return row_max_f32(x, n);
+    return cpu::minmax_run<true>(x, n);
   }
   C m = -std::numeric_limits<C>::infinity();
   bool nan = false;
