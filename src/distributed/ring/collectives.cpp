@@ -19,17 +19,6 @@ constexpr size_t kSmallReduceBytes = 64 << 10;
 // With more than 2 ranks, inputs of at most this size go to every rank directly (one hop).
 constexpr size_t kDirectBytes = 4 << 10;
 
-uint8_t dtype_code(Dtype d) { return static_cast<uint8_t>(d.val()); }
-
-OpKind reduce_kind(ReduceOp op, bool scatter) {
-  switch (op) {
-    case ReduceOp::sum: return scatter ? OpKind::sum_scatter : OpKind::all_sum;
-    case ReduceOp::max: return scatter ? OpKind::max_scatter : OpKind::all_max;
-    case ReduceOp::min: return scatter ? OpKind::min_scatter : OpKind::all_min;
-  }
-  return OpKind::all_sum;
-}
-
 // Contiguous split of [0, n) into `parts`: the i-th range.
 std::pair<size_t, size_t> split_range(size_t n, size_t parts, size_t i) {
   size_t step = (n + parts - 1) / parts;

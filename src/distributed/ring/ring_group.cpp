@@ -432,14 +432,9 @@ Link* RingGroup::link_to(int peer, bool sending, int conn) {
 }
 
 WireHeader RingGroup::header_for(const OpDesc& d, uint64_t seq, int lane, int lanes) const {
-  WireHeader h;
-  h.kind = static_cast<uint8_t>(d.kind);
-  h.dtype = d.dtype;
+  WireHeader h = make_header(d.kind, seq, d.count, d.bytes, d.dtype);
   h.lane = static_cast<uint8_t>(lane);
   h.lanes = static_cast<uint8_t>(lanes);
-  h.seq = seq;
-  h.count = d.count;
-  h.bytes = d.bytes;
   return h;
 }
 

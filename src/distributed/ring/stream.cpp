@@ -58,12 +58,31 @@ std::string describe_header(const WireHeader& h) {
   return s;
 }
 
-namespace {
+WireHeader make_header(OpKind kind, uint64_t seq, uint64_t count, uint64_t bytes, uint8_t dtype) {
+  WireHeader h;
+  h.kind = static_cast<uint8_t>(kind);
+  h.dtype = dtype;
+  h.seq = seq;
+  h.count = count;
+  h.bytes = bytes;
+  return h;
+}
+
+OpKind reduce_kind(ReduceOp op, bool scatter) {
+  switch (op) {
+    case ReduceOp::sum: return scatter ? OpKind::sum_scatter : OpKind::all_sum;
+    case ReduceOp::max: return scatter ? OpKind::max_scatter : OpKind::all_max;
+    case ReduceOp::min: return scatter ? OpKind::min_scatter : OpKind::all_min;
+  }
+  return OpKind::all_sum;
+}
 
 bool headers_match(const WireHeader& a, const WireHeader& b) {
   return a.magic == b.magic && a.kind == b.kind && a.dtype == b.dtype && a.lane == b.lane &&
          a.lanes == b.lanes && a.seq == b.seq && a.count == b.count && a.bytes == b.bytes;
 }
+
+namespace {
 
 bool would_block(int e) { return e == EAGAIN || e == EWOULDBLOCK || e == EINTR; }
 

@@ -56,6 +56,14 @@ static_assert(sizeof(WireHeader) == 32);
 
 std::string describe_header(const WireHeader& h);  // "all_sum of 7 float32 elements (28 B) ..."
 
+// The header of one operation (lane 0 of 1); raw-byte ops keep dtype kBytesDtype.
+WireHeader make_header(OpKind kind, uint64_t seq, uint64_t count, uint64_t bytes,
+                       uint8_t dtype = kBytesDtype);
+inline uint8_t dtype_code(Dtype d) { return static_cast<uint8_t>(d.val()); }
+OpKind reduce_kind(ReduceOp op, bool scatter);  // all_sum / sum_scatter, ...
+// Every field equal: what a peer sends for the same operation, lane and chunk.
+bool headers_match(const WireHeader& a, const WireHeader& b);
+
 struct StreamStep {
   const char* send = nullptr;  // bytes to send in this step (send_len of them)
   size_t send_len = 0;

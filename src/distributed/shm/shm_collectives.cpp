@@ -88,14 +88,7 @@ void ShmTransport::all_reduce(const void* in_v, void* out_v, size_t count, Dtype
   const size_t r = static_cast<size_t>(rank_);
   auto* in = static_cast<const char*>(in_v);
   auto* out = static_cast<char*>(out_v);
-  WireHeader h;
-  h.kind = static_cast<uint8_t>(op == ReduceOp::sum   ? OpKind::all_sum
-                                : op == ReduceOp::max ? OpKind::all_max
-                                                      : OpKind::all_min);
-  h.dtype = static_cast<uint8_t>(dtype.val());
-  h.seq = seq;
-  h.count = count;
-  h.bytes = count * es;
+  WireHeader h = make_header(reduce_kind(op, false), seq, count, count * es, dtype_code(dtype));
 
   if (h.bytes <= kTinyBytes) {
     // One cache line per rank; every rank reduces the inputs in rank order itself.
@@ -173,14 +166,7 @@ void ShmTransport::reduce_scatter(const void* in_v, void* out_v, size_t count, D
   const size_t K = std::max<size_t>(1, (count + epb - 1) / epb);
   auto* in = static_cast<const char*>(in_v);
   auto* out = static_cast<char*>(out_v);
-  WireHeader h;
-  h.kind = static_cast<uint8_t>(op == ReduceOp::sum   ? OpKind::sum_scatter
-                                : op == ReduceOp::max ? OpKind::max_scatter
-                                                      : OpKind::min_scatter);
-  h.dtype = static_cast<uint8_t>(dtype.val());
-  h.seq = seq;
-  h.count = count;
-  h.bytes = count * N * es;
+  WireHeader h = make_header(reduce_kind(op, true), seq, count, count * N * es, dtype_code(dtype));
   const uint64_t u0 = unit_;
   unit_ += K;
   auto unit_n = [&](size_t k) { return count == 0 ? 0 : std::min(epb, count - k * epb); };
@@ -224,11 +210,7 @@ void ShmTransport::all_gather(const void* in_v, void* out_v, size_t bytes, uint6
   const size_t K = std::max<size_t>(1, (bytes + chunk_ - 1) / chunk_);
   auto* in = static_cast<const char*>(in_v);
   auto* out = static_cast<char*>(out_v);
-  WireHeader h;
-  h.kind = static_cast<uint8_t>(OpKind::all_gather);
-  h.seq = seq;
-  h.count = bytes;
-  h.bytes = bytes;
+  WireHeader h = make_header(OpKind::all_gather, seq, bytes, bytes);
   if (single_copy_ && bytes >= kShmSingleCopyBytes) {
     all_gather_direct(in, out, bytes, h);
     return;
@@ -314,11 +296,8 @@ void ShmTransport::read_peer(int peer, uint64_t addr, char* dst, size_t bytes,
 void ShmTransport::broadcast(void* buf_v, size_t bytes, int root, uint64_t seq) {
   auto* buf = static_cast<char*>(buf_v);
   const size_t K = std::max<size_t>(1, (bytes + chunk_ - 1) / chunk_);
-  WireHeader h;
-  h.kind = static_cast<uint8_t>(OpKind::broadcast);
-  h.seq = seq;
-  h.count = static_cast<uint64_t>(root);  // ranks naming different roots get a mismatch
-  h.bytes = bytes;
+  // count = the root: ranks naming different roots get a mismatch
+  WireHeader h = make_header(OpKind::broadcast, seq, static_cast<uint64_t>(root), bytes);
   const uint64_t u0 = unit_;
   unit_ += K;
   auto unit_n = [&](size_t k) { return bytes == 0 ? 0 : std::min(chunk_, bytes - k * chunk_); };
@@ -344,10 +323,7 @@ void ShmTransport::broadcast(void* buf_v, size_t bytes, int root, uint64_t seq) 
 }
 
 void ShmTransport::barrier(uint64_t seq) {
-  WireHeader h;
-  h.kind = static_cast<uint8_t>(OpKind::barrier);
-  h.seq = seq;
-  const uint64_t u = tiny_exchange(h, nullptr, 0);
+  const uint64_t u = tiny_exchange(make_header(OpKind::barrier, seq, 0, 0), nullptr, 0);
   post(Counter::done, u + 1);
 }
 

@@ -372,8 +372,7 @@ void ShmTransport::wait_word(int peer, std::atomic<uint32_t>& w, uint64_t target
 
 void ShmTransport::check_header(int peer, uint64_t unit, const WireHeader& mine) {
   const WireHeader& h = segs_[static_cast<size_t>(peer)]->ctrl->hdr[unit % kShmSlots];
-  if (h.kind != mine.kind || h.dtype != mine.dtype || h.seq != mine.seq ||
-      h.count != mine.count || h.bytes != mine.bytes || h.lane != mine.lane) {
+  if (!headers_match(h, mine)) {
     WireHeader copy = h;
     throw_mismatch(peer, mine, copy);
   }
@@ -432,8 +431,7 @@ uint64_t ShmTransport::tiny_exchange(const WireHeader& h, const void* in, size_t
     const TinyLine& p = segs_[static_cast<size_t>(j)]->ctrl->tiny[u % kShmSlots];
     wait_word(j, const_cast<std::atomic<uint32_t>&>(p.seq), u + 1, h, u, true);
     const WireHeader& ph = p.hdr;
-    if (ph.kind != h.kind || ph.dtype != h.dtype || ph.seq != h.seq || ph.count != h.count ||
-        ph.bytes != h.bytes) {
+    if (!headers_match(ph, h)) {
       WireHeader copy = ph;
       throw_mismatch(j, h, copy);
     }
@@ -459,13 +457,7 @@ char* ShmTransport::p2p_slot(int owner, int other, uint64_t chunk) {
 namespace {
 
 WireHeader p2p_header(size_t bytes, Dtype dtype, uint64_t seq) {
-  WireHeader h;
-  h.kind = static_cast<uint8_t>(OpKind::send);
-  h.dtype = static_cast<uint8_t>(dtype.val());
-  h.seq = seq;
-  h.count = bytes / dtype.size();
-  h.bytes = bytes;
-  return h;
+  return make_header(OpKind::send, seq, bytes / dtype.size(), bytes, dtype_code(dtype));
 }
 
 // Wakes sleepers of `w` (a word of this rank's segment) when someone sleeps on this segment.
@@ -509,8 +501,7 @@ void ShmTransport::recv(void* out_v, size_t bytes, Dtype dtype, int src, uint64_
     WireHeader expect = h;
     expect.lane = static_cast<uint8_t>(k);
     const WireHeader got = in_ctl->hdr[c % kP2pSlots];
-    if (got.kind != expect.kind || got.dtype != expect.dtype || got.seq != expect.seq ||
-        got.count != expect.count || got.bytes != expect.bytes || got.lane != expect.lane) {
+    if (!headers_match(got, expect)) {
       throw_mismatch(src, h, got);
     }
     const size_t off = k * p2p_chunk_, len = std::min(p2p_chunk_, bytes - std::min(bytes, off));
