@@ -123,6 +123,10 @@ int main(int argc, char** argv) {
       t.join();
     }, reps);
     base["memcpy"].insert(base["memcpy"].end(), m2.begin(), m2.end());
+    // The baseline is OpenBLAS as it runs by default, on every core. Our matmuls set it to one
+    // thread process-wide (they split rows over our pool), so set it back for each round.
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    if (!sizes.empty()) openblas_set_num_threads(cores);
     for (int n : sizes) {
       std::vector<float> c(size_t(n) * n);
       auto& [x, y] = mm_inputs.at(n);
@@ -137,6 +141,13 @@ int main(int argc, char** argv) {
       }, reps);
       auto& v = base["matmul_" + std::to_string(n)];
       v.insert(v.end(), t.begin(), t.end());
+    }
+    // OpenBLAS's own threads busy-wait for 2^28 cycles (~0.1 s) after each call before they
+    // sleep; timed meanwhile, our 2-thread kernels share the 2 cores with them (max over 16 Mi
+    // float32 read 2.6 ms instead of 1.3). Ours run single-threaded OpenBLAS and never spin.
+    if (!sizes.empty()) {
+      openblas_set_num_threads(1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(400));
     }
     for (auto& [name, f] : ours) {
       auto t = time_it(f, reps);
