@@ -42,6 +42,9 @@ Group init(bool strict = false, const std::string& backend = "any");
 void clear_backends();
 
 array all_sum(const array& x, std::optional<Group> group = std::nullopt, StreamOrDevice s = {});
+// Beyond MLX: all_sum(x) / group.size() in one operation, with the same bits (the division is
+// done on each reduced block while it is in cache); float16, bfloat16, float32, float64.
+array all_mean(const array& x, std::optional<Group> group = std::nullopt, StreamOrDevice s = {});
 array all_max(const array& x, std::optional<Group> group = std::nullopt, StreamOrDevice s = {});
 array all_min(const array& x, std::optional<Group> group = std::nullopt, StreamOrDevice s = {});
 // Concatenation of every rank's x along axis 0 (a 0-d x gives shape (N,)).

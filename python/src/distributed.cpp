@@ -41,6 +41,10 @@ void init_distributed(nb::module_& parent) {
   };
   def_coll("all_sum", [](const array& x, std::optional<dist::Group> g, StreamOrDevice s) {
     return dist::all_sum(x, g, s); }, "The sum of x over every rank, on every rank.");
+  def_coll("all_mean", [](const array& x, std::optional<dist::Group> g, StreamOrDevice s) {
+    return dist::all_mean(x, g, s); },
+    "The mean of x over every rank (beyond MLX): the bits of all_sum(x) / group.size() in one "
+    "operation. Floating dtypes.");
   def_coll("all_max", [](const array& x, std::optional<dist::Group> g, StreamOrDevice s) {
     return dist::all_max(x, g, s); }, "The elementwise maximum of x over every rank.");
   def_coll("all_min", [](const array& x, std::optional<dist::Group> g, StreamOrDevice s) {

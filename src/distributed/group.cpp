@@ -10,6 +10,7 @@
 #include "distributed/group_impl.h"
 #include "distributed/hostfile.h"
 #include "distributed/mpi/mpi_group.h"
+#include "distributed/reduce_kernels.h"
 #include "distributed/ring/rendezvous.h"
 #include "distributed/ring/ring_group.h"
 #include "tessera/config.h"
@@ -18,6 +19,11 @@
 namespace tessera::distributed {
 
 namespace detail {
+
+void GroupImpl::all_mean(const void* in, void* out, size_t count, Dtype dtype) {
+  all_reduce(in, out, count, dtype, ReduceOp::sum);
+  divide_buffer(out, count, dtype, size());
+}
 
 namespace {
 

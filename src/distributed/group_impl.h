@@ -25,6 +25,10 @@ class GroupImpl {
 
   // `count` elements of `dtype`; `in` may equal `out` (in place). Identical result on every rank.
   virtual void all_reduce(const void* in, void* out, size_t count, Dtype dtype, ReduceOp op) = 0;
+  // all_reduce(sum) divided by size(), for float16 / bfloat16 / float32 / float64 (the bits of
+  // the eager `all_sum(x) / size()`). Backends that can divide each reduced block while it is in
+  // cache override it; this one divides `out` afterwards.
+  virtual void all_mean(const void* in, void* out, size_t count, Dtype dtype);
   // Every rank contributes `bytes` from `in`; `out` holds size() * bytes in rank order.
   virtual void all_gather(const void* in, void* out, size_t bytes) = 0;
   // `in` holds size() * count elements; rank r receives the reduction of block r in `out`.

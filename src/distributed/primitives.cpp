@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 
+#include "distributed/reduce_kernels.h"
 #include "ops/utils.h"
 #include "tessera/ops.h"
 #include "tessera/transforms.h"
@@ -20,11 +21,16 @@ array make(Shape shape, Dtype dtype, std::shared_ptr<Primitive> p, std::vector<a
 }
 
 array all_reduce(const array& x, std::optional<Group> group, StreamOrDevice s,
-                 detail::ReduceOp op) {
+                 detail::ReduceOp op, bool mean = false) {
   auto g = resolve(group);
+  if (mean && !detail::divisible_dtype(x.dtype())) {
+    throw std::invalid_argument(
+        "[all_mean] needs float16, bfloat16, float32 or float64; got " + dtype_name(x.dtype()) +
+        ". Cast first (x.astype(float32)), or use all_sum(x) / group.size().");
+  }
   if (g.size() == 1) return x;
-  return make(x.shape(), x.dtype(), std::make_shared<AllReduce>(to_stream(s), std::move(g), op),
-              {x});
+  return make(x.shape(), x.dtype(),
+              std::make_shared<AllReduce>(to_stream(s), std::move(g), op, mean), {x});
 }
 
 void check_peer(const char* what, int peer, const Group& g) {
@@ -38,6 +44,9 @@ void check_peer(const char* what, int peer, const Group& g) {
 
 array all_sum(const array& x, std::optional<Group> group, StreamOrDevice s) {
   return all_reduce(x, std::move(group), s, detail::ReduceOp::sum);
+}
+array all_mean(const array& x, std::optional<Group> group, StreamOrDevice s) {
+  return all_reduce(x, std::move(group), s, detail::ReduceOp::sum, true);
 }
 array all_max(const array& x, std::optional<Group> group, StreamOrDevice s) {
   return all_reduce(x, std::move(group), s, detail::ReduceOp::max);
@@ -122,6 +131,7 @@ void barrier(std::optional<Group> group, StreamOrDevice s) {
 // ---- derivatives and batching ----
 
 const char* AllReduce::name() const {
+  if (mean_) return "Mean AllReduce";
   switch (op_) {
     case detail::ReduceOp::sum: return "Sum AllReduce";
     case detail::ReduceOp::max: return "Max AllReduce";
@@ -130,20 +140,23 @@ const char* AllReduce::name() const {
   return "AllReduce";
 }
 
-// As MLX: the cotangent passes through unchanged (the gradient of all_sum(x).sum() is ones).
+// As MLX: the cotangent passes through unchanged (the gradient of all_sum(x).sum() is ones);
+// all_mean's is divided by the group size, as the gradient of all_sum(x) / size.
 std::vector<array> AllReduce::vjp(const std::vector<array>&, const std::vector<array>& cotangents,
                                   const std::vector<int>&, const std::vector<array>&) {
-  return cotangents;
+  if (!mean_) return cotangents;
+  return {divide(cotangents[0], array(static_cast<float>(group().size()), cotangents[0].dtype()),
+                 stream())};
 }
 
 std::vector<array> AllReduce::jvp(const std::vector<array>&, const std::vector<array>& tangents,
                                   const std::vector<int>&) {
-  return {all_reduce(tangents[0], group(), stream(), op_)};
+  return {all_reduce(tangents[0], group(), stream(), op_, mean_)};
 }
 
 std::pair<std::vector<array>, std::vector<int>> AllReduce::vmap(const std::vector<array>& inputs,
                                                                 const std::vector<int>& axes) {
-  return {{all_reduce(inputs[0], group(), stream(), op_)}, axes};
+  return {{all_reduce(inputs[0], group(), stream(), op_, mean_)}, axes};
 }
 
 // This rank's rows of the gathered cotangent.

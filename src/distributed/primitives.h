@@ -19,7 +19,9 @@ class DistPrimitive : public UnaryPrimitive {
 
 class AllReduce : public DistPrimitive {
  public:
-  AllReduce(Stream s, Group g, detail::ReduceOp op) : DistPrimitive(s, std::move(g)), op_(op) {}
+  // mean: the sum divided by the group's size (all_mean).
+  AllReduce(Stream s, Group g, detail::ReduceOp op, bool mean = false)
+      : DistPrimitive(s, std::move(g)), op_(op), mean_(mean) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   std::vector<array> vjp(const std::vector<array>&, const std::vector<array>& cotangents,
                          const std::vector<int>&, const std::vector<array>&) override;
@@ -31,6 +33,7 @@ class AllReduce : public DistPrimitive {
 
  private:
   detail::ReduceOp op_;
+  bool mean_;
 };
 
 class AllGather : public DistPrimitive {

@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -184,6 +185,75 @@ void check_all_reduce(RingGroup& g, int rank) {
   }
 }
 
+// all_mean against the reference sum divided here (float16 / bfloat16 in float, the divisor
+// rounded to the dtype first, as the eager `x / n`), every path: tiny, one unit, many units.
+void check_all_mean(RingGroup& g, int rank) {
+  const int world = g.size();
+  for (Dtype dt : {float32, float16, bfloat16, float64}) {
+    tessera::detail::dispatch_dtype(dt, [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, float16_t> ||
+                    std::is_same_v<T, bfloat16_t>) {
+        using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
+        const C d = static_cast<C>(T(static_cast<float>(world)));
+        for (size_t n : {size_t(0), size_t(1), size_t(7), size_t(1023), kBig}) {
+          auto want = reference_reduce<T>(world, n, ReduceOp::sum, 17);
+          for (auto& v : want) v = T(static_cast<C>(v) / d);
+          auto in = input_for<T>(rank, n, 17);
+          Buf<T> out(n);
+          g.all_mean(in.data(), out.data(), n, dt);
+          ASSERT_TRUE(same_bytes(out, want))
+              << "all_mean " << dtype_name(dt) << " n=" << n << " world=" << world;
+          g.all_mean(in.data(), in.data(), n, dt);  // in place
+          ASSERT_TRUE(same_bytes(in, want)) << "in place all_mean " << dtype_name(dt);
+        }
+      }
+    });
+  }
+}
+
+// divide_buffer (all_mean's division: a multiply by the reciprocal for powers of two) against
+// the division operator: every float16 / bfloat16 bit pattern, and for float32 / float64 random
+// bit patterns (subnormals, huge values, inf, NaN among them) plus the edges, by several divisors.
+template <typename T, typename Bits>
+void check_divide_bits(Dtype dt, const std::vector<Bits>& patterns) {
+  using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  for (int divisor : {2, 3, 4, 5, 6, 7, 8, 64, 1024, 1000, 4096}) {
+    Buf<T> x(patterns.size());
+    std::memcpy(static_cast<void*>(x.data()), patterns.data(), patterns.size() * sizeof(T));
+    Buf<T> want(x);
+    const C d = static_cast<C>(T(static_cast<float>(divisor)));
+    for (auto& v : want) v = T(static_cast<C>(v) / d);
+    divide_buffer(x.data(), x.size(), dt, divisor);
+    for (size_t i = 0; i < x.size(); ++i) {
+      ASSERT_EQ(0, std::memcmp(&x[i], &want[i], sizeof(T)))
+          << dtype_name(dt) << " bits " << patterns[i] << " / " << divisor;
+    }
+  }
+}
+
+TEST(ReduceKernels, DivideBufferHasTheBitsOfDivision) {
+  std::vector<uint16_t> all16(65536);
+  for (size_t i = 0; i < all16.size(); ++i) all16[i] = static_cast<uint16_t>(i);
+  check_divide_bits<float16_t>(float16, all16);
+  check_divide_bits<bfloat16_t>(bfloat16, all16);
+  std::mt19937_64 rng(7);
+  std::vector<uint32_t> b32 = {0, 1, 2, 3, 0x007fffff, 0x00800000, 0x00800001, 0x7f7fffff,
+                               0x7f800000, 0x7fc00000, 0xff800000, 0x80000001, 0x3f800000};
+  std::vector<uint64_t> b64 = {0, 1, 2, 3, 0x000fffffffffffff, 0x0010000000000000,
+                               0x7fefffffffffffff, 0x7ff0000000000000, 0x7ff8000000000000,
+                               0x8000000000000001, 0x3ff0000000000000};
+  for (int i = 0; i < 200000; ++i) {
+    b32.push_back(static_cast<uint32_t>(rng()));
+    b64.push_back(rng());
+    // Small exponents too: results near and below the smallest normal.
+    b32.push_back(static_cast<uint32_t>(rng()) & 0x81ffffff);
+    b64.push_back(rng() & 0x803fffffffffffff);
+  }
+  check_divide_bits<float>(float32, b32);
+  check_divide_bits<double>(float64, b64);
+}
+
 void check_gather_scatter(RingGroup& g, int rank) {
   const int world = g.size();
   const size_t W = static_cast<size_t>(world);
@@ -268,6 +338,11 @@ TEST_P(RingWorld, AllReduceEveryDtypeOpAndLength) {
     EXPECT_EQ(g.shm_active(), shm);
     check_all_reduce(g, r);
   });
+}
+
+TEST_P(RingWorld, AllMeanIsTheSumDividedOnEveryPath) {
+  auto [world, shm] = GetParam();
+  run_ranks(world, options(shm), check_all_mean);
 }
 
 TEST_P(RingWorld, AllGatherAndReduceScatter) {
@@ -468,6 +543,22 @@ void check_size_mismatch(bool shm) {
   expect_mismatch_naming(errors, "all_sum of 7 float32 elements (28 B)",
                          "all_sum of 8 float32 elements (32 B)");
 }
+
+// all_mean on one rank and all_sum on the other is a mismatch, not a silently unscaled sum.
+void check_mean_sum_mismatch(bool shm) {
+  auto errors = errors_of(shm, [](RingGroup& g, int rank) {
+    std::vector<float> in(7, 1.0f), out(7);
+    if (rank == 0) {
+      g.all_mean(in.data(), out.data(), 7, float32);
+    } else {
+      g.all_reduce(in.data(), out.data(), 7, float32, ReduceOp::sum);
+    }
+  });
+  expect_mismatch_naming(errors, "all_mean of 7 float32", "all_sum of 7 float32");
+}
+
+TEST(RingFaults, AllMeanAgainstAllSumFailsTcp) { check_mean_sum_mismatch(false); }
+TEST(RingFaults, AllMeanAgainstAllSumFailsShm) { check_mean_sum_mismatch(true); }
 
 TEST(RingFaults, DifferentSizesFailOnBothRanksTcp) { check_size_mismatch(false); }
 TEST(RingFaults, DifferentSizesFailOnBothRanksShm) { check_size_mismatch(true); }

@@ -26,6 +26,7 @@ def launch(tmp_path, script, n, *args, timeout=180):
 
 AVERAGE = """
     import numpy as np
+    import pytest
     import tessera.core as mx
     import tessera.nn as nn
 
@@ -74,6 +75,17 @@ AVERAGE = """
     solo = mx.distributed.init().split(r)
     assert nn.average_gradients(mine, group=solo) is mine
     assert nn.average_gradients({}) == {}
+    # all_mean: the bits of all_sum / n for every floating dtype and path (tiny, one unit, many).
+    for dt in (mx.float32, mx.float16, mx.bfloat16, mx.float64):
+        for size in (3, 1000, 70000, 1 << 20):
+            x = mx.array(np.random.default_rng(size + r).standard_normal(size)).astype(dt)
+            a, b = mx.distributed.all_mean(x), mx.distributed.all_sum(x) / n
+            assert a.dtype == dt and np.array_equal(np.asarray(a.view(mx.uint8)), np.asarray(b.view(mx.uint8))), (dt, size)
+    with pytest.raises(ValueError, match="all_mean.*int32"):
+        mx.distributed.all_mean(mx.array([1, 2]))
+    # Its gradient is the cotangent divided by n, as that of all_sum(x) / n.
+    gx = mx.grad(lambda v: (mx.distributed.all_mean(v) * mx.arange(3.0)).sum())(mx.ones(3))
+    np.testing.assert_allclose(np.asarray(gx), np.arange(3.0) / n, rtol=1e-6)
     print("ok", r)
 """
 

@@ -132,7 +132,9 @@ def average_gradients(
     ``all_reduce_size`` bytes, each summed with one ``all_sum`` and divided by the group's
     size. Unlike MLX, a tree of mixed dtypes is bucketed per dtype (MLX falls back to one
     ``all_sum`` per array), an array of 1 MiB or more is summed alone (not copied into a
-    bucket), and the bucket plan is kept per tree structure.
+    bucket), the bucket plan is kept per tree structure, and floating buckets go through
+    ``all_mean``, which divides each reduced block while it is in cache (the same bits as
+    ``all_sum`` then ``/ n``, without a second pass over the result).
 
     Args:
         gradients (Any): A tree of arrays.
@@ -160,19 +162,27 @@ def average_gradients(
     def back(x, like):
         return x if x.dtype == like.dtype else x.astype(like.dtype)
 
+    divisible = (mx.float16, mx.bfloat16, mx.float32, mx.float64)
+
+    def mean(x):
+        # all_mean divides each reduced block while it is in cache: the bits of all_sum / n
+        # without a second pass over the result.
+        if x.dtype in divisible:
+            return mx.distributed.all_mean(x, group=group, stream=communication_stream)
+        return mx.distributed.all_sum(x, group=group, stream=communication_stream) / n
+
     if all_reduce_size <= 0:
-        averaged = [back(mx.distributed.all_sum(wire(g), group=group, stream=communication_stream) / n, g)
-                    for _, g in flat]
+        averaged = [back(mean(wire(g)), g) for _, g in flat]
     else:
         averaged = [None] * len(flat)
         for _, bucket, offsets in _bucket_plan(flat, all_reduce_size, communication_type):
             if len(bucket) == 1:
                 i = bucket[0]
                 g = flat[i][1]
-                averaged[i] = back(mx.distributed.all_sum(wire(g), group=group, stream=communication_stream) / n, g)
+                averaged[i] = back(mean(wire(g)), g)
                 continue
             big = mx.concatenate([wire(flat[i][1]).reshape(-1) for i in bucket])
-            big = mx.distributed.all_sum(big, group=group, stream=communication_stream) / n
+            big = mean(big)
             for i, part in zip(bucket, mx.split(big, offsets)):
                 g = flat[i][1]
                 averaged[i] = back(part.reshape(g.shape), g)

@@ -61,18 +61,25 @@ class CollectiveTrace {
 
 void AllReduce::eval_cpu(const std::vector<array>& inputs, array& out) {
   const array& in = inputs[0];
-  const char* op = op_ == detail::ReduceOp::sum   ? "all_sum"
+  const char* op = mean_                           ? "all_mean"
+                   : op_ == detail::ReduceOp::sum ? "all_sum"
                    : op_ == detail::ReduceOp::max ? "all_max"
                                                   : "all_min";
+  auto run = [&](const void* src) {
+    CollectiveTrace t(op, group(), in.nbytes());
+    if (mean_) {
+      impl(group()).all_mean(src, out.raw_data(), out.size(), out.dtype());
+    } else {
+      impl(group()).all_reduce(src, out.raw_data(), out.size(), out.dtype(), op_);
+    }
+  };
   if (in.flags().row_contiguous && !in.is_donatable()) {
     out.set_data(allocator::malloc(out.nbytes()));
-    CollectiveTrace t(op, group(), in.nbytes());
-    impl(group()).all_reduce(in.raw_data(), out.raw_data(), in.size(), in.dtype(), op_);
+    run(in.raw_data());
     return;
   }
   prepare_in_place(in, out);
-  CollectiveTrace t(op, group(), in.nbytes());
-  impl(group()).all_reduce(out.raw_data(), out.raw_data(), out.size(), out.dtype(), op_);
+  run(out.raw_data());
 }
 
 void AllGather::eval_cpu(const std::vector<array>& inputs, array& out) {

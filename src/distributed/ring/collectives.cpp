@@ -175,16 +175,21 @@ void RingGroup::all_reduce(const void* in, void* out, size_t count, Dtype dtype,
   reduce(in, out, count, dtype, op, false);
 }
 
+void RingGroup::all_mean(const void* in, void* out, size_t count, Dtype dtype) {
+  reduce(in, out, count, dtype, ReduceOp::sum, false, true);
+}
+
 void RingGroup::reduce_scatter(const void* in, void* out, size_t count, Dtype dtype,
                                ReduceOp op) {
   reduce(in, out, count, dtype, op, true);
 }
 
 // all_reduce (scatter = false) or reduce_scatter: shared memory when every rank is local,
-// else the TCP ring.
+// else the TCP ring. A mean divides each reduced block over shared memory, and the whole result
+// after the TCP and hierarchical algorithms (whose inner collectives are sums).
 void RingGroup::reduce(const void* in, void* out, size_t count, Dtype dtype, ReduceOp op,
-                       bool scatter) {
-  const OpKind kind = reduce_kind(op, scatter);
+                       bool scatter, bool mean) {
+  const OpKind kind = mean ? OpKind::all_mean : reduce_kind(op, scatter);
   check_usable(op_kind_name(kind));
   std::lock_guard<std::mutex> lk(op_mu_);
   if (size_ == 1) {
@@ -193,7 +198,11 @@ void RingGroup::reduce(const void* in, void* out, size_t count, Dtype dtype, Red
   }
   if (hier_) {
     hier_run([&](Hierarchy&) {
-      if (!scatter) return hier_all_reduce(in, out, count, dtype, op);
+      if (!scatter) {
+        hier_all_reduce(in, out, count, dtype, op);
+        if (mean) divide_buffer(out, count, dtype, size_);
+        return;
+      }
       const size_t bytes = count * dtype.size();
       if (bytes == 0) return;
       work_.resize(bytes * static_cast<size_t>(size_));
@@ -207,7 +216,7 @@ void RingGroup::reduce(const void* in, void* out, size_t count, Dtype dtype, Red
       if (scatter) {
         shm_->reduce_scatter(in, out, count, dtype, op, coll_seq_++);
       } else {
-        shm_->all_reduce(in, out, count, dtype, op, coll_seq_++);
+        shm_->all_reduce(in, out, count, dtype, op, coll_seq_++, mean ? size_ : 1);
       }
     } catch (const std::exception& e) {
       fail(e);
@@ -216,6 +225,7 @@ void RingGroup::reduce(const void* in, void* out, size_t count, Dtype dtype, Red
   }
   ring_reduce(static_cast<const char*>(in), static_cast<char*>(out), count, dtype, op, kind,
               scatter);
+  if (mean) divide_buffer(out, count, dtype, size_);
 }
 
 void RingGroup::all_gather(const void* in_v, void* out_v, size_t bytes) {

@@ -66,6 +66,7 @@ class RingGroup : public GroupImpl {
   std::shared_ptr<GroupImpl> split(int color, int key) override;
 
   void all_reduce(const void* in, void* out, size_t count, Dtype dtype, ReduceOp op) override;
+  void all_mean(const void* in, void* out, size_t count, Dtype dtype) override;
   void all_gather(const void* in, void* out, size_t bytes) override;
   void reduce_scatter(const void* in, void* out, size_t count, Dtype dtype,
                       ReduceOp op) override;
@@ -86,7 +87,9 @@ class RingGroup : public GroupImpl {
 
  private:
   void point_to_point(void* buf, size_t bytes, Dtype dtype, int peer, bool sending);
-  void reduce(const void* in, void* out, size_t count, Dtype dtype, ReduceOp op, bool scatter);
+  // mean: all_mean (op sum, not scatter), its own kind on the wire.
+  void reduce(const void* in, void* out, size_t count, Dtype dtype, ReduceOp op, bool scatter,
+              bool mean = false);
   struct OpDesc {
     OpKind kind;
     uint8_t dtype;  // Dtype::Val or kBytesDtype

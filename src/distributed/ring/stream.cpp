@@ -29,6 +29,7 @@ const char* op_kind_name(OpKind k) {
     case OpKind::all_to_all: return "all_to_all";
     case OpKind::barrier: return "barrier";
     case OpKind::send: return "send/recv";
+    case OpKind::all_mean: return "all_mean";
   }
   return "unknown operation";
 }

@@ -34,7 +34,8 @@ enum class OpKind : uint8_t {
   broadcast,
   all_to_all,
   barrier,
-  send,  // point to point (the receiver expects kind send)
+  send,      // point to point (the receiver expects kind send)
+  all_mean,  // all_sum divided by the group size
 };
 
 const char* op_kind_name(OpKind k);

@@ -32,7 +32,7 @@ struct Blocks {
 }  // namespace
 
 void ShmTransport::reduce_stage(uint64_t unit, const WireHeader& h, const char* in, char* out,
-                                size_t base, size_t n, Dtype dtype, ReduceOp op) {
+                                size_t base, size_t n, Dtype dtype, ReduceOp op, int divisor) {
   const size_t es = dtype.size();
   const size_t N = static_cast<size_t>(size_);
   const size_t r = static_cast<size_t>(rank_);
@@ -60,6 +60,7 @@ void ShmTransport::reduce_stage(uint64_t unit, const WireHeader& h, const char* 
         reduce_buffers(dst + pb, first ? own + pb : dst + pb, src, m, dtype, op);
         first = false;
       }
+      if (divisor > 1) divide_buffer(dst + pb, m, dtype, divisor);
       std::memcpy(result + pb, dst + pb, m * es);
     }
   }
@@ -82,13 +83,14 @@ void ShmTransport::gather_stage(uint64_t unit, const WireHeader& h, char* out, s
 }
 
 void ShmTransport::all_reduce(const void* in_v, void* out_v, size_t count, Dtype dtype,
-                              ReduceOp op, uint64_t seq) {
+                              ReduceOp op, uint64_t seq, int divisor) {
   const size_t es = dtype.size();
   const size_t N = static_cast<size_t>(size_);
   const size_t r = static_cast<size_t>(rank_);
   auto* in = static_cast<const char*>(in_v);
   auto* out = static_cast<char*>(out_v);
-  WireHeader h = make_header(reduce_kind(op, false), seq, count, count * es, dtype_code(dtype));
+  const OpKind kind = divisor > 1 ? OpKind::all_mean : reduce_kind(op, false);
+  WireHeader h = make_header(kind, seq, count, count * es, dtype_code(dtype));
 
   if (h.bytes <= kTinyBytes) {
     // One cache line per rank; every rank reduces the inputs in rank order itself.
@@ -98,6 +100,7 @@ void ShmTransport::all_reduce(const void* in_v, void* out_v, size_t count, Dtype
       auto src = [&](int j) { return tiny_data(j, u); };  // ours too: `in` may be `out`
       reduce_buffers(out, src(0), src(1), count, dtype, op);
       for (int j = 2; j < size_; ++j) reduce_buffers(out, out, src(j), count, dtype, op);
+      if (divisor > 1) divide_buffer(out, count, dtype, divisor);
     }
     post(Counter::done, u + 1);
     return;
@@ -118,6 +121,7 @@ void ShmTransport::all_reduce(const void* in_v, void* out_v, size_t count, Dtype
     if (count > 0) {
       reduce_buffers(out, slot(0, u), slot(1, u), count, dtype, op);
       for (int j = 2; j < size_; ++j) reduce_buffers(out, out, slot(j, u), count, dtype, op);
+      if (divisor > 1) divide_buffer(out, count, dtype, divisor);
     }
     post(Counter::done, u + 1);
     return;
@@ -147,7 +151,7 @@ void ShmTransport::all_reduce(const void* in_v, void* out_v, size_t count, Dtype
     if (t >= 1 && t - 1 < K) {
       const size_t k = t - 1;
       h.lane = static_cast<uint8_t>(k);
-      reduce_stage(u0 + k, h, in, out, k * per_unit, unit_n(k), dtype, op);
+      reduce_stage(u0 + k, h, in, out, k * per_unit, unit_n(k), dtype, op, divisor);
     }
     if (t >= 2) {
       const size_t k = t - 2;

@@ -52,8 +52,9 @@ class ShmTransport {
   ShmTransport(const ShmTransport&) = delete;
   ShmTransport& operator=(const ShmTransport&) = delete;
 
+  // divisor > 1: all_mean (op sum), each reduced block divided while in cache.
   void all_reduce(const void* in, void* out, size_t count, Dtype dtype, ReduceOp op,
-                  uint64_t seq);
+                  uint64_t seq, int divisor = 1);
   // `in` holds size * count elements; block `rank` of the reduction lands in `out`.
   void reduce_scatter(const void* in, void* out, size_t count, Dtype dtype, ReduceOp op,
                       uint64_t seq);
@@ -105,7 +106,7 @@ class ShmTransport {
   // Stage of an all_reduce unit that follows the copy-in: waits for the peers' inputs and
   // reduces this rank's block.
   void reduce_stage(uint64_t unit, const WireHeader& h, const char* in, char* out, size_t base,
-                    size_t n, Dtype dtype, ReduceOp op);
+                    size_t n, Dtype dtype, ReduceOp op, int divisor);
   void gather_stage(uint64_t unit, const WireHeader& h, char* out, size_t base, size_t n,
                     size_t es);
   // The one-copy all_gather (see the top of this file).
