@@ -78,7 +78,7 @@ bench-dist: build
 
 # Training steps against PyTorch (DDP over Gloo), JAX (jit) and MLX, at 1, 2 and 4 ranks.
 bench-train:
-	@bash scripts/bench_py_deps.sh $(BUILD)/bench-venv $(BUILD)/py-bench
+	@bash scripts/bench_compile_deps.sh $(BUILD)/bench-venv $(BUILD)/py-bench
 	$(BUILD)/bench-venv/bin/python benchmarks/python/bench_train.py
 
 # The Python layer's per-call costs against MLX, NumPy and PyTorch (one shared benchmark venv).

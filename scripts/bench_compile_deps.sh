@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# make bench-compile's peers: those of make bench-py (NumPy, MLX's CPU wheel, PyTorch) and JAX's
-# CPU wheel, in the shared benchmark environment. A peer that does not install leaves its column
-# empty. Tests never need these.
+# The peers of make bench-compile and make bench-train: those of make bench-py (NumPy, MLX's CPU
+# wheel, PyTorch) and JAX's CPU wheel, in the shared benchmark environment. A peer that does not
+# install leaves its column empty. Tests never need these.
 set -uo pipefail
 VENV=${1:-build/bench-venv}
 bash scripts/bench_py_deps.sh "$VENV" "${2:-build/py-bench}"

@@ -45,7 +45,9 @@ def run_mlx_api(steps, warmup, package, compiled=False):
     mx = importlib.import_module(package + ".core")
     nn = importlib.import_module(package + ".nn")
     optim = importlib.import_module(package + ".optimizers")
-    group = mx.distributed.init()
+    # The ring, as mlx.launch starts it: MLX's default ("any") tries MPI first, and with MPICH
+    # as the system's libmpi MLX 0.32 aborts there ("stack smashing detected").
+    group = mx.distributed.init(backend="ring") if package == "mlx" else mx.distributed.init()
     n = group.size()
 
     class MLP(nn.Module):
