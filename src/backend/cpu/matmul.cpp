@@ -1,7 +1,10 @@
-// CPU kernels of Matmul, AddMM, GatherMM and SegmentedMM: OpenBLAS gemm per batch. Inputs whose last two dims are row-
-// or column-contiguous (any row/column pitch, any batch strides, broadcast included) go to BLAS
-// as they are (NoTrans / Trans); other layouts are copied first. float16/bfloat16 run through a
-// float32 gemm (float32 accumulation) and are rounded once at the end.
+// CPU kernels of Matmul, AddMM, GatherMM and SegmentedMM. float32 products of at least 8 rows and
+// 16 columns run on Tessera's own GEMM (gemm.h: bits independent of the pool and the CPU's vector
+// width) where the CPU has AVX2 + FMA; the rest (float64, complex64, matrix-vector shapes, small
+// batched products, other CPUs) on OpenBLAS gemm per batch. Inputs whose last two dims are row-
+// or column-contiguous (any row/column pitch, any batch strides, broadcast included) are read as
+// they are (NoTrans / Trans); other layouts are copied first. float16/bfloat16 run through a
+// float32 product (float32 accumulation) and are rounded once at the end.
 
 #include <algorithm>
 #include <climits>
@@ -13,6 +16,7 @@
 #include "backend/cpu/blas.h"
 #include "backend/cpu/copy.h"
 #include "backend/cpu/elementwise.h"
+#include "backend/cpu/gemm.h"
 #include "core/thread_pool.h"
 #include "ops/linalg.h"
 
@@ -142,6 +146,15 @@ void batched_gemm(const array& a, const array& b, array& out, float alpha, float
       for (size_t i = b; i < e; ++i) rows(i, 0, m);
     });
     return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (cpu::gemm_serves(m, n) && cpu::gemm_supported()) {
+      for (size_t i = 0; i < batch; ++i) {
+        cpu::sgemm(pa.layout.trans, pb.layout.trans, m, n, k, alpha, ap + pa.batch_offsets[i],
+                   pa.layout.ld, bp + pb.batch_offsets[i], pb.layout.ld, beta, cp + i * mat, n);
+      }
+      return;
+    }
   }
   const int block = row_block(m);
   for (size_t i = 0; i < batch; ++i) {

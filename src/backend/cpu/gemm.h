@@ -1,0 +1,37 @@
+// Tessera's own float32 matrix product (x86-64 with AVX2 + FMA, or AVX-512): the right operand
+// packed once per call into panels that every pool thread shares, a register tile (6 x 16 with
+// AVX2, 12 x 32 with AVX-512) over blocks of kGemmKBlock along K, any split of the output over
+// the pool. Every output element is one chain of fused multiply-adds per K block, in K order,
+// starting from zero, and each block is added into C with one more:
+//   first block   c = alpha * acc           (beta == 0: C is never read)
+//                 c = fma(alpha, acc, beta * c)
+//   later blocks  c = fma(alpha, acc, c)
+// so the bits depend on the shapes and the operands alone: not on the pool size, the blocking,
+// or the vector width (AVX2 and AVX-512 give equal bytes). OpenBLAS cannot promise that (its
+// kernels differ per CPU), and it repacks the right operand for every block of output rows.
+#pragma once
+
+#include <cstdint>
+
+namespace tessera::cpu {
+
+// The K block: part of the result's definition (changing it changes the bits).
+inline constexpr int64_t kGemmKBlock = 256;
+
+enum class GemmIsa { Best, Avx2, Avx512 };
+
+// Whether this CPU runs the kernel for `isa` (Best: any of them).
+bool gemm_supported(GemmIsa isa = GemmIsa::Best);
+
+// Whether Tessera's kernel serves an m x n product: a function of the shape only, so that every
+// machine with a kernel takes the same path (matvec-like products stay with BLAS).
+inline bool gemm_serves(int64_t m, int64_t n) { return m >= 8 && n >= 16; }
+
+// Row-major c (m x n, rows ldc apart) = alpha * op(a) @ op(b) + beta * c, op transposing when
+// ta / tb (a is m x k, or k x m when ta; b is k x n, or n x k when tb), on the intra-op pool.
+// Requires gemm_supported(isa) and k > 0.
+void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+           GemmIsa isa = GemmIsa::Best);
+
+}  // namespace tessera::cpu
