@@ -1,12 +1,12 @@
 // eval / async_eval: order the unscheduled graph behind the outputs (breadth-first from the
 // outputs, at most TESSERA_BFS_MAX_WIDTH wide, then depth-first), detach it, and hand each node
 // to its stream's worker. Kernel errors travel to every dependent and surface in wait().
+#include <cstdint>
 #include <deque>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
-#include <unordered_map>
-#include <unordered_set>
+#include <vector>
 
 #include "core/interrupt.h"
 #include "core/scheduler.h"
@@ -82,20 +82,62 @@ bool is_lone_op(const array& a) {
   return true;
 }
 
+// How many consumers of each node are still to join the tape, by open addressing in one
+// array: a graph walk allocates a few times in all, not once per node as a node-based map does.
+class ConsumerCounts {
+ public:
+  // The count of `n`; `inserted` says whether `n` was new (its count then starts at 0).
+  int& at(const detail::Node* n, bool& inserted) {
+    if (2 * (used_ + 1) > slots_.size()) grow();
+    Slot& s = probe(slots_, n);
+    inserted = s.key == nullptr;
+    if (inserted) {
+      s.key = n;
+      ++used_;
+    }
+    return s.count;
+  }
+  // The count of a node that at() has seen.
+  int& operator[](const detail::Node* n) { return probe(slots_, n).count; }
+
+ private:
+  struct Slot {
+    const detail::Node* key = nullptr;
+    int count = 0;
+  };
+  static Slot& probe(std::vector<Slot>& slots, const detail::Node* n) {
+    const size_t mask = slots.size() - 1;
+    size_t i = (reinterpret_cast<uintptr_t>(n) >> 4) * 0x9E3779B97F4A7C15ull >> 20 & mask;
+    while (slots[i].key != nullptr && slots[i].key != n) i = (i + 1) & mask;
+    return slots[i];
+  }
+  void grow() {
+    std::vector<Slot> bigger(slots_.size() * 2);
+    for (const Slot& s : slots_) {
+      if (s.key) probe(bigger, s.key) = s;
+    }
+    slots_ = std::move(bigger);
+  }
+  std::vector<Slot> slots_ = std::vector<Slot>(64);  // a power of two, at most half full
+  size_t used_ = 0;
+};
+
 // The nodes to run behind `outputs`, in reverse execution order (consumers first).
 std::vector<array> build_tape(const std::vector<array>& outputs) {
   if (outputs.size() == 1 && is_lone_op(outputs[0])) return {outputs[0]};  // no graph walk
   // 1. Depth-first walk: count, for every node to run, the edges from its consumers.
-  std::unordered_map<const detail::Node*, int> consumers;
+  ConsumerCounts consumers;
   std::vector<array> roots;
   {
-    std::unordered_set<const detail::Node*> seen;
     std::vector<std::pair<array, size_t>> stack;
+    bool inserted = false;
     for (const auto& o : outputs) {
       if (o.status() == array::Status::unscheduled && !o.has_primitive()) {
         throw std::logic_error("[eval] an array has neither data nor a primitive");
       }
-      if (!needs_eval(o) || !seen.insert(o.node().get()).second) continue;
+      if (!needs_eval(o)) continue;
+      consumers.at(o.node().get(), inserted);
+      if (!inserted) continue;
       roots.push_back(o);
       stack.emplace_back(o, 0);
       while (!stack.empty()) {
@@ -107,8 +149,8 @@ std::vector<array> build_tape(const std::vector<array>& outputs) {
         }
         const array& in = ins[i++];
         if (!needs_eval(in)) continue;
-        consumers[in.node().get()]++;
-        if (seen.insert(in.node().get()).second) stack.emplace_back(in, 0);
+        ++consumers.at(in.node().get(), inserted);
+        if (inserted) stack.emplace_back(in, 0);
       }
     }
   }
@@ -116,7 +158,7 @@ std::vector<array> build_tape(const std::vector<array>& outputs) {
   const size_t max_width = static_cast<size_t>(config::get_int("TESSERA_BFS_MAX_WIDTH"));
   std::vector<array> tape;
   for (auto& r : roots)
-    if (!consumers.count(r.node().get())) tape.push_back(r);
+    if (consumers[r.node().get()] == 0) tape.push_back(r);
   {
     std::vector<std::pair<array, size_t>> deferred;
     size_t i = 0;

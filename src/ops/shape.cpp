@@ -7,6 +7,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "backend/cpu/shape_util.h"
+#include "backend/cpu/strided.h"
 #include "core/transforms_impl.h"
 #include "ops/shape.h"
 #include "ops/utils.h"
@@ -330,6 +332,15 @@ array broadcast_for_elementwise(const array& a, const Shape& shape,
                                 std::initializer_list<const array*> sources, StreamOrDevice s) {
   if (a.shape() == shape) return a;
   auto b = broadcast_shapes("broadcast_to", a.shape(), shape);  // checked by the caller too
+  // A computed operand outside every transform and compile trace (the scalar of `z + 1.0`) is
+  // broadcast at once: the view costs nothing, and the op's graph has one node instead of two.
+  // Transforms and compile keep the node (their replays and shapeless shapes need it).
+  if (a.status() == array::Status::available && !a.error() && !in_tracing() &&
+      !in_compile_trace()) {
+    array v(allocator::Buffer(), std::move(b), a.dtype(), Deleter{});
+    cpu::make_view(v, a, cpu::broadcast_strides(a, v.shape()), a.offset());
+    return v;
+  }
   return array(std::move(b), a.dtype(), std::make_shared<Broadcast>(to_stream(s), shape, sources),
                {a});
 }
