@@ -79,6 +79,10 @@ std::vector<VarInfo> build_registry() {
       integer("TESSERA_MEMORY_LIMIT_MB", "", "0", 0, int64_t{1} << 40, "core", kUsed,
               "Default memory limit of this process in MiB (set_memory_limit overrides it); 0 "
               "means 0.8 x RAM. tessera launch gives each local rank its share of that."),
+      string_var("TESSERA_CPU_ISA", "", "auto", "core", kUsed,
+                 "Which copy of the elementwise loops a baseline build (the wheel) runs: auto (the "
+                 "widest this CPU has), baseline, avx2 or avx512 (an error if the CPU lacks it). "
+                 "A build for the build machine's CPU has one copy and ignores it."),
       integer("TESSERA_BFS_MAX_WIDTH", "MLX_BFS_MAX_WIDTH", "20", 1, 1'000'000, "core", kUsed,
               "Breadth limit of the search that builds the evaluation tape."),
       // compile

@@ -115,9 +115,49 @@ concept HasFastPath = requires(const Op& op, In v) {
   op.fast(v);
 };
 
+// A baseline x86-64 build (the wheel: SSE2 only) still runs the flat loops with the CPU's
+// vectors: each loop is compiled again for AVX2 + FMA and for AVX-512 (the functors inline into
+// those copies), and the copy the CPU can run is picked at run time. A build for a newer target
+// (-march=native) compiles the loop once. The copies give the same results as the baseline loop,
+// except that FMA may contract a multiply-add (one rounding instead of two), as a native build
+// does.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__AVX2__)
+#define TESSERA_ISA_DISPATCH 1
+#define TESSERA_TARGET_AVX2 __attribute__((target("avx2,fma")))
+#define TESSERA_TARGET_AVX512 \
+  __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma,prefer-vector-width=512")))
+#endif
+
+enum class LoopIsa { baseline, avx2, avx512 };
+
+// The copy of the flat loops to run: the widest this CPU has, or TESSERA_CPU_ISA's choice;
+// baseline when the build has no copies (loop_isa.cpp).
+LoopIsa loop_isa();
+
+// Runs loop() (a lambda marked always_inline, so that its body compiles into each copy) from a
+// function compiled for loop_isa(); with no copies in the build, here.
+#ifdef TESSERA_ISA_DISPATCH
+template <typename F>
+TESSERA_TARGET_AVX2 void run_avx2(const F& loop) { loop(); }
+template <typename F>
+TESSERA_TARGET_AVX512 void run_avx512(const F& loop) { loop(); }
+#endif
+template <typename F>
+inline void run_widest(const F& loop) {
+#ifdef TESSERA_ISA_DISPATCH
+  switch (loop_isa()) {
+    case LoopIsa::avx512: run_avx512(loop); return;
+    case LoopIsa::avx2: run_avx2(loop); return;
+    case LoopIsa::baseline: break;
+  }
+#endif
+  loop();
+}
+
 // o[i] = op(x[i]) for i in [b, e) of flat arrays.
 template <typename In, typename Out, typename Op>
-inline void unary_flat(const In* x, Out* o, size_t b, size_t e, const Op& op) {
+[[gnu::always_inline]] inline void unary_flat_loop(const In* x, Out* o, size_t b, size_t e,
+                                                   const Op& op) {
   if constexpr (HasFastPath<Op, In>) {
     // Blocks where every element takes the fast form run vectorised; the others per element.
     constexpr size_t kBlock = 512;
@@ -134,6 +174,11 @@ inline void unary_flat(const In* x, Out* o, size_t b, size_t e, const Op& op) {
   } else {
     for (size_t i = b; i < e; ++i) o[i] = op(x[i]);
   }
+}
+
+template <typename In, typename Out, typename Op>
+inline void unary_flat(const In* x, Out* o, size_t b, size_t e, const Op& op) {
+  run_widest([&]() __attribute__((always_inline)) { unary_flat_loop(x, o, b, e, op); });
 }
 
 // out[i] = op(in[i]).
@@ -200,16 +245,22 @@ void binary_kernel(const array& a, const array& b, array& out, Op op, bool donat
     } else if (sa) {
       parallel_blocks(n, kElementwiseGrain, [&, o](size_t lo, size_t hi) {
         const In s = x[0];
-        for (size_t i = lo; i < hi; ++i) o[i] = op(s, y[i]);
+        run_widest([&]() __attribute__((always_inline)) {
+          for (size_t i = lo; i < hi; ++i) o[i] = op(s, y[i]);
+        });
       });
     } else if (sb) {
       parallel_blocks(n, kElementwiseGrain, [&, o](size_t lo, size_t hi) {
         const In s = y[0];
-        for (size_t i = lo; i < hi; ++i) o[i] = op(x[i], s);
+        run_widest([&]() __attribute__((always_inline)) {
+          for (size_t i = lo; i < hi; ++i) o[i] = op(x[i], s);
+        });
       });
     } else {
       parallel_blocks(n, kElementwiseGrain, [&, o](size_t lo, size_t hi) {
-        for (size_t i = lo; i < hi; ++i) o[i] = op(x[i], y[i]);
+        run_widest([&]() __attribute__((always_inline)) {
+          for (size_t i = lo; i < hi; ++i) o[i] = op(x[i], y[i]);
+        });
       });
     }
     return;

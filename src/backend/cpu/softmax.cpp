@@ -34,6 +34,8 @@ namespace {
 template <typename T>
 using ComputeOf = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
+// f(row, n, r) for every row r of the last axis, on the pool, in the widest ISA copy of the loop
+// (f is always-inline, so it compiles into each copy).
 template <typename T, typename F>
 void for_rows(const array& in_any, array& out, F&& f) {
   array in = cpu::ensure_row_contiguous(in_any);
@@ -43,14 +45,16 @@ void for_rows(const array& in_any, array& out, F&& f) {
   const T* x = in.data<T>();
   size_t grain = std::max<size_t>(1, (size_t{1} << 14) / n);
   cpu::parallel_blocks(rows, grain, [&](size_t b, size_t e) {
-    for (size_t r = b; r < e; ++r) f(x + r * n, n, r);
+    cpu::run_widest([&]() __attribute__((always_inline)) {
+      for (size_t r = b; r < e; ++r) f(x + r * n, n, r);
+    });
   });
 }
 
 constexpr size_t kLanes = 16;
 
 // y[i] = exp(x[i] - m); returns the sum of the y[i] (kLanes partial sums, then pairwise).
-inline float exp_shifted_sum(const float* x, float* y, size_t n, float m) {
+[[gnu::always_inline]] inline float exp_shifted_sum(const float* x, float* y, size_t n, float m) {
   float s[kLanes] = {};
   size_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
@@ -72,7 +76,7 @@ inline float exp_shifted_sum(const float* x, float* y, size_t n, float m) {
 }
 
 // Sum of exp(x[i] - m) without storing the terms.
-inline float exp_shifted_total(const float* x, size_t n, float m) {
+[[gnu::always_inline]] inline float exp_shifted_total(const float* x, size_t n, float m) {
   float s[kLanes] = {};
   size_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
@@ -111,7 +115,7 @@ void Softmax::eval_cpu(const std::vector<array>& inputs, array& out) {
                   std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>) {
       using C = ComputeOf<T>;
       T* y = out.data<T>();
-      for_rows<T>(inputs[0], out, [&](const T* x, size_t n, size_t r) {
+      for_rows<T>(inputs[0], out, [&](const T* x, size_t n, size_t r) __attribute__((always_inline)) {
         T* yr = y + r * n;
         C m = row_max<C>(x, n);
         C total = 0;
@@ -147,7 +151,7 @@ void LogSumExp::eval_cpu(const std::vector<array>& inputs, array& out) {
                   std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>) {
       using C = ComputeOf<T>;
       T* y = out.data<T>();
-      for_rows<T>(inputs[0], out, [&](const T* x, size_t n, size_t r) {
+      for_rows<T>(inputs[0], out, [&](const T* x, size_t n, size_t r) __attribute__((always_inline)) {
         C m = row_max<C>(x, n);
         if (std::isinf(m) || m != m) {
           y[r] = T(m);

@@ -1,0 +1,106 @@
+"""The copies of the elementwise loops a baseline build (the wheel) picks at run time
+(TESSERA_CPU_ISA: baseline, avx2, avx512): each copy this CPU runs gives NumPy's values, and the
+copies agree with each other within the rounding of a contracted multiply-add."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+WORKER = r"""
+import json, sys
+import numpy as np
+import tessera.core as mx
+
+rng = np.random.default_rng(0)
+x = rng.uniform(-20, 20, 4099).astype(np.float32)     # odd length: vector body and tail
+y = rng.uniform(0.25, 3, 4099).astype(np.float32)
+rows = rng.uniform(-30, 30, (7, 1031)).astype(np.float32)
+a, b, r = mx.array(x), mx.array(y), mx.array(rows)
+out = {
+    "exp": mx.exp(a), "tanh": mx.tanh(a), "sin": mx.sin(a), "cos": mx.cos(a),
+    "sigmoid": mx.sigmoid(a), "log": mx.log(b), "exp_f16": mx.exp(a.astype(mx.float16) / 4),
+    "add": a + b, "mul_scalar": a * 3.5, "scalar_sub": 2.0 - a, "power": mx.power(b, a / 8),
+    "softmax": mx.softmax(r, axis=-1), "logsumexp": mx.logsumexp(r, axis=-1),
+}
+print(json.dumps({k: np.asarray(v.astype(mx.float32)).tolist() for k, v in out.items()}))
+"""
+
+
+def cpu_flags():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def isas():
+    flags = cpu_flags()
+    out = ["baseline"]
+    if {"avx2", "fma"} <= flags:
+        out.append("avx2")
+    if {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= flags:
+        out.append("avx512")
+    return out
+
+
+def run(isa):
+    env = dict(os.environ, TESSERA_CPU_ISA=isa)
+    r = subprocess.run([sys.executable, "-c", WORKER], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    return {k: np.array(v, dtype=np.float32) for k, v in json.loads(r.stdout).items()}
+
+
+def reference():
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-20, 20, 4099).astype(np.float32).astype(np.float64)
+    y = rng.uniform(0.25, 3, 4099).astype(np.float32).astype(np.float64)
+    rows = rng.uniform(-30, 30, (7, 1031)).astype(np.float32).astype(np.float64)
+    e = np.exp(rows - rows.max(axis=-1, keepdims=True))
+    return {
+        "exp": np.exp(x), "tanh": np.tanh(x), "sin": np.sin(x), "cos": np.cos(x),
+        "sigmoid": 1 / (1 + np.exp(-x)), "log": np.log(y),
+        "exp_f16": np.exp(x.astype(np.float16).astype(np.float64) / 4),
+        "add": x + y, "mul_scalar": x * 3.5, "scalar_sub": 2.0 - x, "power": y ** (x / 8),
+        "softmax": e / e.sum(axis=-1, keepdims=True),
+        "logsumexp": rows.max(axis=-1) + np.log(e.sum(axis=-1)),
+    }
+
+
+@pytest.fixture(scope="module")
+def results():
+    return {isa: run(isa) for isa in isas()}
+
+
+def test_every_copy_gives_numpys_values(results):
+    ref = reference()
+    for isa, got in results.items():
+        for name, want in ref.items():
+            rtol = 2e-3 if name == "exp_f16" else 2e-6
+            np.testing.assert_allclose(got[name], want.astype(np.float32), rtol=rtol, atol=1e-6,
+                                       err_msg=f"{name} with TESSERA_CPU_ISA={isa}")
+
+
+def test_the_copies_agree_with_the_baseline_loop(results):
+    base = results["baseline"]
+    for isa, got in results.items():
+        for name, want in base.items():
+            # Contracting a*b+c into one FMA may move a result by an ulp or two.
+            np.testing.assert_array_almost_equal_nulp(got[name], want, nulp=4)
+
+
+def test_an_unknown_isa_is_an_error_naming_the_variable():
+    env = dict(os.environ, TESSERA_CPU_ISA="sse9")
+    code = "import tessera.core as mx; mx.eval(mx.exp(mx.ones(100000)))"
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode != 0
+    assert "TESSERA_CPU_ISA=sse9" in r.stderr and "avx512" in r.stderr
