@@ -15,6 +15,15 @@ namespace tessera {
 
 // Evaluates the array if needed.
 std::ostream& operator<<(std::ostream& os, array a);
+
+// How arrays print, as MLX's: floating and complex values with `precision` digits after the
+// point (fixed notation); -1, the default, prints them as an ostream does by default (six
+// significant digits). Process-wide; set_printoptions throws std::invalid_argument below -1.
+struct PrintOptions {
+  int precision = -1;
+};
+void set_printoptions(PrintOptions options);
+PrintOptions get_printoptions();
 std::ostream& operator<<(std::ostream& os, const Shape& s);
 
 // NumPy broadcasting of two shapes; throws std::invalid_argument naming both.

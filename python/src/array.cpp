@@ -4,6 +4,7 @@
 #include <nanobind/ndarray.h>
 
 #include <sstream>
+#include <string_view>
 
 #include "convert.h"
 #include "indexing.h"
@@ -35,7 +36,9 @@ const char* buffer_format(Dtype d) {
     case Dtype::Val::float32: return "f";
     case Dtype::Val::float64: return "d";
     case Dtype::Val::complex64: return "Zf";
-    case Dtype::Val::bfloat16: return nullptr;
+    // Not a PEP 3118 code: a memoryview carries it (MLX's choice too), and NumPy refuses it
+    // with a ValueError naming it.
+    case Dtype::Val::bfloat16: return "bfloat16";
   }
   return nullptr;
 }
@@ -44,11 +47,6 @@ int array_getbuffer(PyObject* obj, Py_buffer* view, int) {
   try {
     array& a = *nb::inst_ptr<array>(obj);
     const char* fmt = buffer_format(a.dtype());
-    if (fmt == nullptr) {
-      PyErr_SetString(PyExc_TypeError, "[array] bfloat16 has no buffer-protocol format: convert "
-                                       "with a.astype(tessera.core.float32) first");
-      return -1;
-    }
     blocking([&] { a.eval(); });
     auto* bv = new BufferView{a, {}, {}, fmt};
     for (size_t i = 0; i < a.ndim(); ++i) {
@@ -79,6 +77,38 @@ void array_releasebuffer(PyObject*, Py_buffer* view) { delete static_cast<Buffer
 PyType_Slot array_slots[] = {{Py_bf_getbuffer, reinterpret_cast<void*>(array_getbuffer)},
                              {Py_bf_releasebuffer, reinterpret_cast<void*>(array_releasebuffer)},
                              {0, nullptr}};
+
+// mx.printoptions(...): the options for a `with` block, restored at its end.
+struct PrintOptionsContext {
+  PrintOptions options, saved;
+};
+
+void init_printoptions(nb::module_& m) {
+  nb::class_<PrintOptions>(m, "PrintOptions", "How arrays print (see set_printoptions).")
+      .def(nb::init<int>(), "precision"_a = -1)
+      .def_rw("precision", &PrintOptions::precision,
+              "Digits after the point for floating values; -1 prints six significant digits.");
+  m.def(
+      "set_printoptions", [](int precision) { set_printoptions({precision}); }, "precision"_a = -1,
+      "Sets how arrays print: ``precision`` digits after the point for floating and complex\n"
+      "values (fixed notation), or -1 for six significant digits (the default).");
+  m.def("get_printoptions", &get_printoptions, "The current print options.");
+  nb::class_<PrintOptionsContext>(m, "_PrintOptionsContext")
+      .def("__enter__",
+           [](PrintOptionsContext& c) {
+             c.saved = get_printoptions();
+             set_printoptions(c.options);
+             return c.options;
+           })
+      .def("__exit__", [](PrintOptionsContext& c, nb::args) { set_printoptions(c.saved); });
+  m.def(
+      "printoptions",
+      [](int precision) {
+        if (precision < -1) set_printoptions({precision});  // its error now, not at `with`
+        return PrintOptionsContext{{precision}, {}};
+      },
+      "precision"_a = -1, "A context manager: print options for the body of a ``with`` block.");
+}
 
 std::string repr_of(array a) {
   std::ostringstream os;
@@ -142,8 +172,16 @@ void def_operator(nb::class_<array>& cls, const char* fwd, const char* rev, cons
   if (inplace) {
     cls.def(
         inplace,
-        [inplace](array& a, const ArrayLike& b) -> array& {
-          a = F(a, operand(b.obj, a, inplace), {});
+        [inplace, true_division = std::string_view(inplace) == "__itruediv__"](
+            array& a, const ArrayLike& b) -> array& {
+          array r = F(a, operand(b.obj, a, inplace), {});
+          if (true_division && !is_floating_point(a.dtype())) {
+            // As MLX: `a /= b` would turn an integer (or bool) array into a floating one.
+            throw std::invalid_argument(std::string("[") + inplace + "] in-place division of a " +
+                                        dtype_name(a.dtype()) + " array would change its dtype "
+                                        "to " + dtype_name(r.dtype()) + "; use a = a / b");
+          }
+          a = std::move(r);
           return a;
         },
         "other"_a.none(), nb::rv_policy::none);
@@ -280,7 +318,10 @@ void init_array(nb::module_& m) {
       .def("__float__", [](const array& a) { return nb::float_(to_scalar(a)); })
       .def("__complex__", [](const array& a) { return nb::cast<std::complex<double>>(nb::module_::import_("builtins").attr("complex")(to_scalar(a))); })
       .def("__index__", [](const array& a) {
-        if (!is_integral(a.dtype())) throw nb::type_error("only integer arrays can be used as an index");
+        // TypeError (NumPy's) for anything but one integer: bytes(a) then reads the buffer.
+        if (!is_integral(a.dtype()) || a.size() != 1) {
+          throw nb::type_error("only integer arrays of one element can be used as an index");
+        }
         return nb::int_(to_scalar(a));
       })
       .def("__repr__", &repr_of)
@@ -443,6 +484,7 @@ void init_array(nb::module_& m) {
           "dtype"_a, nb::kw_only(), "stream"_a = nb::none(), "The same bytes read as another dtype.");
 
   init_indexing(cls);
+  init_printoptions(m);
 }
 
 }  // namespace tessera::python

@@ -23,9 +23,10 @@ namespace {
 enum class Kind { none, boolean, integer, wide_integer, floating, complex };
 
 struct ListScan {
-  Shape shape;
+  Shape shape;               // the dims seen so far; final once leaf_fixed
+  bool leaf_fixed = false;   // a scalar or an array was seen: elements sit at depth shape.size()
   Kind kind = Kind::none;
-  bool has_arrays = false;  // elements that are tessera arrays (stacked)
+  bool has_arrays = false;   // elements that are tessera arrays (stacked)
 };
 
 bool is_sequence(nb::handle h) { return nb::isinstance<nb::list>(h) || nb::isinstance<nb::tuple>(h); }
@@ -47,34 +48,42 @@ Kind scalar_kind(nb::handle h) {
   return Kind::none;
 }
 
+[[noreturn]] void ragged(const std::string& what) {
+  throw std::invalid_argument("[array] ragged input: " + what);
+}
+
+// A dimension of length n at `depth` (a list, or a dim of an array standing for nested lists).
+void scan_dim(size_t depth, int32_t n, ListScan& out) {
+  if (depth == out.shape.size() && !out.leaf_fixed) {
+    out.shape.push_back(n);
+  } else if (depth >= out.shape.size()) {
+    ragged("a list at depth " + std::to_string(depth) + " where other elements are scalars");
+  } else if (out.shape[depth] != n) {
+    ragged("lists of different lengths at depth " + std::to_string(depth) + " (" +
+           std::to_string(out.shape[depth]) + " and " + std::to_string(n) + ")");
+  }
+}
+
+// The elements (scalars, or the scalars inside an array) sit at `depth`.
+void scan_leaf(size_t depth, ListScan& out) {
+  if (depth < out.shape.size()) {
+    ragged("a scalar at depth " + std::to_string(depth) + " where other elements are lists");
+  }
+  out.shape.resize(depth);
+  out.leaf_fixed = true;
+}
+
 void scan(nb::handle h, size_t depth, ListScan& out) {
   if (is_sequence(h)) {
-    const size_t n = nb::len(h);
-    if (depth == out.shape.size()) {
-      if (out.kind != Kind::none || out.has_arrays) {
-        throw std::invalid_argument("[array] ragged input: a list at depth " +
-                                    std::to_string(depth) + " where other elements are scalars");
-      }
-      out.shape.push_back(static_cast<int32_t>(n));
-    } else if (depth > out.shape.size() || out.shape[depth] != static_cast<int32_t>(n)) {
-      throw std::invalid_argument("[array] ragged input: lists of different lengths at depth " +
-                                  std::to_string(depth) + " (" + std::to_string(out.shape[depth]) +
-                                  " and " + std::to_string(n) + ")");
-    }
+    scan_dim(depth, static_cast<int32_t>(nb::len(h)), out);
     for (nb::handle e : h) scan(e, depth + 1, out);
     return;
   }
-  if (depth < out.shape.size()) {
-    throw std::invalid_argument("[array] ragged input: a scalar at depth " + std::to_string(depth) +
-                                " where other elements are lists");
-  }
-  if (nb::isinstance<array>(h)) {
-    if (out.kind != Kind::none) {
-      throw std::invalid_argument("[array] a list mixes arrays and scalars at depth " +
-                                  std::to_string(depth));
-    }
+  if (nb::isinstance<array>(h)) {  // as MLX: an array stands for the nested lists of its shape
+    const array& a = nb::cast<const array&>(h);
+    for (size_t i = 0; i < a.ndim(); ++i) scan_dim(depth + i, a.shape()[i], out);
+    scan_leaf(depth + a.ndim(), out);
     out.has_arrays = true;
-    out.shape.resize(depth);
     return;
   }
   Kind k = scalar_kind(h);
@@ -83,11 +92,7 @@ void scan(nb::handle h, size_t depth, ListScan& out) {
                                 nb::cast<std::string>(nb::str(h.type().attr("__name__"))) +
                                 " (expected bool, int, float, complex or array)");
   }
-  if (out.has_arrays) {
-    throw std::invalid_argument("[array] a list mixes arrays and scalars at depth " +
-                                std::to_string(depth));
-  }
-  out.shape.resize(depth);  // first scalar fixes the depth
+  scan_leaf(depth, out);
   if (static_cast<int>(k) > static_cast<int>(out.kind)) out.kind = k;
 }
 
@@ -225,8 +230,10 @@ array from_ndarray(const AnyArray& nd, std::optional<Dtype> dtype) {
   const size_t item = nd.dtype().bits / 8;
   for (size_t i = 0; i < nd.ndim(); ++i) {
     if (nd.shape(i) > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
-      throw std::invalid_argument("[array] dimension " + std::to_string(i) + " of size " +
-                                  std::to_string(nd.shape(i)) + " exceeds 2^31 - 1");
+      throw std::overflow_error("[array] shape dimension " + std::to_string(nd.shape(i)) +
+                                " (axis " + std::to_string(i) + ") is outside int32 "
+                                "[-2147483648, 2147483647] (Tessera shapes hold 32-bit dimensions, "
+                                "as MLX)");
     }
     shape.push_back(static_cast<int32_t>(nd.shape(i)));
     bstrides.push_back(nd.stride(i) * static_cast<int64_t>(item));
@@ -251,6 +258,48 @@ array from_ndarray(const AnyArray& nd, std::optional<Dtype> dtype) {
   }
   array a(buf, shape, native, allocator::free);
   return want == native ? a : astype(a, want);
+}
+
+// The copy of a DLPack / buffer import that keeps its layout (MLX's choice): the bytes its
+// elements span, with its strides, when those are non-negative and span at most twice the
+// elements (a transposed or stepped view); nullopt otherwise (from_ndarray compacts it).
+std::optional<array> copy_keeping_layout(const AnyArray& nd) {
+  auto dt = dtype_of(nd.dtype());
+  const size_t item = nd.dtype().bits / 8;
+  if (!dt || *dt == float64 || item != dt->size() || nd.ndim() == 0) return std::nullopt;  // float64 comes in as float32
+  Shape shape;
+  Strides strides;
+  size_t size = 1, span = 1;
+  for (size_t i = 0; i < nd.ndim(); ++i) {
+    if (nd.shape(i) > static_cast<size_t>(std::numeric_limits<int32_t>::max()) || nd.stride(i) < 0) {
+      return std::nullopt;
+    }
+    shape.push_back(static_cast<int32_t>(nd.shape(i)));
+    strides.push_back(nd.stride(i));
+    size *= nd.shape(i);
+    span += (nd.shape(i) - 1) * static_cast<size_t>(nd.stride(i));
+  }
+  if (size == 0 || span > 2 * size) return std::nullopt;
+  // Flags of the layout: dense (no gaps), and row- / column-major order (size-1 dims aside).
+  auto ordered = [&](bool rows) {
+    int64_t expect = 1;
+    for (size_t k = 0; k < shape.size(); ++k) {
+      const size_t i = rows ? shape.size() - 1 - k : k;
+      if (shape[i] == 1) continue;
+      if (strides[i] != expect) return false;
+      expect *= shape[i];
+    }
+    return true;
+  };
+  array::Flags flags{span == size, ordered(true), ordered(false)};
+  auto buf = allocator::malloc(span * item);
+  {
+    nb::gil_scoped_release nogil;
+    std::memcpy(buf.raw_ptr(), nd.data(), span * item);
+  }
+  array a(allocator::Buffer(), shape, *dt, Deleter{});  // its data comes next, with the layout
+  a.set_data(buf, span, std::move(strides), flags, allocator::free);
+  return a;
 }
 
 // A NumPy array in non-native byte order (or anything NumPy can read that DLPack cannot):
@@ -296,6 +345,19 @@ array to_array(nb::handle obj, std::optional<Dtype> dtype) {
                               nb::cast<std::string>(nb::str(obj.type().attr("__name__"))) +
                               " to an array (expected a scalar, a nested list, an array or an "
                               "object with the buffer protocol / __array__)");
+}
+
+array from_dlpack(nb::handle obj, std::optional<bool> copy) {
+  if (copy && !*copy) {
+    throw std::invalid_argument("[from_dlpack] copy=False cannot be honoured: Tessera's arrays "
+                                "live in memory it allocates, so an import is always a copy (MLX "
+                                "on the CPU refuses too); pass copy=None or copy=True");
+  }
+  AnyArray nd;
+  if (nb::try_cast<AnyArray>(obj, nd)) {
+    if (auto kept = copy_keeping_layout(nd)) return *kept;
+  }
+  return to_array(obj);
 }
 
 array to_array_like(nb::handle obj, const array& like) {

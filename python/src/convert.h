@@ -47,6 +47,11 @@ void blocking(F&& f) {
 // (as MLX) unless `dtype` says otherwise. Ragged lists are a ValueError naming the depth.
 array to_array(nb::handle obj, std::optional<Dtype> dtype = std::nullopt);
 
+// mx.from_dlpack(obj, copy=): a copy, with the source's strides where they are non-negative
+// and dense enough (a transposed or stepped view keeps its layout, as MLX); copy=False is a
+// ValueError (nothing is ever shared).
+array from_dlpack(nb::handle obj, std::optional<bool> copy);
+
 // Operands of a binary op: a Python scalar takes the other operand's dtype when that is an
 // array of a kind the scalar fits (an int with any number array, a float with inexact ones), as
 // MLX does, so `x + 1` keeps x's dtype.

@@ -140,8 +140,9 @@ void init_dtype(nb::module_& m) {
       },
       "a"_a, "dtype"_a = nb::none(), "copy"_a = nb::none(),
       "An array from ``a`` (an array of that dtype is returned as is unless ``copy=True``).");
-  m.def("from_dlpack", [](nb::handle a) { return python::to_array(a); }, "dlpack"_a,
-        "An array from an object with __dlpack__ (copied into Tessera's memory).");
+  m.def("from_dlpack", &python::from_dlpack, "x"_a, nb::kw_only(), "copy"_a = nb::none(),
+        "An array from an object with __dlpack__ (copied into Tessera's memory; a transposed or\n"
+        "stepped view keeps its strides). copy=False raises: nothing is ever shared.");
   m.def(
       "broadcast_shapes",
       [](nb::args shapes) {

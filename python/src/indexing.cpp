@@ -29,6 +29,33 @@ struct Parsed {
 
 [[noreturn]] void index_error(const std::string& what) { throw nb::index_error(what.c_str()); }
 
+// An index of the wrong form (more indices than dims, two ellipses): NumPy raises IndexError
+// and MLX ValueError, so the type is both (tessera.core.IndexingError) and code written for
+// either catches it.
+[[noreturn]] void malformed_index(const std::string& what) {
+  static PyObject* type = [] {
+    nb::object bases = nb::make_tuple(nb::handle(PyExc_IndexError), nb::handle(PyExc_ValueError));
+    return PyErr_NewException("tessera.core.IndexingError", bases.ptr(), nullptr);
+  }();
+  PyErr_SetString(type, what.c_str());
+  throw nb::python_error();
+}
+
+// An integer index or slice bound: shapes are 32-bit, so a value outside int32 is refused (a
+// ValueError, as MLX) rather than clamped.
+void check_int32(nb::handle h, const char* op) {
+  if (h.is_none() || !nb::isinstance<nb::int_>(h)) return;
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(h.ptr(), &overflow);
+  if (overflow != 0 || v > std::numeric_limits<int32_t>::max() ||
+      v < std::numeric_limits<int32_t>::min()) {
+    throw std::invalid_argument(std::string("[") + op + "] index " +
+                                nb::cast<std::string>(nb::str(h)) +
+                                " is outside the 32-bit range of array dimensions [-2147483648, "
+                                "2147483647]");
+  }
+}
+
 std::string py_type_name(nb::handle h) { return nb::cast<std::string>(nb::str(h.type().attr("__name__"))); }
 
 bool is_index_array(nb::handle h) {
@@ -49,7 +76,8 @@ array index_array(nb::handle h) {
   return a;
 }
 
-Entry slice_entry(nb::handle h, int32_t n) {
+Entry slice_entry(nb::handle h, int32_t n, const char* op) {
+  for (const char* part : {"start", "stop", "step"}) check_int32(h.attr(part), op);
   Py_ssize_t start = 0, stop = 0, step = 0;
   if (PySlice_Unpack(h.ptr(), &start, &stop, &step) < 0) throw nb::python_error();
   const Py_ssize_t len = PySlice_AdjustIndices(n, &start, &stop, step);
@@ -90,12 +118,13 @@ Parsed parse(const array& a, nb::handle index, const char* op) {
       if (nb::isinstance<nb::bool_>(h)) {
         throw std::invalid_argument(std::string("[") + op + "] a Python bool is not a valid index");
       }
+      check_int32(h, op);
       ++consumed;
     }
   }
-  if (ellipses > 1) index_error("an index can only have a single ellipsis ('...')");
+  if (ellipses > 1) malformed_index("an index can only have a single ellipsis ('...')");
   if (consumed > static_cast<int>(a.ndim())) {
-    index_error("too many indices for array: array is " + std::to_string(a.ndim()) +
+    malformed_index("too many indices for array: array is " + std::to_string(a.ndim()) +
                 "-dimensional, but " + std::to_string(consumed) + " were indexed");
   }
   std::vector<nb::object> full_items;  // one per dim of the result of adding the None dims
@@ -122,7 +151,7 @@ Parsed parse(const array& a, nb::handle index, const char* op) {
     const int32_t n = p.base.shape(static_cast<int>(d));
     Entry e;
     if (PySlice_Check(h.ptr())) {
-      e = slice_entry(h, n);
+      e = slice_entry(h, n, op);
     } else if (nb::isinstance<nb::int_>(h) || (nb::isinstance<array>(h) && nb::cast<const array&>(h).ndim() == 0 &&
                                                is_integral(nb::cast<const array&>(h).dtype()) && !any_array)) {
       int64_t v = nb::isinstance<nb::int_>(h) ? nb::cast<int64_t>(h)
@@ -300,6 +329,9 @@ array set_masked(const array& a, const array& mask, nb::handle value) {
 }  // namespace
 
 array set_item(const array& a, nb::handle index, nb::handle value) {
+  if (nb::isinstance<nb::bool_>(index)) {  // a[True] = v: a 0-d mask, as MLX
+    return set_masked(a, array(nb::cast<bool>(index)), value);
+  }
   if (!nb::isinstance<nb::tuple>(index) && is_index_array(index)) {
     array m = to_array(index);
     if (m.dtype() == bool_) return set_masked(a, m, value);
@@ -332,11 +364,16 @@ namespace {
 struct ArrayAt {
   array a;
   nb::object index;
+  bool indexed = false;  // a.at alone has no index (a.at[None] has one: None)
 };
 
 
 array at_update(const ArrayAt& at, nb::handle value, const char* op) {
   const std::string name(op);
+  if (!at.indexed) {
+    throw std::invalid_argument("[at] " + name + " needs an index first: a.at[index]." + name +
+                                "(value)");
+  }
   Parsed p = parse(at.a, at.index, "at");
   array v = astype(to_array_like(value, at.a), at.a.dtype());
   if (p.adv.empty()) {
@@ -372,8 +409,8 @@ void init_indexing(nb::class_<array>& cls) {
       "a[index] = value: the object now holds the updated array (repeated indices: one wins).");
   nb::class_<ArrayAt> at(cls, "_ArrayAt", "a.at[index]: updates where repeated indices accumulate.");
   at.def("__getitem__", [](const ArrayAt& self, nb::handle index) {
-    return ArrayAt{self.a, nb::borrow(index)};
-  });
+    return ArrayAt{self.a, nb::borrow(index), true};
+  }, "index"_a.none());
   for (const char* op : {"add", "subtract", "multiply", "divide", "maximum", "minimum"}) {
     at.def(op, [op](const ArrayAt& self, nb::handle value) { return at_update(self, value, op); },
            "value"_a, "The array with value combined into a[index] (each repeat counts).");

@@ -1,8 +1,11 @@
 // Printing arrays and shapes as MLX does (tessera/utils.h): `array([1, 2, 3], dtype=int32)`,
 // rows on their own lines indented to the bracket depth, and any dimension longer than 6 shown
 // as its first 3 and last 3 entries around `...`.
+#include <atomic>
 #include <cmath>
+#include <iomanip>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 
 #include "tessera/utils.h"
@@ -12,6 +15,8 @@ namespace tessera {
 namespace {
 
 constexpr int kEdgeItems = 3;
+
+std::atomic<int> g_precision{-1};  // PrintOptions::precision
 
 template <typename T>
 void print_value(std::ostream& os, const T& v) {
@@ -67,6 +72,9 @@ std::ostream& operator<<(std::ostream& os, array a) {
   a.eval();
   // Format into a private stream so the caller's flags (precision, boolalpha) play no part.
   std::ostringstream out;
+  if (const int p = g_precision.load(std::memory_order_relaxed); p >= 0) {
+    out << std::fixed << std::setprecision(p);  // floats only: integers ignore both
+  }
   out << "array(";
   detail::dispatch_dtype(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -79,6 +87,17 @@ std::ostream& operator<<(std::ostream& os, array a) {
   out << ", dtype=" << dtype_name(a.dtype()) << ")";
   return os << out.str();
 }
+
+void set_printoptions(PrintOptions options) {
+  if (options.precision < -1) {
+    throw std::invalid_argument("[set_printoptions] precision must be -1 (the default format) or "
+                                "a number of digits >= 0, got " +
+                                std::to_string(options.precision));
+  }
+  g_precision.store(options.precision, std::memory_order_relaxed);
+}
+
+PrintOptions get_printoptions() { return {g_precision.load(std::memory_order_relaxed)}; }
 
 std::ostream& operator<<(std::ostream& os, const Shape& s) {
   os << "(";

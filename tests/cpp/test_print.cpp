@@ -2,6 +2,7 @@
 // indented to the bracket depth, dims longer than 6 summarised with `...`.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <limits>
 #include <sstream>
 
@@ -75,4 +76,40 @@ TEST(Print, Shapes) {
   EXPECT_EQ(str(Shape{2, 3}), "(2,3)");
   EXPECT_EQ(str(Shape{}), "()");
   EXPECT_EQ(str(Shape{5}), "(5)");
+}
+
+namespace {
+
+// Restores the print options a test changed, even when an expectation fails.
+struct SavedPrintOptions {
+  PrintOptions saved = get_printoptions();
+  ~SavedPrintOptions() { set_printoptions(saved); }
+};
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+}  // namespace
+
+TEST(Print, PrecisionGivesFixedDigitsForFloatsOnly) {
+  SavedPrintOptions restore;
+  EXPECT_EQ(get_printoptions().precision, -1);
+  const float x = 1.123456789f, y = -2.5f;
+  auto a = array({x, y});
+  EXPECT_EQ(str(a), "array([1.12346, -2.5], dtype=float32)");  // six significant digits
+  for (int p : {0, 2, 4, 9}) {
+    set_printoptions({p});
+    EXPECT_EQ(get_printoptions().precision, p);
+    EXPECT_EQ(str(a), "array([" + fixed(x, p) + ", " + fixed(y, p) + "], dtype=float32)");
+    EXPECT_EQ(str(array({3, 4}, int32)), "array([3, 4], dtype=int32)");  // integers as they are
+    EXPECT_EQ(str(array(complex64_t(1.5f, -0.25f))),
+              "array(" + fixed(1.5, p) + "-" + fixed(0.25, p) + "j, dtype=complex64)");
+  }
+  set_printoptions({-1});
+  EXPECT_EQ(str(a), "array([1.12346, -2.5], dtype=float32)");
+  EXPECT_THROW(set_printoptions({-2}), std::invalid_argument);
+  EXPECT_EQ(get_printoptions().precision, -1);
 }

@@ -98,9 +98,18 @@ def test_asarray_is_a_zero_copy_view_that_keeps_the_buffer_alive():
     np.testing.assert_array_equal(np.asarray(t), np.arange(6).reshape(2, 3).T)
 
 
-def test_bfloat16_to_numpy_is_a_type_error_naming_it():
+def test_bfloat16_has_a_buffer_but_no_numpy_dtype():
+    a = mx.array(np.arange(12, dtype=np.float32).reshape(3, 4), dtype=mx.bfloat16)
+    view = memoryview(a)
+    assert (view.format, view.shape, view.strides, view.itemsize) == ("bfloat16", (3, 4), (8, 2), 2)
+    # The bytes are bfloat16's: float32's upper halves (these values are exact in bfloat16).
+    want = np.arange(12, dtype=np.float32).reshape(3, 4).view(np.uint32) >> 16
+    np.testing.assert_array_equal(np.frombuffer(view.cast("B"), np.uint16).reshape(3, 4), want)
+    for convert in (np.asarray, np.array):  # NumPy reads the buffer first, as with MLX
+        with pytest.raises(ValueError, match="bfloat16"):
+            convert(a)
     with pytest.raises(TypeError, match="bfloat16"):
-        np.asarray(mx.array([1.0], dtype=mx.bfloat16))
+        a.__array__()
     assert mx.array([1.5], dtype=mx.bfloat16).astype(mx.float32).tolist() == [1.5]
 
 
@@ -339,3 +348,80 @@ def test_format_specs_apply_to_zero_d_arrays_only():
     assert f"{mx.array([1, 2, 3])}" == repr(mx.array([1, 2, 3]))
     with pytest.raises(TypeError, match="format string '.2f' for an array of 1 dimensions"):
         f"{mx.arange(3):.2f}"
+
+
+def test_print_options_set_digits_after_the_point():
+    x = mx.array([1.123456789, -2.5])
+    assert str(x) == "array([1.12346, -2.5], dtype=float32)"
+    assert mx.get_printoptions().precision == -1
+    try:
+        with mx.printoptions(precision=4) as opts:
+            assert opts.precision == 4 and mx.get_printoptions().precision == 4
+            assert str(x) == f"array([{1.123456789:.4f}, {-2.5:.4f}], dtype=float32)"
+            assert str(mx.array([7, 8])) == "array([7, 8], dtype=int32)"
+        assert str(x) == "array([1.12346, -2.5], dtype=float32)"
+        mx.set_printoptions(precision=2)
+        s = mx.sin(x)
+        want = np.sin(np.array([1.123456789, -2.5], dtype=np.float32))
+        assert str(s) == f"array([{want[0]:.2f}, {want[1]:.2f}], dtype=float32)"
+        assert repr(mx.array(1 + 2j)) == "array(1.00+2.00j, dtype=complex64)"
+        with pytest.raises(ValueError, match="-2"):
+            mx.printoptions(precision=-2)
+        assert mx.get_printoptions().precision == 2
+    finally:
+        mx.set_printoptions()
+    assert mx.get_printoptions().precision == -1
+
+
+def test_in_place_division_of_an_integer_array_is_refused():
+    a = mx.array([1, 2])
+    with pytest.raises(ValueError, match="int32"):
+        a /= 1
+    assert a.dtype == mx.int32 and a.tolist() == [1, 2]
+    b = mx.array([2.0, 3.0])
+    alias = b
+    b /= 2
+    assert alias is b and b.tolist() == [1.0, 1.5]
+    c = mx.array([7, 8])
+    c //= 2
+    assert c.tolist() == [3, 4] and c.dtype == mx.int32
+
+
+def test_lists_may_mix_arrays_with_nested_lists_and_scalars():
+    x, y = mx.array([True], mx.bool_), mx.array([5], mx.int8)
+    z = mx.array([[x, [2.0]], [[3.0], y]])
+    np.testing.assert_array_equal(np.asarray(z), np.array([[[1.0], [2.0]], [[3.0], [5.0]]]))
+    assert z.shape == (2, 2, 1) and z.dtype == mx.float32
+    assert mx.array([mx.array(1), 2, mx.array(3)]).tolist() == [1, 2, 3]
+    m = mx.array(np.arange(6, dtype=np.int32).reshape(2, 3))
+    assert mx.array([m, [[6, 7, 8], [9, 10, 11]]]).tolist() == np.arange(12).reshape(2, 2, 3).tolist()
+    with pytest.raises(ValueError, match="ragged"):
+        mx.array([x, [1.0, 2.0]])
+    with pytest.raises(ValueError, match="ragged"):
+        mx.array([x, 1.0])  # an array of shape (1,) where a scalar sits
+
+
+def test_from_dlpack_copies_and_keeps_a_views_strides():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    for view in (x.T, np.arange(20, dtype=np.int32)[2:10:2], x[:, 1:3]):
+        y = mx.from_dlpack(view)
+        assert y.tolist() == view.tolist() and y.dtype == mx.array(view).dtype
+        m = memoryview(y)
+        assert m.strides == view.strides and not m.c_contiguous
+        np.testing.assert_array_equal(np.asarray(y), view)
+    src = np.arange(3, dtype=np.float32)
+    y = mx.from_dlpack(src, copy=True)
+    src += 10
+    assert y.tolist() == [0.0, 1.0, 2.0]  # a copy: later writes to the source are not seen
+    with pytest.raises(ValueError, match="copy=False"):
+        mx.from_dlpack(src, copy=False)
+    assert mx.from_dlpack(np.ones(3, np.float64)).dtype == mx.float32  # as MLX
+    sparse = np.arange(100, dtype=np.float32)[::10]
+    assert mx.from_dlpack(sparse).tolist() == sparse.tolist()  # compacted, not a 10x span
+    flipped = np.arange(5, dtype=np.float32)[::-1]
+    assert mx.from_dlpack(flipped).tolist() == flipped.tolist()
+
+
+def test_numpy_dimension_past_int32_is_an_overflow_error():
+    with pytest.raises(OverflowError, match="2147483648"):
+        mx.array(np.empty(2**31, dtype=np.bool_))

@@ -117,3 +117,55 @@ def test_at_with_a_value_that_has_extra_leading_ones_and_its_gradient():
     assert src.at[1:3].add(upd).tolist() == [1.0, 12.0, 23.0, 4.0]
     _, vjps = mx.vjp(lambda s, u: [s.at[1:3].add(u)], [src, upd], [mx.array([4.0, 5.0, 6.0, 7.0])])
     assert vjps[0].tolist() == [4.0, 5.0, 6.0, 7.0] and vjps[1].tolist() == [[5.0, 6.0]]
+
+
+def test_malformed_indices_are_both_numpys_index_error_and_mlxs_value_error():
+    for a, index, what in ((mx.array(X), (0, 0, 0, 0, 0), "too many indices"),
+                           (mx.array(0), 0, "too many indices"),
+                           (mx.array(X), (..., 0, ...), "single ellipsis")):
+        with pytest.raises(IndexError, match=what):
+            a[index]
+        with pytest.raises(ValueError, match=what):
+            a[index] = 1
+    z = mx.array(0)
+    with pytest.raises(ValueError, match="too many indices"):
+        z[0] = mx.array(1)
+    assert z.item() == 0
+
+
+@pytest.mark.parametrize("index", [2**32, -(2**31) - 1, 2**31, slice(None, 2**32),
+                                   slice(-(2**40), None), slice(None, None, 2**31)])
+def test_indices_outside_int32_are_a_value_error_naming_them(index):
+    a = mx.array([0, 1, 2])
+    bad = index if isinstance(index, int) else next(v for v in (index.start, index.stop, index.step)
+                                                     if v is not None)
+    with pytest.raises(ValueError, match=str(bad)):
+        a[index]
+    with pytest.raises(ValueError, match=str(bad)):
+        a[index] = 5
+    # The largest int32 bounds are still slices NumPy clamps.
+    np.testing.assert_array_equal(np.asarray(a[: 2**31 - 1]), [0, 1, 2])
+    np.testing.assert_array_equal(np.asarray(a[-(2**31):]), [0, 1, 2])
+
+
+def test_setitem_with_a_python_bool_is_a_scalar_mask():
+    a = mx.array([1.0, 2.0, 3.0])
+    a[True] = 5.0
+    np.testing.assert_array_equal(np.asarray(a), [5.0, 5.0, 5.0])
+    a[False] = 7.0
+    np.testing.assert_array_equal(np.asarray(a), [5.0, 5.0, 5.0])
+    b = mx.array(np.arange(6, dtype=np.int32).reshape(2, 3))
+    b[mx.array(True)] = 4
+    np.testing.assert_array_equal(np.asarray(b), np.full((2, 3), 4))
+    with pytest.raises(ValueError, match="dimension 2"):
+        mx.arange(1000).reshape(10, 10, 10)[np.zeros((10, 10, 1), dtype=bool)] = 0
+    with pytest.raises(ValueError, match="Python bool"):
+        a[True]
+
+
+def test_at_needs_an_index_first():
+    a = mx.array(1)
+    with pytest.raises(ValueError, match=r"a\.at\[index\]\.add"):
+        a.at.add(1)
+    assert a.at[None].add(1).item() == 2  # None is an index
+    np.testing.assert_array_equal(np.asarray(mx.array([0, 1, 2]).at[1].add(2)), [0, 3, 2])
