@@ -77,6 +77,41 @@ TEST(Eval, MillionNodeChainIsFreedWithoutRecursion) {
   SUCCEED();
 }
 
+TEST(Eval, ComputedOperandsAreBroadcastAsViewsOutsideTransforms) {
+  array x = array({1.0f, 2.0f, 3.0f});
+  array one = array(2.0f);
+  eval(x);
+  array y = x + one;  // the scalar's broadcast is a view of its buffer, not a Broadcast node
+  ASSERT_EQ(y.inputs().size(), 2u);
+  const array& b = y.inputs()[1];
+  EXPECT_FALSE(b.has_primitive());
+  EXPECT_TRUE(b.is_available());
+  EXPECT_EQ(b.shape(), (Shape{3}));
+  EXPECT_EQ(b.strides(), (Strides{0}));
+  EXPECT_EQ(b.data<float>(), one.data<float>());
+  array lazy = exp(array(0.0f));  // not computed yet: a node, as before
+  EXPECT_TRUE((x + lazy).inputs()[1].has_primitive());
+  // A 3-deep chain of z + scalar evaluates to the closed form, z = x + 3 * 2.
+  array z = x;
+  for (int i = 0; i < 3; ++i) z = z + one;
+  eval(z);
+  EXPECT_EQ(std::vector<float>(z.data<float>(), z.data<float>() + 3),
+            (std::vector<float>{7.0f, 8.0f, 9.0f}));
+  // While a transform traces, the broadcast stays a node (its derivative rule needs it).
+  bool traced_as_node = false;
+  auto [outs, grads] = vjp(
+      [&](const std::vector<array>& in) {
+        array r = in[0] + one;
+        traced_as_node = r.inputs()[1].has_primitive();
+        return std::vector<array>{r};
+      },
+      {x}, {ones({3})});
+  EXPECT_TRUE(traced_as_node);
+  eval(grads[0]);
+  EXPECT_EQ(std::vector<float>(grads[0].data<float>(), grads[0].data<float>() + 3),
+            (std::vector<float>{1.0f, 1.0f, 1.0f}));
+}
+
 TEST(Eval, AsyncEvalReturnsAndWaitBlocks) {
   auto a = astype(arange(0.0, 1000.0), float64);
   async_eval(a);
