@@ -149,18 +149,35 @@ VecFn vec_fn(nb::callable fun, const char* tag) {
   };
 }
 
-std::vector<int> axes_for(nb::handle args, nb::handle spec, const char* which) {
+// One axis per array of `tree` (as tree_arrays orders them), from `spec`, a tree prefix of it
+// whose values are ints or None; a tree that is a lone array may also take a tuple of one value
+// (as MLX). A negative axis counts from the end of its array (arrays[i]); None is -1, "not
+// batched", as the C++ vmap reads it.
+std::vector<int> axes_for(nb::handle tree, nb::handle spec, const std::vector<array>& arrays,
+                          const char* which) {
+  if (nb::isinstance<array>(tree) && nb::isinstance<nb::tuple>(spec) && nb::len(spec) == 1) {
+    spec = nb::borrow<nb::tuple>(spec)[0];
+  }
   std::vector<int> out;
-  tree_visit_with_prefix(args, spec, [&](nb::handle v) {
+  tree_visit_with_prefix(tree, spec, [&](nb::handle v) {
     if (v.is_none()) {
       out.push_back(-1);
-    } else if (nb::isinstance<nb::int_>(v)) {
-      out.push_back(nb::cast<int>(v));
-    } else {
+      return;
+    }
+    if (!nb::isinstance<nb::int_>(v) || nb::isinstance<nb::bool_>(v)) {
       throw std::invalid_argument(std::string("[vmap] ") + which +
                                   " must be ints or None (in a tree matching the arguments), got " +
                                   nb::cast<std::string>(nb::repr(v)));
     }
+    const array& a = arrays.at(out.size());
+    const int rank = static_cast<int>(a.ndim());
+    const int axis = nb::cast<int>(v);
+    if (axis < -rank || axis >= rank) {
+      throw std::invalid_argument(std::string("[vmap] ") + which + " " + std::to_string(axis) +
+                                  " is out of range for an array of " + std::to_string(rank) +
+                                  " dims");
+    }
+    out.push_back(axis < 0 ? axis + rank : axis);
   });
   return out;
 }
@@ -181,7 +198,7 @@ nb::object make_vmap(nb::callable fun, nb::object in_axes, nb::object out_axes) 
       spec = nb::tuple(rep);
     }
     auto leaves = tree_arrays(args);
-    auto in_ax = axes_for(args, spec, "in_axes");
+    auto in_ax = axes_for(args, spec, leaves, "in_axes");
     nb::object out_tree;
     VecFn f = [&](const std::vector<array>& xs) {
       nb::object new_args = tree_replace(args, xs);
@@ -189,7 +206,7 @@ nb::object make_vmap(nb::callable fun, nb::object in_axes, nb::object out_axes) 
       return tree_arrays(out_tree);
     };
     auto outs = vmap(f, in_ax, {})(leaves);  // batch axis 0 first; moved below
-    auto out_ax = axes_for(out_tree, out_axes, "out_axes");
+    auto out_ax = axes_for(out_tree, out_axes, outs, "out_axes");
     for (size_t i = 0; i < outs.size(); ++i) {
       if (out_ax[i] < 0) {
         throw std::invalid_argument("[vmap] out_axes of None is not supported: every output "

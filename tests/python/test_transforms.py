@@ -154,3 +154,20 @@ def test_eval_takes_trees_and_stop_gradient_blocks():
     assert tree["a"][1][0].item() == 6.0
     g = mx.grad(lambda x: (mx.stop_gradient(x) * x).sum())(mx.array(3.0))
     assert g.item() == 3.0
+
+
+def test_vmap_axes_may_be_negative_or_a_one_tuple_and_are_checked():
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    # in_axes=-1 maps over the last axis (not "unbatched"), out_axes=-1 puts the batch last.
+    v = mx.vmap(lambda a: a * 2 + a.sum(), in_axes=-1, out_axes=-1)(mx.array(x))
+    want = np.stack([x[:, :, i] * 2 + x[:, :, i].sum() for i in range(4)], axis=-1)
+    np.testing.assert_allclose(np.asarray(v), want)
+    b = np.arange(8, dtype=np.float32).reshape(4, 2)
+    # A lone output takes out_axes=(1,) as 1, as MLX does.
+    v = mx.vmap(mx.matmul, in_axes=(1, None), out_axes=(1,))(mx.array(x), mx.array(b))
+    np.testing.assert_allclose(np.asarray(v), np.moveaxis(np.moveaxis(x, 1, 0) @ b, 0, 1))
+    for kwargs in ({"in_axes": 2}, {"in_axes": -2}, {"out_axes": 2}, {"out_axes": -2}):
+        with pytest.raises(ValueError, match="out of range"):
+            mx.vmap(mx.exp, **kwargs)(mx.array([0.0, 1.0]))
+    with pytest.raises(ValueError, match="ints or None"):
+        mx.vmap(mx.exp, in_axes="hello")(mx.array([0.0, 1.0]))
