@@ -68,10 +68,10 @@ void init_device(nb::module_& m) {
       "are not per thread, so none is destroyed.");
   m.def(
       "synchronize",
-      [](std::optional<Stream> s) {
-        blocking([&] { s ? synchronize(*s) : synchronize(); });
-      },
-      "stream"_a = nb::none(), "Waits until the stream's (default: the default stream's) work is done.");
+      [](StreamOrDevice s) { blocking([&] { synchronize(to_stream(s)); }); },
+      "stream"_a = nb::none(),
+      "Waits until the stream's work is done (a device: its default stream; None: the default "
+      "stream).");
 
   nb::class_<PyStreamContext>(m, "StreamContext", "Makes a stream or device the default inside a with block.")
       .def(nb::init<StreamOrDevice>(), "s"_a)

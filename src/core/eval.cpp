@@ -276,6 +276,15 @@ void eval(std::vector<array> outputs) { eval_impl(std::move(outputs), false); }
 void detail::eval_one(const array& a) {
   if (!eval_lone_op(a)) eval_impl({a}, false);
 }
-void async_eval(std::vector<array> outputs) { eval_impl(std::move(outputs), true); }
+void async_eval(std::vector<array> outputs) {
+  // As MLX: a transform's trace must see every value it depends on computed in order.
+  for (const auto& o : outputs) {
+    if (o.is_tracer()) {
+      throw std::invalid_argument("[async_eval] not allowed on a value a transform (grad, vjp, "
+                                  "jvp, vmap) is tracing; use eval there");
+    }
+  }
+  eval_impl(std::move(outputs), true);
+}
 
 }  // namespace tessera

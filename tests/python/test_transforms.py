@@ -171,3 +171,21 @@ def test_vmap_axes_may_be_negative_or_a_one_tuple_and_are_checked():
             mx.vmap(mx.exp, **kwargs)(mx.array([0.0, 1.0]))
     with pytest.raises(ValueError, match="ints or None"):
         mx.vmap(mx.exp, in_axes="hello")(mx.array([0.0, 1.0]))
+
+
+def test_async_eval_of_a_traced_value_is_refused_as_in_mlx():
+    def fun(x):
+        y = x + 1.0
+        mx.async_eval(y)
+        return mx.exp(y)
+
+    with pytest.raises(ValueError, match="async_eval"):
+        mx.grad(fun)(mx.array(1.0))
+    with pytest.raises(ValueError, match="async_eval"):
+        mx.vmap(fun)(mx.ones((2, 2)))
+    # Outside transforms it computes, and synchronize takes a device as well as a stream.
+    y = mx.exp(mx.array([0.0, 1.0]))
+    mx.async_eval(y)
+    mx.synchronize(mx.cpu)
+    mx.synchronize(mx.default_stream(mx.cpu))
+    np.testing.assert_allclose(np.asarray(y), np.exp([0.0, 1.0]), rtol=1e-6)
