@@ -92,6 +92,12 @@ nb::object make_value_and_grad(nb::callable fun, GradSpec spec, bool grad_only) 
         new_kwargs[name.c_str()] = tree_replace(kwargs[name.c_str()], xs, &pos);
       }
       out_tree = fun(*nb::tuple(new_args), **new_kwargs);
+      if (grad_only && !nb::isinstance<array>(out_tree)) {  // as MLX: aux values need value_and_grad
+        throw std::invalid_argument(
+            std::string(tag) + " the function must return a scalar array, got a " +
+            nb::cast<std::string>(nb::str(out_tree.type().attr("__name__"))) +
+            "; use value_and_grad for a function that returns (value, auxiliary values)");
+      }
       auto outs = tree_arrays(out_tree);
       if (outs.empty() || outs[0].size() != 1 || outs[0].ndim() != 0) {
         throw std::invalid_argument(
@@ -330,7 +336,8 @@ void init_transforms(nb::module_& m) {
         return make_value_and_grad(std::move(fun), grad_spec(argnums, argnames), true);
       },
       "fun"_a, "argnums"_a = nb::none(), "argnames"_a = std::vector<std::string>{},
-      "A function returning the gradient of fun (a scalar) w.r.t. argnums / argnames.");
+      "A function returning the gradient of fun (which returns a scalar array) w.r.t. argnums /\n"
+      "argnames.");
   m.def(
       "vjp",
       [](nb::callable fun, const std::vector<array>& primals, const std::vector<array>& cotangents) {

@@ -189,3 +189,16 @@ def test_async_eval_of_a_traced_value_is_refused_as_in_mlx():
     mx.synchronize(mx.cpu)
     mx.synchronize(mx.default_stream(mx.cpu))
     np.testing.assert_allclose(np.asarray(y), np.exp([0.0, 1.0]), rtol=1e-6)
+
+
+def test_grad_needs_a_scalar_array_and_value_and_grad_takes_auxiliary_values():
+    def fun(x, y):
+        loss = (x * y).sum()
+        return loss, {"loss": loss, "bar": [1, 2, y]}
+
+    (loss, aux), g = mx.value_and_grad(fun)(mx.ones((2, 2)), mx.full((2, 2), 3.0))
+    assert loss.item() == 12.0 and aux["loss"].item() == 12.0 and aux["bar"][:2] == [1, 2]
+    np.testing.assert_array_equal(np.asarray(g), np.full((2, 2), 3.0))
+    with pytest.raises(ValueError, match="value_and_grad"):
+        mx.grad(fun)(mx.ones((2, 2)), mx.ones((2, 2)))
+    assert mx.grad(lambda x: (x * x).sum())(mx.array([1.0, 2.0])).tolist() == [2.0, 4.0]
