@@ -2,7 +2,11 @@
 // later CUDA backend slots in (is_available(Device::gpu) is false until then).
 #pragma once
 
+#include <cstddef>
+#include <string>
 #include <tuple>
+#include <unordered_map>
+#include <variant>
 
 namespace tessera {
 
@@ -36,5 +40,11 @@ namespace cuda {
 inline bool is_available() { return false; }
 }  // namespace cuda
 int device_count(Device::DeviceType type);
+
+// What a device is, as MLX's device_info: for the CPU, "device_name" (its model name) and
+// "architecture" (the machine, e.g. x86_64). Throws std::invalid_argument for a device this
+// build cannot use.
+using DeviceInfo = std::unordered_map<std::string, std::variant<std::string, size_t>>;
+const DeviceInfo& device_info(const Device& d = default_device());
 
 }  // namespace tessera

@@ -43,6 +43,17 @@ void init_device(nb::module_& m) {
   m.def("set_default_device", &set_default_device, "device"_a, "Sets the default device.");
   m.def("is_available", &is_available, "device"_a, "Whether this build can run on the device.");
   m.def("device_count", &device_count, "device_type"_a, "How many devices of a type there are.");
+  m.def(
+      "device_info",
+      [](std::optional<Device> d) {
+        nb::dict out;
+        for (const auto& [k, v] : device_info(d.value_or(default_device()))) {
+          out[k.c_str()] = std::visit([](const auto& x) { return nb::cast(x); }, v);
+        }
+        return out;
+      },
+      "d"_a = nb::none(),
+      "A dict describing the device: device_name (the CPU's model) and architecture.");
 
   nb::class_<Stream>(m, "Stream", "An ordered queue of work on a device.")
       .def_ro("device", &Stream::device, "The stream's device.")

@@ -3,8 +3,12 @@
 // iteration, array::Data, and diagonal / diag / trace, checked against loops and closed forms.
 #include <gtest/gtest.h>
 
+#include <sys/utsname.h>
+
 #include <cfloat>
 #include <cstdint>
+#include <fstream>
+#include <string>
 #include <limits>
 #include <sstream>
 
@@ -278,4 +282,23 @@ TEST(MlxGraph, PrintGraphAndExportToDot) {
   print_graph(big, c);
   const std::string text = big.str();
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 100002);
+}
+
+TEST(MlxDevices, DeviceInfoNamesTheCpuAndItsArchitecture) {
+  const DeviceInfo& info = device_info();
+  // The model name is /proc/cpuinfo's, read independently here.
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line, model = "unknown";
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      model = line.substr(line.find(": ") + 2);
+      break;
+    }
+  }
+  EXPECT_EQ(std::get<std::string>(info.at("device_name")), model);
+  utsname u{};
+  ASSERT_EQ(uname(&u), 0);
+  EXPECT_EQ(std::get<std::string>(info.at("architecture")), u.machine);
+  EXPECT_EQ(&device_info(Device::cpu), &info);
+  EXPECT_THROW(device_info(Device::gpu), std::invalid_argument);
 }

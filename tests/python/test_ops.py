@@ -1545,3 +1545,16 @@ def test_scatters_into_empty_arrays_are_no_ops():
     assert mx.put_along_axis(e, e, e, axis=None).size == 0
     with pytest.raises(ValueError, match="integer dtype"):
         mx.put_along_axis(mx.zeros((2,)), mx.zeros((1,)), mx.ones((1,)), axis=0)
+
+
+def test_device_info_names_the_cpu_and_its_architecture():
+    import platform
+
+    info = mx.device_info(mx.cpu)
+    assert info == mx.device_info()
+    assert info["architecture"] == platform.machine()
+    with open("/proc/cpuinfo") as f:
+        names = [l.split(": ", 1)[1].strip() for l in f if l.startswith("model name")]
+    assert info["device_name"] == (names[0] if names else "unknown")
+    with pytest.raises(ValueError, match="not available"):
+        mx.device_info(mx.gpu)
