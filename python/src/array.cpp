@@ -40,7 +40,7 @@ const char* buffer_format(Dtype d) {
     // with a ValueError naming it.
     case Dtype::Val::bfloat16: return "bfloat16";
   }
-  return nullptr;
+  throw std::logic_error("[array] no buffer format for dtype " + dtype_name(d));
 }
 
 int array_getbuffer(PyObject* obj, Py_buffer* view, int) {
@@ -483,7 +483,7 @@ void init_array(nb::module_& m) {
           "view", [](const array& a, Dtype dtype, StreamOrDevice s) { return view(a, dtype, s); },
           "dtype"_a, nb::kw_only(), "stream"_a = nb::none(), "The same bytes read as another dtype.");
 
-  init_indexing(cls);
+  init_indexing(m, cls);
   init_printoptions(m);
 }
 

@@ -266,7 +266,8 @@ array from_ndarray(const AnyArray& nd, std::optional<Dtype> dtype) {
 std::optional<array> copy_keeping_layout(const AnyArray& nd) {
   auto dt = dtype_of(nd.dtype());
   const size_t item = nd.dtype().bits / 8;
-  if (!dt || *dt == float64 || item != dt->size() || nd.ndim() == 0) return std::nullopt;  // float64 comes in as float32
+  // float64 comes in as float32 (as MLX), so from_ndarray converts it.
+  if (!dt || *dt == float64 || item != dt->size() || nd.ndim() == 0) return std::nullopt;
   Shape shape;
   Strides strides;
   size_t size = 1, span = 1;

@@ -32,12 +32,16 @@ struct Parsed {
 // An index of the wrong form (more indices than dims, two ellipses): NumPy raises IndexError
 // and MLX ValueError, so the type is both (tessera.core.IndexingError) and code written for
 // either catches it.
-[[noreturn]] void malformed_index(const std::string& what) {
+PyObject* indexing_error_type() {
   static PyObject* type = [] {
     nb::object bases = nb::make_tuple(nb::handle(PyExc_IndexError), nb::handle(PyExc_ValueError));
     return PyErr_NewException("tessera.core.IndexingError", bases.ptr(), nullptr);
   }();
-  PyErr_SetString(type, what.c_str());
+  return type;
+}
+
+[[noreturn]] void malformed_index(const std::string& what) {
+  PyErr_SetString(indexing_error_type(), what.c_str());
   throw nb::python_error();
 }
 
@@ -400,7 +404,8 @@ array at_update(const ArrayAt& at, nb::handle value, const char* op) {
 
 }  // namespace
 
-void init_indexing(nb::class_<array>& cls) {
+void init_indexing(nb::module_& m, nb::class_<array>& cls) {
+  m.attr("IndexingError") = nb::borrow(indexing_error_type());
   cls.def("__getitem__", &get_item, "index"_a.none(), "a[index], with NumPy's rules.");
   cls.def(
       "__setitem__",

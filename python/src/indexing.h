@@ -12,7 +12,8 @@ array get_item(const array& a, nb::handle index);
 // are accepted: a[mask] = scalar fills, a[mask] = values fills in order (masked_scatter).
 array set_item(const array& a, nb::handle index, nb::handle value);
 
-// Adds __getitem__, __setitem__ and the `at` property to the array class.
-void init_indexing(nb::class_<array>& cls);
+// Adds __getitem__, __setitem__ and the `at` property to the array class, and
+// tessera.core.IndexingError to the module.
+void init_indexing(nb::module_& m, nb::class_<array>& cls);
 
 }  // namespace tessera::python

@@ -123,6 +123,8 @@ def test_malformed_indices_are_both_numpys_index_error_and_mlxs_value_error():
     for a, index, what in ((mx.array(X), (0, 0, 0, 0, 0), "too many indices"),
                            (mx.array(0), 0, "too many indices"),
                            (mx.array(X), (..., 0, ...), "single ellipsis")):
+        with pytest.raises(mx.IndexingError, match=what):
+            a[index]
         with pytest.raises(IndexError, match=what):
             a[index]
         with pytest.raises(ValueError, match=what):
