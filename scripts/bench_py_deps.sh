@@ -11,7 +11,8 @@ PY_BUILD=${2:-build/py-bench}
   || echo "[bench-py] MLX's CPU wheel does not install here; its column will be empty"
 "$VENV/bin/python" -c 'import torch' 2>/dev/null || "$VENV/bin/pip" install -q torch \
   || echo "[bench-py] PyTorch does not install here; its column will be empty"
-# Built for this machine's CPU (as the C++ build is): the distributed wheel's baseline kernels
-# do not yet dispatch to AVX2 / AVX-512 at run time, which would measure that gap instead.
+# Built for this machine's CPU (as the C++ build is): the distributed wheel picks AVX2 / AVX-512
+# copies of its elementwise loops, GEMM and convolution at run time, but its reductions and copies
+# keep the baseline's vector width, which would measure that gap instead.
 CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) "$VENV/bin/pip" install -q --no-build-isolation \
   --config-settings=build-dir="$PY_BUILD" --config-settings=cmake.define.TESSERA_NATIVE_ARCH=ON .
