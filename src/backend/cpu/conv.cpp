@@ -21,6 +21,7 @@
 
 #include "backend/cpu/blas.h"
 #include "backend/cpu/copy.h"
+#include "backend/cpu/cpu_features.h"
 #include "backend/cpu/elementwise.h"
 #include "ops/conv.h"
 
@@ -193,10 +194,6 @@ std::vector<float> pack_panels(const float* w, int64_t n, int64_t k, int64_t ldw
 }
 
 #if defined(__x86_64__)
-bool have_avx2_fma() {
-  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return ok;
-}
 
 // c[MR x 16] = a[MR x k] (rows lda apart) @ one k x 16 panel.
 template <int MR>
@@ -245,7 +242,6 @@ void gemm_panels(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, c
   }
 }
 #else
-bool have_avx2_fma() { return false; }
 void gemm_panels(int64_t, int64_t, int64_t, const float*, int64_t, const float*, float*, int64_t) {}
 #endif
 
@@ -286,7 +282,7 @@ void forward(const array& x_in, const array& w_in, array& out, const Geometry& g
   // Our kernel for float32 products whose group width is a multiple of 16.
   std::vector<std::vector<float>> panels;
   if constexpr (std::is_same_v<A, float>) {
-    if (g.og % 16 == 0 && have_avx2_fma()) {
+    if (g.og % 16 == 0 && cpu::cpu_has_avx2_fma()) {
       for (int64_t grp = 0; grp < g.groups; ++grp) {
         panels.push_back(pack_panels(wp + grp * g.og * kc, g.og, kc, kc));
       }

@@ -21,6 +21,7 @@
 #include <immintrin.h>
 #endif
 
+#include "backend/cpu/cpu_features.h"
 #include "backend/cpu/elementwise.h"
 #include "core/thread_pool.h"
 #include "tessera/allocator.h"
@@ -124,17 +125,11 @@ __attribute__((target("avx2,fma"))) void tile_avx2(int64_t kc, const float* pa, 
   }
 }
 
-bool cpu_has(GemmIsa isa) {
-  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  static const bool avx512 = avx2 && __builtin_cpu_supports("avx512f");
-  return isa == GemmIsa::Avx512 ? avx512 : isa == GemmIsa::Avx2 ? avx2 : avx2 || avx512;
-}
-
-#else
-
-bool cpu_has(GemmIsa) { return false; }
-
 #endif
+
+bool cpu_has(GemmIsa isa) {
+  return isa == GemmIsa::Avx512 ? cpu_has_avx512f() : cpu_has_avx2_fma();
+}
 
 using TileFn = void (*)(int64_t, const float*, const float*, float*, int64_t, const Update&, bool);
 

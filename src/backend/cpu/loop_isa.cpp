@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "backend/cpu/cpu_features.h"
 #include "backend/cpu/elementwise.h"
 #include "tessera/config.h"
 
@@ -17,10 +18,7 @@ LoopIsa choose() {
                                 " is not one of auto, baseline, avx2, avx512");
   }
 #ifdef TESSERA_ISA_DISPATCH
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
-                      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-                      __builtin_cpu_supports("avx512vl");
+  const bool avx2 = cpu_has_avx2_fma(), avx512 = cpu_has_avx512_skx();
   if ((want == "avx2" && !avx2) || (want == "avx512" && !avx512)) {
     throw std::invalid_argument("TESSERA_CPU_ISA=" + want + ": this CPU does not have " +
                                 (want == "avx2" ? "AVX2 + FMA" : "AVX-512 (F, BW, DQ, VL)") +
