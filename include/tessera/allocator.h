@@ -6,9 +6,12 @@
 
 namespace tessera::allocator {
 
+class CachingAllocator;  // src/core/allocator.cpp
+
 class Buffer {
  public:
   Buffer() = default;
+  // Memory the allocator does not own (allocator::free ignores it).
   Buffer(void* ptr, size_t size) : ptr_(ptr), size_(size) {}
   void* raw_ptr() const { return ptr_; }
   // The size that was asked for (the block may be larger).
@@ -16,8 +19,11 @@ class Buffer {
   explicit operator bool() const { return ptr_ != nullptr; }
 
  private:
+  friend class CachingAllocator;
+  Buffer(void* ptr, size_t size, size_t block) : ptr_(ptr), size_(size), block_(block) {}
   void* ptr_ = nullptr;
   size_t size_ = 0;
+  size_t block_ = 0;  // the allocator's block behind ptr_; 0 for memory it does not own
 };
 
 // Page-aligned for sizes of a page or more; 64-byte aligned below. A request of 0 bytes returns

@@ -247,6 +247,8 @@ struct ArrayDesc {
   ArrayDesc(Shape s, Dtype t);
 };
 
+// A new descriptor, from the engine's pool of them (array.cpp).
+std::shared_ptr<ArrayDesc> make_desc(Shape shape, Dtype dtype);
 // Row-major strides of `shape`, in elements.
 Strides row_strides(const Shape& shape);
 // Product of dims as size_t (0 for an empty array, 1 for a scalar).
@@ -258,25 +260,25 @@ size_t shape_size(const Shape& shape);
 // ---- template definitions ----
 
 template <typename T>
-array::array(T val, Dtype dtype) : desc_(std::make_shared<detail::ArrayDesc>(Shape{}, dtype)) {
+array::array(T val, Dtype dtype) : desc_(detail::make_desc(Shape{}, dtype)) {
   init(&val);
 }
 
 template <typename It>
 array::array(It data, Shape shape, Dtype dtype)
-    : desc_(std::make_shared<detail::ArrayDesc>(std::move(shape), dtype)) {
+    : desc_(detail::make_desc(std::move(shape), dtype)) {
   init(data);
 }
 
 template <typename T>
 array::array(std::initializer_list<T> data, Dtype dtype)
-    : desc_(std::make_shared<detail::ArrayDesc>(Shape{static_cast<int32_t>(data.size())}, dtype)) {
+    : desc_(detail::make_desc(Shape{static_cast<int32_t>(data.size())}, dtype)) {
   init(data.begin());
 }
 
 template <typename T>
 array::array(std::initializer_list<T> data, Shape shape, Dtype dtype)
-    : desc_(std::make_shared<detail::ArrayDesc>(std::move(shape), dtype)) {
+    : desc_(detail::make_desc(std::move(shape), dtype)) {
   if (data.size() != size()) {
     throw std::invalid_argument("[array] data has " + std::to_string(data.size()) +
                                 " values but the shape holds " + std::to_string(size()));

@@ -3,13 +3,14 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 #include <new>
 #include <sstream>
 #include <stdexcept>
-#include <unordered_map>
+#include <vector>
 
 #include "core/fork.h"
 #include "tessera/allocator.h"
@@ -83,7 +84,12 @@ size_t physical_memory() {
   return static_cast<size_t>(pages) * static_cast<size_t>(page);
 }
 
-class CachingAllocator {
+}  // namespace
+
+// Blocks below a page are kept in one exact-size bin per 64-byte class, so the many small
+// arrays of an eager graph are served without a search; larger blocks in a size-ordered map.
+// A buffer carries its block's size, so freeing looks nothing up.
+class allocator::CachingAllocator {
  public:
   CachingAllocator() {
     const int64_t mb = config::get_int("TESSERA_MEMORY_LIMIT_MB");
@@ -96,7 +102,7 @@ class CachingAllocator {
     release_cache_locked(cache_bytes_);
   }
 
-  allocator::Buffer malloc(size_t n) {
+  Buffer malloc(size_t n) {
     size_t block = block_size_for(n);
     std::unique_lock<std::mutex> lock(mu_);
     auto [p, real] = take_cached_locked(block);
@@ -117,27 +123,25 @@ class CachingAllocator {
       p = system_alloc(block);
       lock.lock();
     }
-    live_[p] = block;
     active_ += block;
     if (active_ > peak_) peak_ = active_;
-    return allocator::Buffer(p, n);
+    return Buffer(p, n, block);
   }
 
-  void free(allocator::Buffer b) {
-    if (!b.raw_ptr()) return;
+  void free(Buffer b) {
+    const size_t block = b.block_;
+    if (!b.raw_ptr() || block == 0) return;  // wrapped user memory is freed by its own deleter
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = live_.find(b.raw_ptr());
-    if (it == live_.end()) {
-      return;  // not ours (wrapped user memory is freed by its own deleter)
-    }
-    size_t block = it->second;
-    live_.erase(it);
     active_ -= block;
     if (block > cache_limit_) {
       system_free(b.raw_ptr(), block);
       return;
     }
-    cache_.emplace(block, b.raw_ptr());
+    if (block < kPage) {
+      small_[block / kSmallAlign - 1].push_back(b.raw_ptr());
+    } else {
+      large_.emplace(block, b.raw_ptr());
+    }
     cache_bytes_ += block;
     if (cache_bytes_ > cache_limit_) release_cache_locked(cache_bytes_ - cache_limit_);
   }
@@ -160,42 +164,61 @@ class CachingAllocator {
   }
   void clear() { std::lock_guard<std::mutex> l(mu_); release_cache_locked(cache_bytes_); }
 
+  std::mutex mu_;  // guards everything below; any thread may allocate or free
+
  private:
-  // A cached block of the same size, or up to 1/8 larger (no more waste than that). Returns
-  // the pointer and the block's real size, or {nullptr, 0}.
+  // A cached block: of the same size below a page, else the same or up to 1/8 larger (no more
+  // waste than that). Returns the pointer and the block's real size, or {nullptr, 0}.
   std::pair<void*, size_t> take_cached_locked(size_t block) {
-    auto it = cache_.lower_bound(block);
-    if (it == cache_.end() || it->first > block + block / 8) return {nullptr, 0};
+    if (block < kPage) {
+      auto& bin = small_[block / kSmallAlign - 1];
+      if (bin.empty()) return {nullptr, 0};
+      void* p = bin.back();
+      bin.pop_back();
+      cache_bytes_ -= block;
+      return {p, block};
+    }
+    auto it = large_.lower_bound(block);
+    if (it == large_.end() || it->first > block + block / 8) return {nullptr, 0};
     std::pair<void*, size_t> r{it->second, it->first};
     cache_bytes_ -= it->first;
-    cache_.erase(it);
+    large_.erase(it);
     return r;
   }
 
   // Free cached blocks, largest first, until at least `bytes` are released or none remain.
   void release_cache_locked(size_t bytes) {
     size_t freed = 0;
-    while (freed < bytes && !cache_.empty()) {
-      auto it = std::prev(cache_.end());
+    while (freed < bytes && !large_.empty()) {
+      auto it = std::prev(large_.end());
       system_free(it->second, it->first);
       freed += it->first;
       cache_bytes_ -= it->first;
-      cache_.erase(it);
+      large_.erase(it);
+    }
+    for (size_t c = small_.size(); c-- > 0 && freed < bytes;) {
+      const size_t block = (c + 1) * kSmallAlign;
+      auto& bin = small_[c];
+      while (freed < bytes && !bin.empty()) {
+        system_free(bin.back(), block);
+        bin.pop_back();
+        freed += block;
+        cache_bytes_ -= block;
+      }
     }
   }
 
-  friend void detail::lock_allocator_for_fork();
-  friend void detail::unlock_allocator_after_fork();
-  std::mutex mu_;  // guards everything below; any thread may allocate or free
-  std::multimap<size_t, void*> cache_;
-  std::unordered_map<void*, size_t> live_;
+  std::array<std::vector<void*>, kPage / kSmallAlign> small_;  // bin c holds (c+1)*64-byte blocks
+  std::multimap<size_t, void*> large_;
   size_t active_ = 0, peak_ = 0, cache_bytes_ = 0;
   size_t memory_limit_ = 0, cache_limit_ = 0;
 };
 
-CachingAllocator& instance() {
+namespace {
+
+allocator::CachingAllocator& instance() {
   // Never destroyed: buffers may be freed by static destructors after main returns.
-  static auto* a = new CachingAllocator();
+  static auto* a = new allocator::CachingAllocator();
   return *a;
 }
 

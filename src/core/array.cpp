@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "core/object_pool.h"
 #include "core/primitive.h"
 #include "core/transforms_impl.h"
 #include "tessera/ops.h"
@@ -63,6 +64,10 @@ ArrayDesc::ArrayDesc(Shape s, Dtype t) : shape(std::move(s)), dtype(t) {
   strides = row_strides(shape);
 }
 
+std::shared_ptr<ArrayDesc> make_desc(Shape shape, Dtype dtype) {
+  return make_pooled<ArrayDesc>(std::move(shape), dtype);
+}
+
 // Tear down the graph above this node iteratively: an input whose descriptor and node would die
 // with us gives up its own inputs first, so no destructor recurses (a million-node chain is fine).
 Node::~Node() {
@@ -98,23 +103,23 @@ array::ArrayIterator::reference array::ArrayIterator::operator*() const {
 }
 
 array::array(const complex64_t& val, Dtype dtype)
-    : desc_(std::make_shared<detail::ArrayDesc>(Shape{}, dtype)) {
+    : desc_(detail::make_desc(Shape{}, dtype)) {
   init(&val);
 }
 
 array::array(std::initializer_list<float> data)
-    : desc_(std::make_shared<detail::ArrayDesc>(Shape{static_cast<int32_t>(data.size())},
+    : desc_(detail::make_desc(Shape{static_cast<int32_t>(data.size())},
                                                 float32)) {
   init(data.begin());
 }
 
 array::array(std::initializer_list<int> data, Dtype dtype)
-    : desc_(std::make_shared<detail::ArrayDesc>(Shape{static_cast<int32_t>(data.size())}, dtype)) {
+    : desc_(detail::make_desc(Shape{static_cast<int32_t>(data.size())}, dtype)) {
   init(data.begin());
 }
 
 array::array(void* data, Shape shape, Dtype dtype, const std::function<void(void*)>& deleter)
-    : desc_(std::make_shared<detail::ArrayDesc>(std::move(shape), dtype)) {
+    : desc_(detail::make_desc(std::move(shape), dtype)) {
   auto d = deleter;
   set_data(allocator::Buffer(data, size() * itemsize()),
            [d](allocator::Buffer b) { d(b.raw_ptr()); });
@@ -122,15 +127,15 @@ array::array(void* data, Shape shape, Dtype dtype, const std::function<void(void
 }
 
 array::array(allocator::Buffer data, Shape shape, Dtype dtype, Deleter deleter)
-    : desc_(std::make_shared<detail::ArrayDesc>(std::move(shape), dtype)) {
+    : desc_(detail::make_desc(std::move(shape), dtype)) {
   set_data(data, std::move(deleter));
   set_status(Status::available);
 }
 
 array::array(Shape shape, Dtype dtype, std::shared_ptr<Primitive> primitive,
              std::vector<array> inputs)
-    : desc_(std::make_shared<detail::ArrayDesc>(std::move(shape), dtype)) {
-  auto node = std::make_shared<detail::Node>();
+    : desc_(detail::make_desc(std::move(shape), dtype)) {
+  auto node = detail::make_pooled<detail::Node>();
   node->primitive = std::move(primitive);
   node->inputs = std::move(inputs);
   node->outputs.push_back(desc_);
@@ -144,7 +149,7 @@ array::array(Shape shape, Dtype dtype, std::shared_ptr<Primitive> primitive,
 std::vector<array> array::make_arrays(std::vector<Shape> shapes, const std::vector<Dtype>& dtypes,
                                       const std::shared_ptr<Primitive>& primitive,
                                       const std::vector<array>& inputs) {
-  auto node = std::make_shared<detail::Node>();
+  auto node = detail::make_pooled<detail::Node>();
   node->primitive = primitive;
   node->inputs = inputs;
   node->output_dtypes = dtypes;
@@ -152,7 +157,7 @@ std::vector<array> array::make_arrays(std::vector<Shape> shapes, const std::vect
                                                      [](const array& a) { return a.is_tracer(); });
   std::vector<array> outs;
   for (size_t i = 0; i < shapes.size(); ++i) {
-    auto d = std::make_shared<detail::ArrayDesc>(shapes[i], dtypes[i]);
+    auto d = detail::make_desc(shapes[i], dtypes[i]);
     d->node = node;
     d->position = static_cast<uint32_t>(i);
     d->is_tracer = tracer;
@@ -212,7 +217,7 @@ std::vector<array> array::outputs() const {
   for (size_t i = 0; i < node.outputs.size(); ++i) {
     auto d = node.outputs[i].lock();
     if (!d) {  // a sibling nobody holds any more: recreate it against the same node
-      d = std::make_shared<detail::ArrayDesc>(node.output_shapes[i], node.output_dtypes[i]);
+      d = detail::make_desc(node.output_shapes[i], node.output_dtypes[i]);
       d->node = desc_->node;
       d->position = static_cast<uint32_t>(i);
       d->is_tracer = desc_->is_tracer;
@@ -296,7 +301,7 @@ bool array::is_tracer() const { return desc_->is_tracer && detail::in_tracing();
 void array::set_tracer(bool t) { desc_->is_tracer = t; }
 
 void array::set_data(allocator::Buffer buffer, Deleter d) {
-  desc_->data = std::make_shared<detail::Data>(buffer, std::move(d));
+  desc_->data = detail::make_pooled<detail::Data>(buffer, std::move(d));
   desc_->data_ptr = buffer.raw_ptr();
   desc_->offset = 0;
   desc_->data_size = size();
@@ -312,7 +317,7 @@ void array::set_data(allocator::Buffer buffer, Deleter d) {
 
 void array::set_data(allocator::Buffer buffer, size_t data_size, Strides strides, Flags flags,
                      Deleter d) {
-  desc_->data = std::make_shared<detail::Data>(buffer, std::move(d));
+  desc_->data = detail::make_pooled<detail::Data>(buffer, std::move(d));
   desc_->data_ptr = buffer.raw_ptr();
   desc_->offset = 0;
   desc_->data_size = data_size;
