@@ -192,6 +192,9 @@ class array {
   const std::shared_ptr<detail::Node>& node() const;
   bool is_tracer() const;
   void set_tracer(bool t);
+  // A view of evaluated `src`'s data with its own layout, available at once (no graph node).
+  static array view_of(const array& src, Shape shape, Strides strides, Flags flags,
+                       size_t data_size, int64_t offset);
 
  private:
   template <typename It>
@@ -220,8 +223,9 @@ struct Data {
 struct Node {
   std::shared_ptr<Primitive> primitive;
   std::vector<array> inputs;
+  // Multi-output nodes only (a single output is the descriptor holding the node): the outputs,
+  // and what recreates one nobody holds any more.
   std::vector<std::weak_ptr<ArrayDesc>> outputs;
-  // Multi-output nodes only: what recreates an output nobody holds any more.
   std::vector<Shape> output_shapes;
   std::vector<Dtype> output_dtypes;
   ~Node();
@@ -245,6 +249,7 @@ struct ArrayDesc {
   std::atomic<int> status{0};
 
   ArrayDesc(Shape s, Dtype t);
+  ArrayDesc(Shape s, Strides st, Dtype t);  // for a view: `st` are its strides
 };
 
 // A new descriptor, from the engine's pool of them (array.cpp).

@@ -363,7 +363,6 @@ array from_dlpack(nb::handle obj, std::optional<bool> copy) {
 
 array to_array_like(nb::handle obj, const array& like) {
   if (nb::isinstance<array>(obj)) return nb::cast<const array&>(obj);
-  if (nb::hasattr(obj, "__mlx_array__")) return to_array(obj);
   const Dtype d = like.dtype();
   if (nb::isinstance<nb::bool_>(obj)) return to_array(obj);
   if (nb::isinstance<nb::int_>(obj)) {
@@ -390,7 +389,7 @@ array to_array_like(nb::handle obj, const array& like) {
     return to_array(obj);
   }
   if (PyComplex_Check(obj.ptr())) return to_array(obj, complex64);
-  return to_array(obj);
+  return to_array(obj);  // MLX's __mlx_array__ protocol included
 }
 
 std::pair<array, array> to_arrays(const ArrayLike& a, const ArrayLike& b) {

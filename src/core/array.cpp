@@ -48,6 +48,9 @@ void throw_item_not_scalar(size_t size) {
                               "this one has " + std::to_string(size) + " elements");
 }
 
+ArrayDesc::ArrayDesc(Shape s, Strides st, Dtype t)
+    : shape(std::move(s)), strides(std::move(st)), size(shape_size(shape)), dtype(t) {}
+
 ArrayDesc::ArrayDesc(Shape s, Dtype t) : shape(std::move(s)), dtype(t) {
   for (auto d : shape) {
     if (d < 0) {
@@ -138,8 +141,6 @@ array::array(Shape shape, Dtype dtype, std::shared_ptr<Primitive> primitive,
   auto node = detail::make_pooled<detail::Node>();
   node->primitive = std::move(primitive);
   node->inputs = std::move(inputs);
-  node->outputs.push_back(desc_);
-  // output_shapes/output_dtypes only serve to recreate dropped siblings: none here.
   desc_->node = std::move(node);
   desc_->is_tracer = std::any_of(desc_->node->inputs.begin(), desc_->node->inputs.end(),
                                  [](const array& a) { return a.is_tracer(); }) ||
@@ -211,7 +212,7 @@ const std::vector<array>& array::inputs() const {
 }
 
 std::vector<array> array::outputs() const {
-  if (!desc_->node) return {*this};
+  if (!desc_->node || desc_->node->outputs.empty()) return {*this};
   auto& node = *desc_->node;
   std::vector<array> outs;
   for (size_t i = 0; i < node.outputs.size(); ++i) {
@@ -229,7 +230,7 @@ std::vector<array> array::outputs() const {
 }
 
 std::vector<array> array::siblings() const {
-  if (!desc_->node || desc_->node->outputs.size() == 1) return {};
+  if (!desc_->node || desc_->node->outputs.size() <= 1) return {};
   auto outs = outputs();
   outs.erase(outs.begin() + desc_->position);
   return outs;
@@ -264,6 +265,20 @@ bool array::is_donatable() const {
 
 array::Status array::status() const {
   return static_cast<Status>(desc_->status.load(std::memory_order_acquire));
+}
+
+array array::view_of(const array& src, Shape shape, Strides strides, Flags flags,
+                     size_t data_size, int64_t offset) {
+  const auto& s = *src.desc_;
+  auto d = detail::make_pooled<detail::ArrayDesc>(std::move(shape), std::move(strides), s.dtype);
+  d->data = s.data;
+  d->data_size = data_size;
+  d->offset = offset;
+  d->flags = flags;
+  auto* base = s.data ? static_cast<char*>(s.data->buffer.raw_ptr()) : nullptr;
+  d->data_ptr = base ? base + offset * static_cast<int64_t>(s.dtype.size()) : nullptr;
+  d->status.store(static_cast<int>(Status::available), std::memory_order_relaxed);
+  return array(std::move(d));
 }
 
 void array::set_status(Status s) const {

@@ -207,7 +207,7 @@ void run_now(array& a) {
   } level{scratch[depth++]};
   std::vector<array>& outs = level.outs;
   std::shared_ptr<detail::Node> node = a.node();
-  if (node->outputs.size() == 1) {
+  if (node->outputs.empty()) {
     outs.push_back(a);  // a single-output node's output is `a` itself
   } else {
     outs = a.outputs();

@@ -25,21 +25,25 @@ namespace {
 
 Dtype at_least_float(Dtype t) { return is_floating_point(t) ? t : promote_types(t, float32); }
 
-// Cast both inputs to `dtype` and broadcast them to their common shape; a mismatch names `op`.
+// Cast both inputs to `dtype` and broadcast them to their common shape (into `shape`); a
+// mismatch names `op`.
 std::vector<array> prepare(const char* op, const array& a, const array& b, Dtype dtype,
-                           StreamOrDevice s) {
-  auto shape = detail::broadcast_shapes(op, a.shape(), b.shape());
+                           StreamOrDevice s, Shape& shape) {
+  shape = detail::broadcast_shapes(op, a.shape(), b.shape());
   const array ca = astype(a, dtype, s), cb = astype(b, dtype, s);
-  return {detail::broadcast_for_elementwise(ca, shape, {&cb}, s),
-          detail::broadcast_for_elementwise(cb, shape, {&ca}, s)};
+  std::vector<array> inputs;
+  inputs.reserve(2);
+  inputs.push_back(detail::broadcast_for_elementwise(ca, shape, {&cb}, s));
+  inputs.push_back(detail::broadcast_for_elementwise(cb, shape, {&ca}, s));
+  return inputs;
 }
 
 template <typename P, typename... Args>
 array make_binary(const char* op, const array& a, const array& b, Dtype in_dtype, Dtype out_dtype,
                   StreamOrDevice s, Args... args) {
-  auto inputs = prepare(op, a, b, in_dtype, s);
-  auto shape = inputs[0].shape();
-  return array(std::move(shape), out_dtype, std::make_shared<P>(to_stream(s), args...),
+  Shape shape;
+  auto inputs = prepare(op, a, b, in_dtype, s, shape);
+  return array(std::move(shape), out_dtype, detail::make_pooled<P>(to_stream(s), args...),
                std::move(inputs));
 }
 
@@ -107,8 +111,8 @@ array remainder(const array& a, const array& b, StreamOrDevice s) {
 std::vector<array> divmod(const array& a, const array& b, StreamOrDevice s) {
   reject_complex("divmod", a, b);
   auto dtype = promote_types(a.dtype(), b.dtype());
-  auto inputs = prepare("divmod", a, b, dtype, s);
-  auto shape = inputs[0].shape();
+  Shape shape;
+  auto inputs = prepare("divmod", a, b, dtype, s, shape);
   return array::make_arrays({shape, shape}, {dtype, dtype},
                             std::make_shared<DivMod>(to_stream(s)), inputs);
 }

@@ -7,6 +7,7 @@
 // runs). A primitive of this family that names none (DivMod: two outputs) is never fused.
 #pragma once
 
+#include "core/object_pool.h"
 #include "core/primitive.h"
 
 namespace tessera {

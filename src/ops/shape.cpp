@@ -328,21 +328,32 @@ std::vector<Shape> Broadcast::shapeless_output_shapes(const std::vector<array>& 
 }
 
 namespace detail {
+namespace {
+bool broadcasts_to(const Shape& from, const Shape& to) {
+  if (from.size() > to.size()) return false;
+  const size_t off = to.size() - from.size();
+  for (size_t i = 0; i < from.size(); ++i) {
+    if (from[i] != 1 && from[i] != to[off + i]) return false;
+  }
+  return true;
+}
+}  // namespace
+
 array broadcast_for_elementwise(const array& a, const Shape& shape,
                                 std::initializer_list<const array*> sources, StreamOrDevice s) {
   if (a.shape() == shape) return a;
-  auto b = broadcast_shapes("broadcast_to", a.shape(), shape);  // checked by the caller too
   // A computed operand outside every transform and compile trace (the scalar of `z + 1.0`) is
   // broadcast at once: the view costs nothing, and the op's graph has one node instead of two.
   // Transforms and compile keep the node (their replays and shapeless shapes need it).
   if (a.status() == array::Status::available && !a.error() && !in_tracing() &&
-      !in_compile_trace()) {
-    array v(allocator::Buffer(), std::move(b), a.dtype(), Deleter{});
-    cpu::make_view(v, a, cpu::broadcast_strides(a, v.shape()), a.offset());
-    return v;
+      !in_compile_trace() && broadcasts_to(a.shape(), shape)) {
+    Strides strides = cpu::broadcast_strides(a, shape);
+    const auto layout = cpu::view_layout(shape, strides);
+    return array::view_of(a, shape, std::move(strides), layout.flags, layout.data_size,
+                          a.offset());
   }
-  return array(std::move(b), a.dtype(), std::make_shared<Broadcast>(to_stream(s), shape, sources),
-               {a});
+  return array(broadcast_shapes("broadcast_to", a.shape(), shape), a.dtype(),
+               std::make_shared<Broadcast>(to_stream(s), shape, sources), {a});
 }
 }  // namespace detail
 

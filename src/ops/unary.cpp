@@ -19,7 +19,7 @@ Dtype at_least_float(Dtype t) { return is_floating_point(t) ? t : promote_types(
 template <typename P, typename... Args>
 array make_unary(const array& in, Dtype out_dtype, StreamOrDevice s, Args... args) {
   auto shape = in.shape();
-  return array(std::move(shape), out_dtype, std::make_shared<P>(to_stream(s), args...), {in});
+  return array(std::move(shape), out_dtype, detail::make_pooled<P>(to_stream(s), args...), {in});
 }
 
 void reject_complex(const char* op, const array& a) {

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <thread>
+#include <vector>
 
 #include "tessera/tessera.h"
 
@@ -75,6 +76,31 @@ TEST(Eval, MillionNodeChainIsFreedWithoutRecursion) {
   for (int i = 0; i < 1000000; ++i) x = astype(x, i % 2 ? float32 : float64);
   x = array(0.0f);  // drops the whole unevaluated chain
   SUCCEED();
+}
+
+TEST(Eval, GraphsOutliveTheThreadThatBuiltThem) {
+  // Descriptors and nodes come from per-thread free lists: a graph built on a thread that has
+  // exited, then evaluated and dropped on this one, and graphs dropped on other threads.
+  constexpr int kOps = 3000;
+  std::vector<array> built(2, array(0.0f));
+  for (int t = 0; t < 2; ++t) {
+    std::thread([&built, t] {
+      array z = full({5}, static_cast<float>(t), float32);
+      eval(z);
+      for (int i = 0; i < kOps; ++i) z = z + 1.0f;
+      built[t] = z;
+    }).join();
+  }
+  for (int t = 0; t < 2; ++t) {
+    eval(built[t]);
+    for (int i = 0; i < 5; ++i) EXPECT_EQ(built[t].data<float>()[i], t + kOps);
+  }
+  array here = zeros({3}, float32) * 2.0f;
+  std::thread([dropped = std::move(here)]() mutable { dropped = array(1.0f); }).join();
+  built.clear();
+  array after = arange(4, float32) + 1.0f;  // the lists still hand out sound blocks
+  eval(after);
+  EXPECT_EQ(after.data<float>()[3], 4.0f);
 }
 
 TEST(Eval, ComputedOperandsAreBroadcastAsViewsOutsideTransforms) {

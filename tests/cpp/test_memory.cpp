@@ -52,6 +52,40 @@ TEST_F(Memory, ActivePeakAndCacheFollowAllocations) {
   EXPECT_EQ(get_peak_memory(), get_active_memory());
 }
 
+TEST_F(Memory, SmallBlocksComeBackFromTheirOwnSizeClass) {
+  // Below a page, blocks are 64-byte classes reused only by a request of the same class.
+  auto a = allocator::malloc(100);  // class 128
+  auto b = allocator::malloc(200);  // class 256
+  void* pa = a.raw_ptr();
+  void* pb = b.raw_ptr();
+  allocator::free(a);
+  allocator::free(b);
+  EXPECT_EQ(get_cache_memory(), 128u + 256u);
+  auto c = allocator::malloc(250);  // class 256: b's block
+  EXPECT_EQ(c.raw_ptr(), pb);
+  EXPECT_EQ(c.size(), 250u);
+  auto d = allocator::malloc(65);  // class 128: a's block
+  EXPECT_EQ(d.raw_ptr(), pa);
+  EXPECT_EQ(get_cache_memory(), 0u);
+  auto e = allocator::malloc(300);  // class 320: nothing cached, a new block
+  EXPECT_NE(e.raw_ptr(), pa);
+  EXPECT_NE(e.raw_ptr(), pb);
+  size_t active = get_active_memory();
+  for (auto x : {c, d, e}) allocator::free(x);
+  EXPECT_EQ(get_active_memory(), active - 128 - 256 - 320);
+  clear_cache();
+  EXPECT_EQ(get_cache_memory(), 0u);
+}
+
+TEST_F(Memory, FreeIgnoresMemoryTheAllocatorDoesNotOwn) {
+  float user[4] = {1, 2, 3, 4};
+  size_t active = get_active_memory(), cache = get_cache_memory();
+  allocator::free(allocator::Buffer(user, sizeof(user)));
+  EXPECT_EQ(get_active_memory(), active);
+  EXPECT_EQ(get_cache_memory(), cache);
+  EXPECT_EQ(user[3], 4.0f);
+}
+
 TEST_F(Memory, BuffersArePageAlignedAndHugeBlocksTwoMiBAligned) {
   auto small = allocator::malloc(100);
   auto page = allocator::malloc(5000);

@@ -2,6 +2,7 @@
 reference)."""
 
 import copy
+import operator
 import pickle
 
 import numpy as np
@@ -186,6 +187,37 @@ def test_arithmetic_operators_forward_reflected_and_in_place(name, ref):
     c = getattr(c, iname)(b)
     assert id(c) == ident
     np.testing.assert_allclose(np.asarray(c), ref(x, y), rtol=1e-6)
+
+
+SYNTAX = [(operator.add, operator.iadd, np.add), (operator.sub, operator.isub, np.subtract),
+          (operator.mul, operator.imul, np.multiply),
+          (operator.truediv, operator.itruediv, np.true_divide)]
+
+
+@pytest.mark.parametrize("op,iop,ref", SYNTAX)
+def test_operator_syntax_matches_numpy_with_the_array_on_either_side(op, iop, ref):
+    # `a + b` runs the type's number slots, not the __add__ method: the same results and errors.
+    x = np.array([[1.5, -2.0, 3.0], [4.0, 5.5, -6.0]], np.float32)
+    y = np.array([0.5, 2.0, -1.5], np.float32)
+    a = mx.array(x)
+    for other, ref_other in ((mx.array(y), y), (2.5, np.float32(2.5)), (3, np.float32(3)),
+                             (True, np.float32(1))):
+        np.testing.assert_allclose(np.asarray(op(a, other)), ref(x, ref_other), rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(op(other, a)), ref(ref_other, x), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(op(a, y)), ref(x, y), rtol=1e-6)
+    c = mx.array(x)
+    alias = c
+    c = iop(c, mx.array(y))
+    assert c is alias
+    np.testing.assert_allclose(np.asarray(alias), ref(x, y), rtol=1e-6)
+    with pytest.raises(ValueError, match="cannot be combined"):
+        op([1.0, 2.0, 3.0], a)
+    with pytest.raises(ValueError, match="broadcast|shape"):
+        op(a, mx.ones((4,)))
+    with pytest.raises(ValueError, match="broadcast|shape"):
+        iop(c, mx.ones((4,)))
+    assert c is alias and c.shape == (2, 3)  # a failed in-place op leaves the array as it was
+    np.testing.assert_allclose(np.asarray(op(a, 1.0)), ref(x, np.float32(1)), rtol=1e-6)
 
 
 def test_python_scalars_keep_the_array_dtype():

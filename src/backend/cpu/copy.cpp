@@ -113,12 +113,16 @@ void copy_contiguous(const array& src, array& out) {
   copy_into(src, out);
 }
 
-void allocate_or_donate(array& out, const std::vector<const array*>& candidates) {
+void allocate_or_donate(array& out, std::initializer_list<const array*> candidates) {
   for (const array* in : candidates) {
     if (in->is_donatable() && in->dtype() == out.dtype() && in->size() == out.size() &&
         in->data_size() == out.size() && in->itemsize() == out.itemsize()) {
-      out.copy_shared_buffer(*in, detail::row_strides(out.shape()), in->flags(), out.size(),
-                             in->offset());
+      if (in->flags().row_contiguous && in->shape() == out.shape()) {
+        out.copy_shared_buffer(*in, in->strides(), in->flags(), out.size(), in->offset());
+      } else {
+        out.copy_shared_buffer(*in, detail::row_strides(out.shape()), in->flags(), out.size(),
+                               in->offset());
+      }
       return;
     }
   }

@@ -2,6 +2,8 @@
 // and every kernel that needs a dense input).
 #pragma once
 
+#include <initializer_list>
+
 #include "tessera/array.h"
 
 namespace tessera::cpu {
@@ -13,7 +15,7 @@ void copy_into(const array& src, array& dst);
 void copy_contiguous(const array& src, array& out);
 // Give `out` a fresh row-contiguous buffer, or the buffer of a donatable input of the same dtype
 // and size (which is then moved, not copied).
-void allocate_or_donate(array& out, const std::vector<const array*>& candidates);
+void allocate_or_donate(array& out, std::initializer_list<const array*> candidates);
 // A row-contiguous version of `a` (itself when already row-contiguous). Runs synchronously on
 // the calling (worker) thread; no graph.
 array ensure_row_contiguous(const array& a);
