@@ -22,6 +22,7 @@ namespace tessera {
 namespace {
 
 constexpr int kMaxActiveTasks = 64;
+constexpr size_t kKeptStack = size_t{1} << 15;  // entries of the walk's stack kept per thread
 
 bool needs_eval(const array& a) {
   return a.status() == array::Status::unscheduled && a.has_primitive();
@@ -84,52 +85,96 @@ bool is_lone_op(const array& a) {
 
 // How many consumers of each node are still to join the tape, by open addressing in one
 // array: a graph walk allocates a few times in all, not once per node as a node-based map does.
+// The array stays with the thread between walks (only the slots used are cleared): freeing a
+// table this big would make glibc's malloc consolidate every small block freed since, and the
+// small allocations of the next graph would pay for that.
 class ConsumerCounts {
  public:
+  ConsumerCounts() : slots_(storage().slots), filled_(storage().filled) {
+    if (slots_.empty()) slots_.resize(kInitialSlots);
+  }
+  ~ConsumerCounts() {
+    if (slots_.size() > kKeptSlots) {  // a rare huge graph's table goes back
+      std::vector<Slot>(kInitialSlots).swap(slots_);
+      std::vector<uint32_t>().swap(filled_);
+      return;
+    }
+    for (uint32_t i : filled_) slots_[i] = Slot{};
+    filled_.clear();
+  }
+  ConsumerCounts(const ConsumerCounts&) = delete;
+  ConsumerCounts& operator=(const ConsumerCounts&) = delete;
+
   // The count of `n`; `inserted` says whether `n` was new (its count then starts at 0).
   int& at(const detail::Node* n, bool& inserted) {
-    if (2 * (used_ + 1) > slots_.size()) grow();
-    Slot& s = probe(slots_, n);
+    if (2 * (filled_.size() + 1) > slots_.size()) grow();
+    const uint32_t i = probe(slots_, n);
+    Slot& s = slots_[i];
     inserted = s.key == nullptr;
     if (inserted) {
       s.key = n;
-      ++used_;
+      filled_.push_back(i);
     }
     return s.count;
   }
   // The count of a node that at() has seen.
-  int& operator[](const detail::Node* n) { return probe(slots_, n).count; }
+  int& operator[](const detail::Node* n) { return slots_[probe(slots_, n)].count; }
 
  private:
   struct Slot {
     const detail::Node* key = nullptr;
     int count = 0;
   };
-  static Slot& probe(std::vector<Slot>& slots, const detail::Node* n) {
+  struct Storage {
+    std::vector<Slot> slots;  // a power of two long, at most half full
+    std::vector<uint32_t> filled;  // the slots in use
+  };
+  static constexpr size_t kInitialSlots = 64;
+  static constexpr size_t kKeptSlots = size_t{1} << 16;  // 1 MiB
+
+  static Storage& storage() {
+    thread_local Storage s;
+    return s;
+  }
+  static uint32_t probe(const std::vector<Slot>& slots, const detail::Node* n) {
     const size_t mask = slots.size() - 1;
     size_t i = (reinterpret_cast<uintptr_t>(n) >> 4) * 0x9E3779B97F4A7C15ull >> 20 & mask;
     while (slots[i].key != nullptr && slots[i].key != n) i = (i + 1) & mask;
-    return slots[i];
+    return static_cast<uint32_t>(i);
   }
   void grow() {
     std::vector<Slot> bigger(slots_.size() * 2);
-    for (const Slot& s : slots_) {
-      if (s.key) probe(bigger, s.key) = s;
+    for (uint32_t& i : filled_) {
+      const uint32_t j = probe(bigger, slots_[i].key);
+      bigger[j] = slots_[i];
+      i = j;
     }
     slots_ = std::move(bigger);
   }
-  std::vector<Slot> slots_ = std::vector<Slot>(64);  // a power of two, at most half full
-  size_t used_ = 0;
+  std::vector<Slot>& slots_;
+  std::vector<uint32_t>& filled_;
 };
 
-// The nodes to run behind `outputs`, in reverse execution order (consumers first).
-std::vector<array> build_tape(const std::vector<array>& outputs) {
-  if (outputs.size() == 1 && is_lone_op(outputs[0])) return {outputs[0]};  // no graph walk
+// The nodes to run behind `outputs`, in reverse execution order (consumers first), into the
+// empty `tape`.
+void build_tape(const std::vector<array>& outputs, std::vector<array>& tape) {
+  if (outputs.size() == 1 && is_lone_op(outputs[0])) {  // no graph walk
+    tape.push_back(outputs[0]);
+    return;
+  }
   // 1. Depth-first walk: count, for every node to run, the edges from its consumers.
   ConsumerCounts consumers;
   std::vector<array> roots;
   {
-    std::vector<std::pair<array, size_t>> stack;
+    // Kept with the thread between walks, as the counts' table (empty after each walk).
+    thread_local std::vector<std::pair<array, size_t>> stack;
+    stack.clear();
+    struct Trim {
+      ~Trim() {
+        stack.clear();
+        if (stack.capacity() > kKeptStack) std::vector<std::pair<array, size_t>>().swap(stack);
+      }
+    } trim;
     bool inserted = false;
     for (const auto& o : outputs) {
       if (o.status() == array::Status::unscheduled && !o.has_primitive()) {
@@ -156,7 +201,6 @@ std::vector<array> build_tape(const std::vector<array>& outputs) {
   }
   // 2. The tape: a node joins once all its consumers have; width-limited breadth first.
   const size_t max_width = static_cast<size_t>(config::get_int("TESSERA_BFS_MAX_WIDTH"));
-  std::vector<array> tape;
   for (auto& r : roots)
     if (consumers[r.node().get()] == 0) tape.push_back(r);
   {
@@ -187,8 +231,34 @@ std::vector<array> build_tape(const std::vector<array>& outputs) {
       }
     }
   }
-  return tape;
 }
+
+// The tape of one eval, kept with the thread (one per nesting level: a kernel may evaluate a
+// graph of its own) so that long graphs do not free a big block each time (see ConsumerCounts).
+class KeptTape {
+ public:
+  KeptTape() : tape_(level(depth()++)) {}
+  ~KeptTape() {
+    tape_.clear();
+    if (tape_.capacity() > kKeptStack) std::vector<array>().swap(tape_);
+    --depth();
+  }
+  KeptTape(const KeptTape&) = delete;
+  KeptTape& operator=(const KeptTape&) = delete;
+  std::vector<array>& operator*() { return tape_; }
+
+ private:
+  static size_t& depth() {
+    thread_local size_t d = 0;
+    return d;
+  }
+  static std::vector<array>& level(size_t d) {
+    thread_local std::deque<std::vector<array>> levels;
+    if (levels.size() == d) levels.emplace_back();
+    return levels[d];
+  }
+  std::vector<array>& tape_;
+};
 
 // Runs one tape entry now, on this thread: what a stream worker does with it.
 void run_now(array& a) {
@@ -231,7 +301,9 @@ bool eval_lone_op(const array& a) {
 
 void eval_impl(std::vector<array> outputs, bool async) {
   if (!async && outputs.size() == 1 && eval_lone_op(outputs[0])) return;
-  std::vector<array> tape = build_tape(outputs);
+  KeptTape kept;
+  std::vector<array>& tape = *kept;
+  build_tape(outputs, tape);
   // 3a. A blocking eval whose whole graph is on one idle stream runs it on this thread: the
   // same order and the same per-node code, without waking the worker and waiting for it.
   if (!async && !tape.empty()) {
