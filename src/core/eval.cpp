@@ -166,15 +166,19 @@ void build_tape(const std::vector<array>& outputs, std::vector<array>& tape) {
   ConsumerCounts consumers;
   std::vector<array> roots;
   {
-    // Kept with the thread between walks, as the counts' table (empty after each walk).
-    thread_local std::vector<std::pair<array, size_t>> stack;
+    // Kept with the thread between walks, as the counts' table (empty after each walk). Used
+    // through a reference: each use of a thread_local itself is a call in a shared library.
+    using Stack = std::vector<std::pair<array, size_t>>;
+    thread_local Stack kept;
+    Stack& stack = kept;
     stack.clear();
     struct Trim {
+      Stack& s;
       ~Trim() {
-        stack.clear();
-        if (stack.capacity() > kKeptStack) std::vector<std::pair<array, size_t>>().swap(stack);
+        s.clear();
+        if (s.capacity() > kKeptStack) Stack().swap(s);
       }
-    } trim;
+    } trim{stack};
     bool inserted = false;
     for (const auto& o : outputs) {
       if (o.status() == array::Status::unscheduled && !o.has_primitive()) {
@@ -237,26 +241,30 @@ void build_tape(const std::vector<array>& outputs, std::vector<array>& tape) {
 // graph of its own) so that long graphs do not free a big block each time (see ConsumerCounts).
 class KeptTape {
  public:
-  KeptTape() : tape_(level(depth()++)) {}
+  KeptTape() : kept_(kept()), tape_(level(kept_)) {}
   ~KeptTape() {
     tape_.clear();
     if (tape_.capacity() > kKeptStack) std::vector<array>().swap(tape_);
-    --depth();
+    --kept_.depth;
   }
   KeptTape(const KeptTape&) = delete;
   KeptTape& operator=(const KeptTape&) = delete;
   std::vector<array>& operator*() { return tape_; }
 
  private:
-  static size_t& depth() {
-    thread_local size_t d = 0;
-    return d;
+  struct Kept {
+    std::deque<std::vector<array>> levels;
+    size_t depth = 0;
+  };
+  static Kept& kept() {
+    thread_local Kept k;
+    return k;
   }
-  static std::vector<array>& level(size_t d) {
-    thread_local std::deque<std::vector<array>> levels;
-    if (levels.size() == d) levels.emplace_back();
-    return levels[d];
+  static std::vector<array>& level(Kept& k) {
+    if (k.levels.size() == k.depth) k.levels.emplace_back();
+    return k.levels[k.depth++];
   }
+  Kept& kept_;
   std::vector<array>& tape_;
 };
 
@@ -265,16 +273,21 @@ void run_now(array& a) {
   // The outputs' vector, one per nesting level (a kernel may evaluate a graph of its own),
   // kept between calls so that an op run here allocates nothing for it. Emptied as soon as the
   // kernel ran: a handle left in it would keep the next op from donating the output.
-  thread_local std::deque<std::vector<array>> scratch;
-  thread_local size_t depth = 0;
-  if (scratch.size() == depth) scratch.emplace_back();
+  struct Scratch {
+    std::deque<std::vector<array>> levels;
+    size_t depth = 0;
+  };
+  thread_local Scratch kept;
+  Scratch& scratch = kept;  // one thread_local lookup (a call in a shared library)
+  if (scratch.levels.size() == scratch.depth) scratch.levels.emplace_back();
   struct Level {
     std::vector<array>& outs;
+    size_t& depth;
     ~Level() {
       outs.clear();
       --depth;
     }
-  } level{scratch[depth++]};
+  } level{scratch.levels[scratch.depth++], scratch.depth};
   std::vector<array>& outs = level.outs;
   std::shared_ptr<detail::Node> node = a.node();
   if (node->outputs.empty()) {

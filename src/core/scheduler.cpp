@@ -169,11 +169,15 @@ Stream new_stream(Device d) {
 }
 
 Stream default_stream(Device d) {
-  thread_local uint64_t cached_version = 0;
-  thread_local Stream cached(0, Device::cpu);
+  struct Cache {
+    uint64_t version = 0;
+    Stream stream{0, Device::cpu};
+  };
+  thread_local Cache kept;
+  Cache& cache = kept;  // one thread_local lookup (a call in a shared library)
   // Read before the lookup: a default changed meanwhile makes the next call look again.
   const uint64_t version = g_defaults_version.load(std::memory_order_acquire);
-  if (version == cached_version && cached.device == d) return cached;
+  if (version == cache.version && cache.stream.device == d) return cache.stream;
   auto& r = registry();
   std::optional<Stream> found;
   {
@@ -186,8 +190,8 @@ Stream default_stream(Device d) {
     std::lock_guard<std::mutex> l(r.mu);
     found = r.defaults.emplace(d, s).first->second;
   }
-  cached = *found;
-  cached_version = version;
+  cache.stream = *found;
+  cache.version = version;
   return *found;
 }
 
