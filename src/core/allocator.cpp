@@ -164,8 +164,6 @@ class allocator::CachingAllocator {
   }
   void clear() { std::lock_guard<std::mutex> l(mu_); release_cache_locked(cache_bytes_); }
 
-  std::mutex mu_;  // guards everything below; any thread may allocate or free
-
  private:
   // A cached block: of the same size below a page, else the same or up to 1/8 larger (no more
   // waste than that). Returns the pointer and the block's real size, or {nullptr, 0}.
@@ -208,6 +206,9 @@ class allocator::CachingAllocator {
     }
   }
 
+  friend void detail::lock_allocator_for_fork();
+  friend void detail::unlock_allocator_after_fork();
+  std::mutex mu_;  // guards everything below; any thread may allocate or free
   std::array<std::vector<void*>, kPage / kSmallAlign> small_;  // bin c holds (c+1)*64-byte blocks
   std::multimap<size_t, void*> large_;
   size_t active_ = 0, peak_ = 0, cache_bytes_ = 0;

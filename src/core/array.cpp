@@ -111,8 +111,7 @@ array::array(const complex64_t& val, Dtype dtype)
 }
 
 array::array(std::initializer_list<float> data)
-    : desc_(detail::make_desc(Shape{static_cast<int32_t>(data.size())},
-                                                float32)) {
+    : desc_(detail::make_desc(Shape{static_cast<int32_t>(data.size())}, float32)) {
   init(data.begin());
 }
 

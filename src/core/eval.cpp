@@ -171,7 +171,6 @@ void build_tape(const std::vector<array>& outputs, std::vector<array>& tape) {
     using Stack = std::vector<std::pair<array, size_t>>;
     thread_local Stack kept;
     Stack& stack = kept;
-    stack.clear();
     struct Trim {
       Stack& s;
       ~Trim() {
