@@ -7,10 +7,12 @@
 
 #include <signal.h>
 
+#include <array>
 #include <atomic>
 #include <complex>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 
 namespace tessera::python {
@@ -361,6 +363,46 @@ array from_dlpack(nb::handle obj, std::optional<bool> copy) {
   return to_array(obj);
 }
 
+namespace {
+
+// A Python float or int operand as a 0-d array of dtype `d`, from a small per-thread cache:
+// `z = z + 1.0` in a loop would otherwise make the same constant for every op. A cached array is
+// only ever an input of graphs (never handed to Python as an object), arrays are immutable, and
+// the cache's own reference keeps kernels from donating its buffer, so the sharing is invisible.
+array constant_operand(nb::handle obj, Dtype d) {
+  const bool is_float = nb::isinstance<nb::float_>(obj);
+  uint64_t bits = 0;
+  if (is_float) {
+    const double v = nb::cast<double>(obj);
+    std::memcpy(&bits, &v, sizeof(bits));  // exact: 0.0 and -0.0, NaN payloads stay apart
+  } else {
+    int64_t v = 0;
+    if (!nb::try_cast<int64_t>(obj, v)) return to_array(obj, d);
+    bits = static_cast<uint64_t>(v);
+  }
+  struct Entry {
+    bool is_float = false;
+    uint64_t bits = 0;
+    Dtype dtype = float32;
+    std::optional<array> value;
+  };
+  struct Cache {
+    std::array<Entry, 4> entries;
+    size_t next = 0;  // the entry replaced next
+  };
+  thread_local Cache kept;
+  Cache& cache = kept;
+  for (const Entry& e : cache.entries) {
+    if (e.value && e.is_float == is_float && e.bits == bits && e.dtype == d) return *e.value;
+  }
+  Entry& e = cache.entries[cache.next];
+  cache.next = (cache.next + 1) % cache.entries.size();
+  e = Entry{is_float, bits, d, to_array(obj, d)};
+  return *e.value;
+}
+
+}  // namespace
+
 array to_array_like(nb::handle obj, const array& like) {
   if (nb::isinstance<array>(obj)) return nb::cast<const array&>(obj);
   const Dtype d = like.dtype();
@@ -382,11 +424,10 @@ array to_array_like(nb::handle obj, const array& like) {
                                     "; convert the array first (astype) or pass an array");
       }
     }
-    return to_array(obj, d);
+    return constant_operand(obj, d);
   }
   if (nb::isinstance<nb::float_>(obj)) {
-    if (is_floating_point(d)) return to_array(obj, d);
-    return to_array(obj);
+    return constant_operand(obj, is_floating_point(d) ? d : float32);
   }
   if (PyComplex_Check(obj.ptr())) return to_array(obj, complex64);
   return to_array(obj);  // MLX's __mlx_array__ protocol included

@@ -220,6 +220,28 @@ def test_operator_syntax_matches_numpy_with_the_array_on_either_side(op, iop, re
     np.testing.assert_allclose(np.asarray(op(a, 1.0)), ref(x, np.float32(1)), rtol=1e-6)
 
 
+def test_repeated_python_scalar_operands_keep_their_value_dtype_and_sign():
+    # Scalar operands may be shared between ops (a small per-thread cache): the same constant in
+    # a chain whose every step could reuse an input's buffer must never be overwritten.
+    z = mx.array(0.0)
+    for _ in range(10):
+        z = z + 2.0
+    assert z.item() == 20.0
+    w = mx.array([1.0, 2.0, 3.0])
+    for _ in range(5):
+        w = (w * 2.0 + 2.0) - 2.0
+    np.testing.assert_array_equal(np.asarray(w), np.array([1.0, 2.0, 3.0]) * 32)
+    assert (mx.array(1.0) / -0.0).item() == -np.inf and (mx.array(1.0) / 0.0).item() == np.inf
+    assert (mx.array([1], mx.int8) + 3).dtype == mx.int8
+    assert (mx.array([1], mx.int32) + 3).dtype == mx.int32
+    assert (mx.array([1.0], mx.float16) + 0.5).dtype == mx.float16
+    assert (mx.array([1.0]) + 0.5).dtype == mx.float32
+    # More distinct constants than the cache holds, used twice over.
+    x = mx.array([10.0])
+    for c in [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 2**20, -7]:
+        assert (x - c).item() == 10.0 - c
+
+
 def test_python_scalars_keep_the_array_dtype():
     h = mx.ones((2,), dtype=mx.float16)
     assert (h + 1).dtype == mx.float16 and (h * 2.5).dtype == mx.float16 and (1 - h).dtype == mx.float16
