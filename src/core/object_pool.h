@@ -1,5 +1,6 @@
 // Per-thread free lists for the engine's small, short-lived objects (array descriptors, graph
-// nodes, data handles: array.cpp). An eager graph makes and drops thousands of them in bursts,
+// nodes, data handles: array.cpp; elementwise primitives: ops/unary.cpp, ops/binary.cpp). An
+// eager graph makes and drops thousands of them in bursts,
 // which overflow malloc's per-thread cache (7 blocks per size) and cost a search each; here a
 // freed block goes on its thread's list and the next allocation of that size takes it back.
 #pragma once
@@ -23,8 +24,9 @@ inline constexpr bool kPoolObjects = true;
 inline constexpr bool kPoolObjects = true;
 #endif
 
-// One list per block size and thread. Blocks are freed on whichever thread drops the last
-// reference, so a list only grows to kMaxBlocks; past that they go back to the system.
+// One list per block size and thread. A block goes back on the list of the thread that drops
+// the last reference, if that thread allocates from the list too (else to the system); a list
+// holds at most kMaxBlocks.
 template <size_t Size>
 class FreeList {
  public:
