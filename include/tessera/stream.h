@@ -24,7 +24,8 @@ Stream default_stream(Device d);
 void set_default_stream(Stream s);
 Stream new_stream(Device d);
 std::vector<Stream> get_streams();
-// Block until every task submitted to the stream so far has run.
+// Block until every task submitted to the stream so far has run. A kernel error in the work an
+// async_eval put on the stream is rethrown here (the first since the last synchronize), as MLX.
 void synchronize();
 void synchronize(Stream s);
 // As MLX's clear_streams at exit: finishes every stream's queued work.

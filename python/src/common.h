@@ -55,6 +55,31 @@ class PyRef {
   std::shared_ptr<nb::object> p_;
 };
 
+// Type slots that let Python's cycle collector see the Python objects a bound C++ object holds.
+// A transformed function holds the user's function, whose closure often holds the transformed
+// function (`d["f"] = mx.grad(f)` with `f` reading `d`): without these slots such a cycle, and
+// every array it reaches, is never freed. T has `void visit_refs(F)`, calling F(nb::object&) on
+// each held object; clearing sets them to None (a call afterwards is a TypeError, not a crash).
+template <class T>
+int gc_traverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(Py_TYPE(self));  // a heap type's instances own a reference to it
+  if (!nb::inst_ready(self)) return 0;
+  int r = 0;
+  nb::inst_ptr<T>(self)->visit_refs([&](nb::object& o) {
+    if (r == 0 && o.ptr() != nullptr) r = visit(o.ptr(), arg);
+  });
+  return r;
+}
+template <class T>
+int gc_clear(PyObject* self) {
+  nb::inst_ptr<T>(self)->visit_refs([](nb::object& o) { o = nb::none(); });
+  return 0;
+}
+template <class T>
+inline PyType_Slot gc_slots[] = {{Py_tp_traverse, reinterpret_cast<void*>(gc_traverse<T>)},
+                                 {Py_tp_clear, reinterpret_cast<void*>(gc_clear<T>)},
+                                 {0, nullptr}};
+
 // `axis: None | int | Sequence[int]`.
 using OptAxes = std::optional<std::variant<int, std::vector<int>>>;
 // Every axis for None, else the given ones (not normalised: the C++ op checks them).

@@ -55,14 +55,14 @@ void signature(nb::handle t, std::vector<uint64_t>& sig, std::vector<array>& arr
 
 // Replaces, in place, the arrays inside the mutable containers of `t` (lists, dicts and their
 // subclasses such as nn.Module; tuples are walked) by leaves[*pos]...
-void tree_fill(nb::handle t, const std::vector<array>& leaves, size_t* pos) {
+void fill_state(nb::handle t, const std::vector<array>& leaves, size_t* pos) {
   if (nb::isinstance<nb::list>(t)) {
     nb::list l = nb::borrow<nb::list>(t);
     for (size_t i = 0; i < nb::len(l); ++i) {
       if (nb::isinstance<array>(l[i])) {
         l[i] = nb::cast(leaves.at((*pos)++));
       } else {
-        tree_fill(l[i], leaves, pos);
+        fill_state(l[i], leaves, pos);
       }
     }
   } else if (nb::isinstance<nb::tuple>(t)) {
@@ -71,7 +71,7 @@ void tree_fill(nb::handle t, const std::vector<array>& leaves, size_t* pos) {
         throw std::invalid_argument("[compile] state in `inputs` / `outputs` must be held in lists "
                                     "or dicts (a tuple's arrays cannot be updated in place)");
       }
-      tree_fill(e, leaves, pos);
+      fill_state(e, leaves, pos);
     }
   } else if (nb::isinstance<nb::dict>(t)) {
     nb::dict d = nb::borrow<nb::dict>(t);
@@ -79,15 +79,15 @@ void tree_fill(nb::handle t, const std::vector<array>& leaves, size_t* pos) {
       if (nb::isinstance<array>(v)) {
         d[k] = nb::cast(leaves.at((*pos)++));
       } else {
-        tree_fill(v, leaves, pos);
+        fill_state(v, leaves, pos);
       }
     }
   }
 }
 
-void tree_fill(nb::handle t, const std::vector<array>& leaves) {
+void fill_state(nb::handle t, const std::vector<array>& leaves) {
   size_t pos = 0;
-  tree_fill(t, leaves, &pos);
+  fill_state(t, leaves, &pos);
 }
 
 // A tree with the structure of `t` whose arrays are stand-ins (what a replay fills in).
@@ -97,7 +97,7 @@ nb::object structure_of(nb::handle t) {
 }
 
 struct PyCompiled {
-  nb::callable fun;
+  nb::object fun;
   nb::object inputs, outputs;  // state trees (or None)
   bool shapeless;
   std::uintptr_t id;
@@ -110,6 +110,13 @@ struct PyCompiled {
     id = next++;
   }
   ~PyCompiled() { detail::compile_erase(id); }
+
+  template <class F>
+  void visit_refs(F&& f) {
+    f(fun);
+    f(inputs);
+    f(outputs);
+  }
 
   nb::object call(nb::args args, nb::kwargs kwargs) {
     std::vector<uint64_t> sig;
@@ -135,9 +142,9 @@ struct PyCompiled {
       // The containers hold no stand-ins afterwards (state the function added is replaced when
       // the outputs are written back).
       auto restore = [&] {
-        if (!inputs.is_none() && tree_arrays(inputs).size() == state.size()) tree_fill(inputs, state);
+        if (!inputs.is_none() && tree_arrays(inputs).size() == state.size()) fill_state(inputs, state);
       };
-      if (!inputs.is_none()) tree_fill(inputs, state_leaves);
+      if (!inputs.is_none()) fill_state(inputs, state_leaves);
       nb::object result;
       std::vector<array> outs, new_state;
       try {
@@ -161,7 +168,7 @@ struct PyCompiled {
     }
     const size_t n_out = it->second.second;
     if (!outputs.is_none()) {
-      tree_fill(outputs, std::vector<array>(outs.begin() + static_cast<long>(n_out), outs.end()));
+      fill_state(outputs, std::vector<array>(outs.begin() + static_cast<long>(n_out), outs.end()));
     }
     outs.erase(outs.begin() + static_cast<long>(n_out), outs.end());
     return tree_replace(it->second.first, outs);
@@ -176,7 +183,7 @@ nb::object bind_method(nb::handle self, nb::handle instance) {
 }  // namespace
 
 void init_compile(nb::module_& m) {
-  nb::class_<PyCompiled>(m, "_CompiledFunction",
+  nb::class_<PyCompiled>(m, "_CompiledFunction", nb::type_slots(gc_slots<PyCompiled>),
                          "A function compiled by :func:`compile`; call it as the original.")
       .def("__call__", &PyCompiled::call)
       .def("__get__", [](nb::handle self, nb::handle instance, nb::handle) {

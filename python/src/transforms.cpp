@@ -44,16 +44,37 @@ GradSpec grad_spec(const std::optional<IntOrVec>& argnums, const StrOrVec& argna
   } else {
     g.argnums = std::get<std::vector<int>>(*argnums);
   }
+  if (g.argnums.empty() && g.argnames.empty()) {
+    throw std::invalid_argument("[grad] argnums and argnames are both empty: name at least one "
+                                "argument to differentiate with respect to");
+  }
   if (std::set<int>(g.argnums.begin(), g.argnums.end()).size() != g.argnums.size()) {
     throw std::invalid_argument("[grad] argnums has a repeated index");
   }
   return g;
 }
 
+// What grad, value_and_grad, vmap and checkpoint return: the user's function, held where the
+// cycle collector sees it (gc_slots), and the transform, which gets it on each call.
+struct PyTransformed {
+  using Apply = std::function<nb::object(nb::handle fun, nb::args, nb::kwargs)>;
+  nb::object fun;
+  Apply apply;
+  nb::object call(nb::args args, nb::kwargs kwargs) const {
+    return apply(fun, std::move(args), std::move(kwargs));
+  }
+  template <class F>
+  void visit_refs(F&& f) { f(fun); }
+};
+
+nb::object transformed(nb::object fun, PyTransformed::Apply apply) {
+  return nb::cast(PyTransformed{std::move(fun), std::move(apply)});
+}
+
 // The callable value_and_grad / grad return.
 nb::object make_value_and_grad(nb::callable fun, GradSpec spec, bool grad_only) {
   const char* tag = grad_only ? "[grad]" : "[value_and_grad]";
-  auto call = [fun, spec, grad_only, tag](nb::args args, nb::kwargs kwargs) -> nb::object {
+  auto call = [spec, grad_only, tag](nb::handle fun, nb::args args, nb::kwargs kwargs) -> nb::object {
     const int nargs = static_cast<int>(args.size());
     std::vector<int> nums = spec.argnums;
     for (auto& i : nums) {
@@ -67,7 +88,8 @@ nb::object make_value_and_grad(nb::callable fun, GradSpec spec, bool grad_only) 
     std::vector<array> leaves;
     std::vector<size_t> counts;
     for (int i : nums) {
-      auto l = tree_arrays(args[static_cast<size_t>(i)]);
+      auto l = tree_arrays_only(args[static_cast<size_t>(i)],
+                                std::string(tag) + " argument " + std::to_string(i));
       counts.push_back(l.size());
       leaves.insert(leaves.end(), l.begin(), l.end());
     }
@@ -76,7 +98,8 @@ nb::object make_value_and_grad(nb::callable fun, GradSpec spec, bool grad_only) 
         throw std::invalid_argument(std::string(tag) + " argnames names '" + name +
                                     "' but the function was not called with that keyword");
       }
-      auto l = tree_arrays(kwargs[name.c_str()]);
+      auto l = tree_arrays_only(kwargs[name.c_str()],
+                                std::string(tag) + " keyword argument '" + name + "'");
       counts.push_back(l.size());
       leaves.insert(leaves.end(), l.begin(), l.end());
     }
@@ -86,12 +109,31 @@ nb::object make_value_and_grad(nb::callable fun, GradSpec spec, bool grad_only) 
       for (nb::handle a : args) new_args.append(a);
       nb::dict new_kwargs;
       for (auto [k, v] : kwargs) new_kwargs[k] = v;
+      // As MLX, the function sees the caller's own lists and dicts with the tracers written
+      // into them (so what it stores there stays), and the arrays it was given are put back
+      // afterwards, however the call ends.
       size_t pos = 0;
-      for (int i : nums) new_args[static_cast<size_t>(i)] = tree_replace(args[static_cast<size_t>(i)], xs, &pos);
-      for (const auto& name : spec.argnames) {
-        new_kwargs[name.c_str()] = tree_replace(kwargs[name.c_str()], xs, &pos);
+      std::vector<nb::object> written, replaced;
+      for (int i : nums) {
+        const auto k = static_cast<size_t>(i);
+        new_args[k] = tree_fill(args[k], xs, &pos, &written, &replaced);
       }
-      out_tree = fun(*nb::tuple(new_args), **new_kwargs);
+      for (const auto& name : spec.argnames) {
+        new_kwargs[name.c_str()] = tree_fill(kwargs[name.c_str()], xs, &pos, &written, &replaced);
+      }
+      auto restore = [&] {
+        for (int i : nums) tree_restore(new_args[static_cast<size_t>(i)], written, replaced);
+        for (const auto& name : spec.argnames) {
+          tree_restore(new_kwargs[name.c_str()], written, replaced);
+        }
+      };
+      try {
+        out_tree = fun(*nb::tuple(new_args), **new_kwargs);
+      } catch (...) {
+        restore();
+        throw;
+      }
+      restore();
       if (grad_only && !nb::isinstance<array>(out_tree)) {  // as MLX: aux values need value_and_grad
         throw std::invalid_argument(
             std::string(tag) + " the function must return a scalar array, got a " +
@@ -140,7 +182,7 @@ nb::object make_value_and_grad(nb::callable fun, GradSpec spec, bool grad_only) 
     if (grad_only) return grads_py;
     return nb::make_tuple(tree_replace(out_tree, values), grads_py);
   };
-  return nb::cpp_function(std::move(call));
+  return transformed(std::move(fun), std::move(call));
 }
 
 // vjp / jvp take lists of arrays (as MLX) and a function of positional arrays.
@@ -189,7 +231,11 @@ std::vector<int> axes_for(nb::handle tree, nb::handle spec, const std::vector<ar
 }
 
 nb::object make_vmap(nb::callable fun, nb::object in_axes, nb::object out_axes) {
-  auto call = [fun, in_axes, out_axes](nb::args args) -> nb::object {
+  auto call = [in_axes, out_axes](nb::handle fun, nb::args args, nb::kwargs kwargs) -> nb::object {
+    if (kwargs.size() != 0) {
+      throw nb::type_error("[vmap] a vmapped function takes positional arguments only (as MLX's); "
+                           "bind keyword arguments with functools.partial first");
+    }
     // in_axes: an int / None for every argument, or a sequence with one tree prefix per argument.
     nb::object spec = in_axes;
     if (nb::isinstance<nb::list>(in_axes) || nb::isinstance<nb::tuple>(in_axes)) {
@@ -222,7 +268,7 @@ nb::object make_vmap(nb::callable fun, nb::object in_axes, nb::object out_axes) 
     }
     return tree_replace(out_tree, outs);
   };
-  return nb::cpp_function(std::move(call));
+  return transformed(std::move(fun), std::move(call));
 }
 
 // custom_function: a decorator whose object calls `fun` and takes rules with .vjp / .jvp / .vmap.
@@ -234,8 +280,16 @@ nb::object rule_args(const nb::object& args) {
 
 struct PyCustomFunction {
   explicit PyCustomFunction(nb::callable f) : fun(std::move(f)) {}
-  nb::callable fun;
-  std::optional<nb::callable> vjp_rule, jvp_rule, vmap_rule;
+  nb::object fun;
+  std::optional<nb::object> vjp_rule, jvp_rule, vmap_rule;
+
+  template <class F>
+  void visit_refs(F&& f) {
+    f(fun);
+    for (auto* r : {&vjp_rule, &jvp_rule, &vmap_rule}) {
+      if (*r) f(**r);
+    }
+  }
 
   nb::object call(nb::args args) const {
     auto leaves = tree_arrays(args);
@@ -318,6 +372,9 @@ struct PyCustomFunction {
 }  // namespace
 
 void init_transforms(nb::module_& m) {
+  nb::class_<PyTransformed>(m, "_TransformedFunction", nb::type_slots(gc_slots<PyTransformed>),
+                            "A function transformed by grad, value_and_grad, vmap or checkpoint.")
+      .def("__call__", &PyTransformed::call);
   m.def("eval", [](nb::args trees) { eval_trees(trees, false); },
         "Evaluates the arrays in the given trees (releases the GIL while computing).");
   m.def("async_eval", [](nb::args trees) { eval_trees(trees, true); },
@@ -358,12 +415,12 @@ void init_transforms(nb::module_& m) {
   m.def(
       "checkpoint",
       [](nb::callable fun) {
-        return nb::cpp_function([fun](nb::args args, nb::kwargs kwargs) {
+        return transformed(std::move(fun), [](nb::handle fun, nb::args args, nb::kwargs kwargs) {
           // Positional and keyword arguments' arrays are the inputs (as MLX).
           nb::object all = nb::make_tuple(args, kwargs);
           auto leaves = tree_arrays(all);
           // The backward pass calls the function again, after this call returned (PyRef).
-          PyRef out_tree, args_obj(all), f(fun);
+          PyRef out_tree, args_obj(all), f(nb::borrow(fun));
           auto outs = checkpoint([f, args_obj, out_tree](const std::vector<array>& xs) {
             nb::gil_scoped_acquire gil;
             nb::object a = tree_replace(*args_obj, xs);
@@ -375,7 +432,7 @@ void init_transforms(nb::module_& m) {
       },
       "fun"_a, "fun, recomputing its intermediates in the backward pass instead of keeping them.");
 
-  nb::class_<PyCustomFunction>(m, "custom_function",
+  nb::class_<PyCustomFunction>(m, "custom_function", nb::type_slots(gc_slots<PyCustomFunction>),
                                "A function with its own vjp / jvp / vmap rules (decorator).")
       .def(nb::init<nb::callable>(), "fun"_a)
       .def("__call__", &PyCustomFunction::call)

@@ -3,26 +3,84 @@
 
 #include <nanobind/stl/function.h>
 
+#include <unordered_map>
+
 namespace tessera::python {
 
 namespace {
 
-void collect(nb::handle t, std::vector<array>& out) {
+void collect(nb::handle t, std::vector<array>& out, const std::string* strict) {
   if (nb::isinstance<array>(t)) {
     out.push_back(nb::cast<array>(t));
   } else if (nb::isinstance<nb::list>(t) || nb::isinstance<nb::tuple>(t)) {
-    for (nb::handle e : t) collect(e, out);
+    for (nb::handle e : t) collect(e, out, strict);
   } else if (nb::isinstance<nb::dict>(t)) {
-    for (auto [k, v] : nb::borrow<nb::dict>(t)) collect(v, out);
+    for (auto [k, v] : nb::borrow<nb::dict>(t)) collect(v, out, strict);
+  } else if (strict) {
+    throw std::invalid_argument(*strict + " holds a leaf of type " +
+                                nb::cast<std::string>(t.type().attr("__name__")) +
+                                "; only arrays (in lists, tuples and dicts) can be differentiated: "
+                                "pass it as another argument, or wrap it with array()");
   }
+}
+
+// Visits the array leaves of `t`, putting visit(leaf)'s result in their place: lists and dicts
+// in place, tuples rebuilt (keeping their type).
+nb::object update_in_place(nb::handle t, const std::function<nb::object(nb::handle)>& visit) {
+  if (nb::isinstance<array>(t)) return visit(t);
+  if (nb::isinstance<nb::list>(t)) {
+    nb::list l = nb::borrow<nb::list>(t);
+    for (size_t i = 0; i < l.size(); ++i) l[i] = update_in_place(l[i], visit);
+    return l;
+  }
+  if (nb::isinstance<nb::tuple>(t)) {
+    nb::list out;
+    for (nb::handle e : t) out.append(update_in_place(e, visit));
+    if (PyTuple_CheckExact(t.ptr())) return nb::tuple(out);
+    if (nb::hasattr(t, "_fields")) return t.type()(*nb::tuple(out));
+    return t.type()(out);
+  }
+  if (nb::isinstance<nb::dict>(t)) {
+    nb::dict d = nb::borrow<nb::dict>(t);
+    nb::list keys = nb::list(d.keys());  // the dict's values change while it is walked
+    for (nb::handle k : keys) d[k] = update_in_place(d[k], visit);
+    return d;
+  }
+  return nb::borrow(t);
 }
 
 }  // namespace
 
 std::vector<array> tree_arrays(nb::handle tree) {
   std::vector<array> out;
-  collect(tree, out);
+  collect(tree, out, nullptr);
   return out;
+}
+
+std::vector<array> tree_arrays_only(nb::handle tree, const std::string& what) {
+  std::vector<array> out;
+  collect(tree, out, &what);
+  return out;
+}
+
+nb::object tree_fill(nb::handle tree, const std::vector<array>& leaves, size_t* pos,
+                     std::vector<nb::object>* written, std::vector<nb::object>* replaced) {
+  return update_in_place(tree, [&](nb::handle leaf) {
+    if (*pos >= leaves.size()) throw std::logic_error("[tree] fewer leaves than arrays");
+    replaced->push_back(nb::borrow(leaf));
+    written->push_back(nb::cast(leaves[(*pos)++]));
+    return written->back();
+  });
+}
+
+nb::object tree_restore(nb::handle tree, const std::vector<nb::object>& written,
+                        const std::vector<nb::object>& replaced) {
+  std::unordered_map<PyObject*, size_t> where;
+  for (size_t i = 0; i < written.size(); ++i) where.emplace(written[i].ptr(), i);
+  return update_in_place(tree, [&](nb::handle leaf) {
+    auto it = where.find(leaf.ptr());
+    return it == where.end() ? nb::borrow(leaf) : replaced[it->second];
+  });
 }
 
 nb::object tree_map_arrays(nb::handle t, const std::function<nb::object(nb::handle)>& f,
@@ -50,8 +108,8 @@ nb::object tree_map_arrays(nb::handle t, const std::function<nb::object(nb::hand
       return out;
     }
     // A dict subclass (an nn.Module) keeps its type and attributes: a shallow copy (no
-    // __init__ call) with the entries replaced, so mx.grad(loss)(model) sees a model. MLX
-    // writes the tracers into the caller's object instead and puts the originals back.
+    // __init__ call) with the entries replaced, so a vmapped function sees a model. (grad
+    // writes its tracers into the caller's own object instead: tree_fill.)
     static nb::handle shallow_copy = nb::object(nb::module_::import_("copy").attr("copy")).release();
     nb::object out = shallow_copy(t);
     for (auto [k, v] : nb::borrow<nb::dict>(t)) out[k] = tree_map_arrays(v, f, keep_dict_types);

@@ -341,8 +341,10 @@ void eval_impl(std::vector<array> outputs, bool async) {
     if (!tape.back().is_tracer()) tape.back().detach();
     tape.pop_back();  // drop our handle: the task owns the outputs now
     Stream stream = node->primitive->stream();
-    scheduler::enqueue(stream, [node = std::move(node), outs = std::move(outs)]() mutable {
+    scheduler::enqueue(stream, [node = std::move(node), outs = std::move(outs), stream, async]() mutable {
       run_node(node, outs);
+      // Nobody waits on an async_eval: its stream keeps the first error for synchronize.
+      if (async && outs[0].error()) scheduler::record_error(stream, outs[0].error());
     });
     if (scheduler::n_active_tasks() > kMaxActiveTasks ||
         (get_active_memory() > get_memory_limit() && scheduler::n_active_tasks() > 0)) {

@@ -102,6 +102,8 @@ struct StreamRegistry {
   std::condition_variable active_cv;
   int active = 0;
   uint64_t finished = 0;
+  std::mutex errors_mu;
+  std::map<int, std::exception_ptr> errors;  // by stream: the first one async_eval left
 };
 
 // Never destroyed: workers may run past main's end. A forked child abandons its copy (its
@@ -214,7 +216,10 @@ Stream to_stream(StreamOrDevice s) {
   return default_stream(default_device());
 }
 
-void synchronize(Stream s) {
+namespace {
+
+// Waits until every task submitted to `s` so far has run.
+void drain(Stream s) {
   struct Marker {
     std::mutex mu;
     std::condition_variable cv;
@@ -230,10 +235,26 @@ void synchronize(Stream s) {
   m->cv.wait(l, [&] { return m->done; });
 }
 
+}  // namespace
+
+void synchronize(Stream s) {
+  drain(s);
+  auto& r = registry();
+  std::exception_ptr e;
+  {
+    std::lock_guard<std::mutex> l(r.errors_mu);
+    auto it = r.errors.find(s.index);
+    if (it == r.errors.end()) return;
+    e = std::move(it->second);
+    r.errors.erase(it);
+  }
+  std::rethrow_exception(e);
+}
+
 void synchronize() { synchronize(default_stream(default_device())); }
 
 void clear_streams() {
-  for (const Stream& s : get_streams()) synchronize(s);
+  for (const Stream& s : get_streams()) drain(s);
 }
 
 namespace scheduler {
@@ -292,6 +313,12 @@ bool run_inline(const Stream& s, const std::function<void()>& body) {
     inline_stream = s.index;
     body();
   });
+}
+
+void record_error(const Stream& s, std::exception_ptr e) {
+  auto& r = registry();
+  std::lock_guard<std::mutex> l(r.errors_mu);
+  r.errors.emplace(s.index, std::move(e));
 }
 
 int n_active_tasks() {

@@ -1,6 +1,7 @@
 // Stream workers: each stream owns one thread that runs its tasks in submission order.
 #pragma once
 
+#include <exception>
 #include <functional>
 
 #include "tessera/stream.h"
@@ -12,6 +13,9 @@ void enqueue(const Stream& s, std::function<void()> task);
 // running (returns false, running nothing, otherwise). Tasks enqueued on s meanwhile wait until
 // body returns, so the stream's order holds. eval uses it to skip two thread hand-offs.
 bool run_inline(const Stream& s, const std::function<void()>& body);
+// Keeps `e` (unless an earlier error is kept already) for the next synchronize(s) to raise: a
+// kernel error of async_eval, which nobody waits for.
+void record_error(const Stream& s, std::exception_ptr e);
 // Tasks submitted to any stream and not finished yet.
 int n_active_tasks();
 // Block until at least one more task finishes (or none is active).

@@ -23,7 +23,8 @@ array tangent_or_zeros(const std::vector<array>& primals, const std::vector<arra
 
 [[noreturn]] void no_index_derivative(const char* op, const char* what) {
   throw std::invalid_argument(op_prefix(op) + "cannot compute the " + what +
-                              " with respect to the indices");
+                              " with respect to the indices (integers have no derivative); "
+                              "wrap them in stop_gradient, or leave them out of argnums");
 }
 }  // namespace
 

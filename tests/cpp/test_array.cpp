@@ -1,6 +1,7 @@
 // The array handle, lazy evaluation, streams and error propagation.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <thread>
 #include <vector>
 
@@ -143,6 +144,23 @@ TEST(Eval, AsyncEvalReturnsAndWaitBlocks) {
   async_eval(a);
   a.wait();
   EXPECT_EQ(a.data<double>()[999], 999.0);
+}
+
+TEST(Eval, SynchronizeRaisesTheFirstErrorOfWorkAsyncEvalStarted) {
+  Stream s = new_stream(Device::cpu);
+  size_t old = set_memory_limit(1 << 20);
+  auto big = zeros({1 << 20}, float32, s);  // the kernel's malloc throws: over the limit
+  auto after = exp(ones({3}, float32, s), s);
+  async_eval({astype(big, float64, s), after});
+  EXPECT_THROW(synchronize(s), std::runtime_error);
+  set_memory_limit(old);
+  EXPECT_NO_THROW(synchronize(s));  // raised once
+  EXPECT_FLOAT_EQ(after.data<float>()[2], std::exp(1.0f));  // later work on the stream ran
+  // A blocking eval's error goes to its caller only.
+  set_memory_limit(1 << 20);
+  EXPECT_THROW(eval(zeros({1 << 20}, float32, s)), std::runtime_error);
+  set_memory_limit(old);
+  EXPECT_NO_THROW(synchronize(s));
 }
 
 TEST(Eval, KernelErrorReachesTheWaitingThreadAndDependents) {

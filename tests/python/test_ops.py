@@ -370,6 +370,22 @@ def test_complex64_arithmetic_matches_numpy():
     check(mx.equal(mx.array(a), mx.array(a)), np.ones(5, bool))
 
 
+def test_complex64_product_is_the_same_whatever_the_layout():
+    # Each part is rounded once from the exact double-precision value, in the dense, the
+    # broadcast and the strided kernels alike (a fused multiply-add in one copy of a loop would
+    # make x * y depend on how y is laid out).
+    a = (randn(3, 37) + 1j * randn(3, 37)).astype(np.complex64)
+    b = (randn(37) + 1j * randn(37)).astype(np.complex64)
+    exact = a.astype(np.complex128) * b.astype(np.complex128)
+    want = (exact.real.astype(np.float32) + 1j * exact.imag.astype(np.float32)).astype(np.complex64)
+    dense = np.asarray(mx.array(a) * mx.array(np.broadcast_to(b, a.shape).copy()))
+    broadcast = np.asarray(mx.array(a) * mx.array(b))
+    rows = np.stack([np.asarray(mx.array(a[i]) * mx.array(b)) for i in range(3)])
+    strided = np.asarray(mx.array(a)[:, ::-1] * mx.array(b)[::-1])[:, ::-1]
+    for got in (dense, broadcast, rows, strided):
+        np.testing.assert_array_equal(got, want)
+
+
 COMPARE = [("equal", np.equal), ("not_equal", np.not_equal), ("less", np.less),
            ("less_equal", np.less_equal), ("greater", np.greater),
            ("greater_equal", np.greater_equal)]

@@ -20,16 +20,65 @@ def test_value_and_grad_over_trees_with_aux_outputs():
         y = params["w"] * x + params["b"][0]
         return (y * y).sum(), y
 
-    params = {"w": mx.array([1.0, 2.0]), "b": [mx.array(0.5), 3]}
+    params = {"w": mx.array([1.0, 2.0]), "b": [mx.array(0.5), []]}
     x = mx.array([3.0, -1.0])
     (value, y), grads = mx.value_and_grad(loss)(params, x)
     w, b, xv = np.array([1.0, 2.0]), 0.5, np.array([3.0, -1.0])
     yv = w * xv + b
     np.testing.assert_allclose(value.item(), (yv ** 2).sum(), rtol=1e-6)
     np.testing.assert_allclose(np.asarray(y), yv, rtol=1e-6)
-    assert set(grads) == {"w", "b"} and grads["b"][1] == 3  # non-array leaves pass through
+    assert set(grads) == {"w", "b"} and grads["b"][1] == []  # empty containers pass through
     np.testing.assert_allclose(np.asarray(grads["w"]), 2 * yv * xv, rtol=1e-6)
     np.testing.assert_allclose(grads["b"][0].item(), (2 * yv).sum(), rtol=1e-6)
+    # Any other leaf in a differentiated tree is an error naming it (as MLX); the arguments not
+    # differentiated may hold anything.
+    with pytest.raises(ValueError, match="argument 0 holds a leaf of type int"):
+        mx.value_and_grad(loss)({"w": mx.array([1.0, 2.0]), "b": [mx.array(0.5), 3]}, x)
+    with pytest.raises(ValueError, match="keyword argument 'p' holds a leaf of type float"):
+        mx.grad(lambda p: p["x"] * 2.0, argnames="p")(p={"x": 0.5})
+    assert mx.grad(lambda a, cfg: a * cfg["k"])(mx.array(1.0), {"k": 3.0}).item() == 3.0
+
+
+def test_grad_traces_inside_the_callers_own_lists_and_dicts():
+    # As MLX: the function gets the caller's containers with tracers written into them, what it
+    # stores there stays, and the arrays it was given are back in place afterwards.
+    arrs = [mx.array(1.0), mx.array(2.0), mx.array(3.0)]
+    a0, a1, a2 = arrs
+    seen = []
+
+    def fun(xs):
+        seen.append(xs)
+        xs[1] = xs[0] * xs[2]
+        return xs[1]
+
+    g = mx.grad(fun)(arrs)
+    assert seen[0] is arrs and arrs[0] is a0 and arrs[2] is a2 and arrs[1] is not a1
+    assert arrs[1].item() == 3.0  # the function's value, computed from the real inputs
+    assert [v.item() for v in g] == [3.0, 0.0, 1.0]
+    state = {"w": mx.array(2.0), "calls": 0}
+    w = state["w"]
+
+    def count(s):
+        s["calls"] += 1
+        return s["w"] ** 2
+
+    with pytest.raises(ValueError, match="holds a leaf of type int"):
+        mx.grad(count)(state)
+    assert mx.grad(lambda s, extra: count(extra) * s["w"])(
+        {"w": mx.array(3.0)}, state)["w"].item() == 4.0
+    assert state["calls"] == 1 and state["w"] is w
+    # An exception in the function still puts the arrays back.
+    model = {"layers": [{"w": mx.array(1.0)}], "t": (mx.array(2.0),)}
+    inner = model["layers"][0]
+    w0 = inner["w"]
+
+    def boom(m):
+        assert m["layers"][0]["w"] is not w0 and m["layers"][0] is inner
+        raise KeyError("boom")
+
+    with pytest.raises(KeyError):
+        mx.grad(boom)(model)
+    assert model["layers"][0] is inner and inner["w"] is w0
 
 
 def test_argnums_and_argnames():
@@ -46,6 +95,10 @@ def test_argnums_and_argnames():
     assert pos is None and kw["c"].item() == 6.0
     with pytest.raises(ValueError, match="argnums"):
         mx.grad(f, argnums=3)(a, b, c=c)
+    with pytest.raises(ValueError, match="both empty"):
+        mx.grad(f, argnums=())
+    with pytest.raises(ValueError, match="repeated"):
+        mx.value_and_grad(f, argnums=(1, 1))
     with pytest.raises(ValueError, match="scalar"):
         mx.grad(lambda x: x * 2)(mx.array([1.0, 2.0]))
 
@@ -189,6 +242,53 @@ def test_async_eval_of_a_traced_value_is_refused_as_in_mlx():
     mx.synchronize(mx.cpu)
     mx.synchronize(mx.default_stream(mx.cpu))
     np.testing.assert_allclose(np.asarray(y), np.exp([0.0, 1.0]), rtol=1e-6)
+
+
+def test_synchronize_raises_the_error_of_work_async_eval_started():
+    bad = mx.linalg.inv(mx.array([[1.0, 2.0], [2.0, 4.0]]))
+    mx.async_eval(bad)
+    with pytest.raises(ValueError, match="singular"):
+        mx.synchronize()
+    mx.synchronize()  # raised once: the stream is usable again
+    with pytest.raises(ValueError, match="singular"):
+        mx.eval(bad)  # the array keeps its error
+    s = mx.new_stream(mx.cpu)
+    good = mx.exp(mx.array([0.0, 1.0]), stream=s)
+    mx.async_eval(good, mx.linalg.inv(mx.zeros((2, 2)), stream=s))
+    with pytest.raises(ValueError, match="singular"):
+        mx.synchronize(s)
+    np.testing.assert_allclose(np.asarray(good), np.exp([0.0, 1.0]), rtol=1e-6)
+    # A blocking eval raises itself and leaves nothing behind for synchronize.
+    with pytest.raises(ValueError, match="singular"):
+        mx.eval(mx.linalg.inv(mx.zeros((2, 2)), stream=s))
+    mx.synchronize(s)
+
+
+@pytest.mark.parametrize("transform", ["grad", "value_and_grad", "vmap", "checkpoint",
+                                       "custom_function", "compile"])
+def test_transformed_functions_in_reference_cycles_are_freed(transform):
+    import gc
+    import weakref
+
+    make = getattr(mx, transform)
+    gc.collect()
+    mx.synchronize()
+    before = mx.get_active_memory()
+    refs = []
+    for _ in range(3):
+        d = {}
+
+        def f(x):
+            return d["x"]
+
+        d["f"] = make(f)  # d -> transformed f -> f -> its closure -> d
+        d["x"] = mx.zeros((1000,))
+        mx.eval(d["x"])
+        refs.append(weakref.ref(f))
+        del d, f
+        gc.collect()
+    assert all(r() is None for r in refs)
+    assert mx.get_active_memory() == before
 
 
 def test_grad_needs_a_scalar_array_and_value_and_grad_takes_auxiliary_values():
