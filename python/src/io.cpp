@@ -75,7 +75,7 @@ void save_to(nb::handle file, ToPath&& to_path, ToBytes&& to_bytes) {
 }
 
 nb::object load_any(nb::handle file, std::optional<std::string> format, bool return_metadata,
-                    StreamOrDevice) {
+                    StreamOrDevice s) {
   std::string fmt;
   std::string path;
   if (is_path(file)) {
@@ -103,7 +103,7 @@ nb::object load_any(nb::handle file, std::optional<std::string> format, bool ret
   if (path.empty()) bytes = read_all(file);
   if (fmt == "npy") {
     std::optional<array> a;
-    blocking([&] { a = path.empty() ? load_npy_bytes(bytes, name) : load(path); });
+    blocking([&] { a = path.empty() ? load_npy_bytes(bytes, name) : load(path, s); });
     return nb::cast(*a);
   }
   if (fmt == "npz") {
@@ -113,7 +113,7 @@ nb::object load_any(nb::handle file, std::optional<std::string> format, bool ret
   }
   if (fmt == "safetensors") {
     SafetensorsLoad r;
-    blocking([&] { r = path.empty() ? load_safetensors_bytes(bytes, name) : load_safetensors(path); });
+    blocking([&] { r = path.empty() ? load_safetensors_bytes(bytes, name) : load_safetensors(path, s); });
     nb::dict arrays = to_dict(r.first);
     if (!return_metadata) return arrays;
     nb::dict meta;
@@ -162,7 +162,8 @@ void init_io(nb::module_& m) {
         "Loads a .npy (an array), .npz, .safetensors or .gguf (a dict of arrays) file, chosen by its "
         "extension (a file object's name) or format=; with return_metadata=True a .safetensors or .gguf file also gives its "
         "metadata dict. A corrupt or truncated file is a ValueError naming the file and the "
-        "tensor.");
+        "tensor, raised here; the data of a .npy or .safetensors file is read when an array is "
+        "evaluated (on `stream`), so tensors never used are never read.");
   m.def(
       "save",
       [](nb::handle file, const ArrayLike& a) {

@@ -372,7 +372,10 @@ NpyHeader read_npy_header(const ByteReader& r, const std::string& where) {
   return h;
 }
 
-array read_npy(const ByteReader& r, const std::string& where, const RawObserver* observe) {
+namespace {
+
+// The header of the .npy in `r`, with its data checked to lie inside `r`.
+NpyHeader checked_npy_header(const ByteReader& r, const std::string& where) {
   NpyHeader h = read_npy_header(r, where);
   const uint64_t have = r.size() - h.data_offset;
   if (h.nbytes > have) {
@@ -380,26 +383,41 @@ array read_npy(const ByteReader& r, const std::string& where, const RawObserver*
                     std::to_string(h.nbytes) + " bytes of data, but only " +
                     std::to_string(have) + " follow the header");
   }
-  const size_t n = static_cast<size_t>(h.nbytes);
-  const size_t item = size_of(h.dtype);
-  OwnedBuffer out(n);
-  if (observe) (*observe)(h.prefix.data(), h.prefix.size());
-  if (h.fortran_order && h.shape.size() > 1 && n > 0) {
+  return h;
+}
+
+TensorBytes data_of(const NpyHeader& h) {
+  return {h.data_offset, h.nbytes, h.swap_unit, h.fortran_order && h.shape.size() > 1};
+}
+
+}  // namespace
+
+void read_tensor(const ByteReader& r, const TensorBytes& t, const Shape& shape, Dtype dtype,
+                 uint8_t* dst, const RawObserver* observe) {
+  const size_t n = static_cast<size_t>(t.nbytes);
+  if (n == 0) return;
+  if (t.fortran_order) {
     auto raw = std::make_unique_for_overwrite<uint8_t[]>(n);
-    r.read(h.data_offset, raw.get(), n);
+    r.read(t.offset, raw.get(), n);
     if (observe) (*observe)(raw.get(), n);
-    swap_bytes(raw.get(), n, h.swap_unit);
-    reorder_fortran(raw.get(), out.data(), h.shape, item);
+    swap_bytes(raw.get(), n, t.swap_unit);
+    reorder_fortran(raw.get(), dst, shape, size_of(dtype));
   } else {
-    r.read(h.data_offset, out.data(), n);
-    if (observe) (*observe)(out.data(), n);
-    swap_bytes(out.data(), n, h.swap_unit);
+    r.read(t.offset, dst, n);
+    if (observe) (*observe)(dst, n);
+    swap_bytes(dst, n, t.swap_unit);
   }
-  if (h.dtype == bool_) {
+  if (dtype == bool_) {
     // Any nonzero byte is True to NumPy; a C++ bool must hold exactly 0 or 1.
-    uint8_t* p = out.data();
-    for (size_t i = 0; i < n; ++i) p[i] = p[i] != 0;
+    for (size_t i = 0; i < n; ++i) dst[i] = dst[i] != 0;
   }
+}
+
+array read_npy(const ByteReader& r, const std::string& where, const RawObserver* observe) {
+  NpyHeader h = checked_npy_header(r, where);
+  OwnedBuffer out(static_cast<size_t>(h.nbytes));
+  if (observe) (*observe)(h.prefix.data(), h.prefix.size());
+  read_tensor(r, data_of(h), h.shape, h.dtype, out.data(), observe);
   if (observe) {
     std::string chunk;
     for (uint64_t off = h.data_offset + h.nbytes; off < r.size();) {
@@ -411,6 +429,12 @@ array read_npy(const ByteReader& r, const std::string& where, const RawObserver*
     }
   }
   return array(out.release(), std::move(h.shape), h.dtype, allocator::free);
+}
+
+array load_npy_lazy(std::shared_ptr<const ByteReader> r, const std::string& where, StreamOrDevice s) {
+  NpyHeader h = checked_npy_header(*r, where);
+  const TensorBytes t = data_of(h);
+  return lazy_tensor(std::move(r), where, t, std::move(h.shape), h.dtype, s);
 }
 
 std::string npy_header(const Shape& shape, Dtype dtype) {
@@ -465,8 +489,8 @@ void write_npy(detail::io::ByteWriter& w, const array& a) {
 }  // namespace
 
 array load(const std::string& file, StreamOrDevice s) {
-  detail::io::FileReader r(file, "[load]");
-  return detail::io::read_npy(r, "[load] " + file);
+  auto r = std::make_shared<const detail::io::FileReader>(file, "[load]");
+  return detail::io::load_npy_lazy(std::move(r), "[load] " + file, s);
 }
 
 void save(const std::string& file, array a) {

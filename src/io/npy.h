@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -38,10 +39,33 @@ NpyHeader read_npy_header(const ByteReader& r, const std::string& where);
 // the .npz reader checks the entry's CRC-32 with it.
 using RawObserver = std::function<void(const void* data, size_t n)>;
 
-// The array stored in `r`, evaluated and row-contiguous (big-endian data swapped, Fortran order
-// reordered, bool bytes normalised to 0/1). Bytes after the data are ignored, as NumPy does,
-// but passed to `observe` when one is given.
+// Where a tensor's bytes lie in a source and how they become a row-contiguous buffer.
+struct TensorBytes {
+  uint64_t offset = 0;
+  uint64_t nbytes = 0;
+  size_t swap_unit = 0;  // as NpyHeader's
+  bool fortran_order = false;
+};
+
+// Reads tensor `t` of `shape` and `dtype` from `r` into `dst` (t.nbytes): big-endian data
+// swapped, Fortran order reordered, bool bytes normalised to 0/1 (a C++ bool holds 0 or 1).
+// `observe` sees the bytes as read.
+void read_tensor(const ByteReader& r, const TensorBytes& t, const Shape& shape, Dtype dtype,
+                 uint8_t* dst, const RawObserver* observe = nullptr);
+
+// The array stored in `r`, evaluated and row-contiguous (as read_tensor). Bytes after the data
+// are ignored, as NumPy does, but passed to `observe` when one is given.
 array read_npy(const ByteReader& r, const std::string& where, const RawObserver* observe = nullptr);
+
+// An array whose bytes read_tensor reads from `r` when it is evaluated, on stream `s` (primitive
+// Load, lazy_load.cpp): the caller has checked that the bytes lie inside `r`. `where` names the
+// file and the tensor in the error of a read that fails then (the file shrank meanwhile).
+array lazy_tensor(std::shared_ptr<const ByteReader> r, std::string where, TensorBytes t,
+                  Shape shape, Dtype dtype, StreamOrDevice s);
+
+// The .npy file behind `r` as such an array: its header and size checked now (the errors of
+// read_npy), its data read when the array is evaluated, as MLX's load.
+array load_npy_lazy(std::shared_ptr<const ByteReader> r, const std::string& where, StreamOrDevice s);
 
 // The header bytes (magic through the final '\n') that np.save writes for a C-order array
 // (bfloat16 as '<V2', as MLX).

@@ -126,7 +126,11 @@ TensorInfo parse_tensor(const std::string& name, const json& v, uint64_t data_si
   return t;
 }
 
-SafetensorsLoad read_safetensors(const ByteReader& r, const std::string& where) {
+// The tensors of the safetensors file in `r`, every header field checked first. With `lazy` (a
+// handle on `r` itself) each tensor is read when its array is evaluated, on stream `s`.
+SafetensorsLoad read_safetensors(const ByteReader& r, const std::string& where,
+                                 const std::shared_ptr<const ByteReader>& lazy = nullptr,
+                                 StreamOrDevice s = {}) {
   const uint64_t size = r.size();
   if (size < 8) {
     fail(where, "not a safetensors file: " + std::to_string(size) +
@@ -214,16 +218,17 @@ SafetensorsLoad read_safetensors(const ByteReader& r, const std::string& where) 
   ArrayMap arrays;
   const uint64_t base = 8 + n;
   for (TensorInfo& t : tensors) {
-    const uint64_t file_bytes = t.end - t.begin;
-    const size_t out_bytes = static_cast<size_t>(file_bytes);  // file items are Tessera's
-    OwnedBuffer out(out_bytes);
-    r.read(base + t.begin, out.data(), static_cast<size_t>(file_bytes));
-    if (t.dtype->dtype == bool_) {
-      uint8_t* p = out.data();
-      for (size_t i = 0; i < out_bytes; ++i) p[i] = p[i] != 0;  // a C++ bool holds 0 or 1
+    // File items are Tessera's (little-endian, row-major).
+    const TensorBytes bytes{base + t.begin, t.end - t.begin, 0, false};
+    const Dtype dtype = t.dtype->dtype;
+    if (lazy) {
+      arrays.emplace(t.name, lazy_tensor(lazy, where + ": tensor " + printable(t.name), bytes,
+                                         std::move(t.shape), dtype, s));
+      continue;
     }
-    arrays.emplace(t.name, array(out.release(), std::move(t.shape), t.dtype->dtype,
-                                 allocator::free));
+    OwnedBuffer out(static_cast<size_t>(bytes.nbytes));
+    read_tensor(r, bytes, t.shape, dtype, out.data());
+    arrays.emplace(t.name, array(out.release(), std::move(t.shape), dtype, allocator::free));
   }
   return {std::move(arrays), std::move(metadata)};
 }
@@ -279,8 +284,8 @@ void write_safetensors(ByteWriter& w, const Prepared& arrays, const std::string&
 }  // namespace
 
 SafetensorsLoad load_safetensors(const std::string& file, StreamOrDevice s) {
-  FileReader r(file, "[load_safetensors]");
-  return read_safetensors(r, "[load_safetensors] " + file);
+  auto r = std::make_shared<const FileReader>(file, "[load_safetensors]");
+  return read_safetensors(*r, "[load_safetensors] " + file, r, s);
 }
 
 void save_safetensors(const std::string& file, std::unordered_map<std::string, array> arrays,

@@ -890,6 +890,38 @@ TEST_F(IoFiles, MissingAndUnreadableFilesNameThePath) {
   EXPECT_THROW(save_safetensors(path("no/such/dir/x"), {}), std::runtime_error);
 }
 
+TEST_F(IoFiles, FileLoadsReadEachTensorWhenItIsEvaluated) {
+  const array a = reshape(astype(arange(12.0), float64), {3, 4});
+  const array flags = array({true, false, true});
+  save(path("a.npy"), a);
+  save_safetensors(path("m.safetensors"), {{"a", a}, {"flags", flags}});
+  const Stream s = new_stream(Device::cpu);
+  array x = load(path("a.npy"), s);
+  auto [st, meta] = load_safetensors(path("m.safetensors"), s);
+  EXPECT_FALSE(x.is_available());  // nothing read yet
+  EXPECT_FALSE(st.at("a").is_available());
+  EXPECT_EQ(x.shape(), (Shape{3, 4}));
+  EXPECT_EQ(st.at("flags").dtype(), bool_);
+  // The open file outlives its name: the data is read from what load() checked.
+  std::filesystem::remove(path("a.npy"));
+  std::filesystem::remove(path("m.safetensors"));
+  const array y = x * 2.0;
+  EXPECT_EQ(values_of<double>(y), values_of<double>(a * 2.0));
+  EXPECT_EQ(bytes_of(st.at("a")), bytes_of(a));
+  EXPECT_EQ(values_of<bool>(st.at("flags")), values_of<bool>(flags));
+  // A file that shrinks between load and evaluation: a runtime error naming file and tensor.
+  save_safetensors(path("w.safetensors"), {{"weight", ones({64}, float32)}});
+  auto [w, unused] = load_safetensors(path("w.safetensors"));
+  std::filesystem::resize_file(path("w.safetensors"), 64);
+  try {
+    eval(w.at("weight"));
+    ADD_FAILURE() << "reading a shrunk file did not throw";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(path("w.safetensors")), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("tensor 'weight'"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(IoFiles, TruncatedFilesNameTheFileAndTheTensor) {
   save_safetensors(path("m.safetensors"), {{"weight", zeros({4, 4}, float32)}});
   std::filesystem::resize_file(path("m.safetensors"),

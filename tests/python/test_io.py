@@ -123,6 +123,34 @@ def test_corrupt_and_truncated_files_are_value_errors_naming_the_file(tmp_path):
         mx.load(str(tmp_path / "x.bin"))
 
 
+def test_file_loads_read_when_evaluated_and_their_buffer_is_donated(tmp_path):
+    x = sample(np.float32, (256, 64))  # 64 KiB
+    np.save(tmp_path / "x.npy", x)
+    f = str(tmp_path / "x.npy")
+    scale = mx.array(2.0)
+    mx.eval(scale)
+    y = mx.load(f)
+    mx.eval(y)
+    del y
+    mx.synchronize()
+    mx.reset_peak_memory()
+    base = mx.get_active_memory()
+    y = mx.load(f)
+    mx.eval(y)
+    load_only = mx.get_peak_memory() - base
+    del y
+    mx.reset_peak_memory()
+    y = mx.load(f) * scale  # the read's buffer becomes the product's
+    mx.eval(y)
+    assert mx.get_peak_memory() - base == load_only >= x.nbytes
+    np.testing.assert_array_equal(np.asarray(y), x * 2)
+    # Read on the stream given, from the file load() opened (its name may go meanwhile).
+    s = mx.new_stream(mx.cpu)
+    z = mx.load(f, stream=s)
+    os.remove(f)
+    np.testing.assert_array_equal(np.asarray(z + 1), x + 1)
+
+
 def test_random_corruptions_never_crash(tmp_path):
     rng = np.random.default_rng(3)
     np.savez_compressed(tmp_path / "z.npz", a=sample(np.float32), b=sample(np.int8, (9,)))
