@@ -524,6 +524,24 @@ bool Slice::is_equivalent(const Primitive& other) const {
   auto* o = dynamic_cast<const Slice*>(&other);
   return o && o->start_ == start_ && o->strides_ == strides_ && o->out_shape_ == out_shape_;
 }
+std::vector<Shape> SliceUpdate::output_shapes(const std::vector<array>& inputs) {
+  const Shape& src = inputs[0].shape();
+  const Shape& upd = inputs[1].shape();
+  bool fits = src.size() == upd.size() && src.size() == start_.size();
+  for (size_t d = 0; fits && d < src.size(); ++d) {
+    if (upd[d] == 0) continue;
+    const int64_t last = int64_t{start_[d]} + int64_t{upd[d] - 1} * strides_[d];
+    fits = start_[d] >= 0 && start_[d] < src[d] && last >= 0 && last < src[d];
+  }
+  if (!fits) {
+    throw std::invalid_argument("[slice_update] an update of shape " + detail::shape_str(upd) +
+                                " at start " + detail::shape_str(start_) +
+                                " does not fit a source of shape " + detail::shape_str(src) +
+                                " (a shapeless compile replayed with new shapes)");
+  }
+  return {src};
+}
+
 bool SliceUpdate::is_equivalent(const Primitive& other) const {
   auto* o = dynamic_cast<const SliceUpdate*>(&other);
   return o && o->start_ == start_ && o->strides_ == strides_;

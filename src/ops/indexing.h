@@ -37,6 +37,8 @@ class SliceUpdate : public UnaryPrimitive {
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "SliceUpdate"; }
   bool is_equivalent(const Primitive& other) const override;
+  // The source's shape, when the update still fits at start_ (shapeless compile).
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
 
  private:
   Shape start_;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "ops/linalg.h"
+#include "ops/shape.h"
 #include "ops/utils.h"
 #include "tessera/linalg.h"
 #include "tessera/ops.h"
@@ -77,8 +78,9 @@ array matmul(const array& in_a, const array& in_b, StreamOrDevice s) {
     out_shape.back() = b.shape(-1);
   } else if (a.ndim() > 2 || b.ndim() > 2) {
     Shape batch = broadcast_batch("matmul", a.shape(), b.shape());
-    a = broadcast_to(a, with_matrix(batch, a.shape(-2), a.shape(-1)), s);
-    b = broadcast_to(b, with_matrix(batch, b.shape(-2), b.shape(-1)), s);
+    const array a0 = a;
+    a = detail::broadcast_batch_for_product(a, batch, b, s);
+    b = detail::broadcast_batch_for_product(b, batch, a0, s);
   }
   Shape prim_shape = a.shape();
   prim_shape.back() = b.shape(-1);
@@ -262,8 +264,9 @@ array addmm(array c, array a, array b, const float& alpha, const float& beta, St
   c = astype(c, out_type, s);
   if (a.ndim() > 2 || b.ndim() > 2) {
     Shape batch = broadcast_batch("addmm", a.shape(), b.shape());
-    a = broadcast_to(a, with_matrix(batch, a.shape(-2), a.shape(-1)), s);
-    b = broadcast_to(b, with_matrix(batch, b.shape(-2), b.shape(-1)), s);
+    const array a0 = a;
+    a = detail::broadcast_batch_for_product(a, batch, b, s);
+    b = detail::broadcast_batch_for_product(b, batch, a0, s);
   }
   Shape prim_shape = a.shape();
   prim_shape.back() = b.shape(-1);

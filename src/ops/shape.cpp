@@ -315,15 +315,27 @@ array broadcast_to(const array& a, const Shape& shape, StreamOrDevice s) {
   return array(shape, a.dtype(), std::make_shared<Broadcast>(to_stream(s), shape), {a});
 }
 
-Broadcast::Broadcast(Stream s, Shape shape, std::initializer_list<const array*> sources)
+Broadcast::Broadcast(Stream s, Shape shape, std::initializer_list<const array*> sources,
+                     int keep_last)
     : UnaryPrimitive(s), shape_(std::move(shape)),
-      sources_(detail::shape_sources_while_compiling(sources)) {}
+      sources_(detail::shape_sources_while_compiling(sources)), keep_last_(keep_last) {}
+
+Broadcast::Broadcast(Stream s, Shape shape, std::vector<array> sources, int keep_last)
+    : UnaryPrimitive(s), shape_(std::move(shape)),
+      sources_(detail::in_compile_trace() ? std::move(sources) : std::vector<array>{}),
+      keep_last_(keep_last) {}
 
 std::vector<Shape> Broadcast::shapeless_output_shapes(const std::vector<array>& inputs,
                                                       const std::vector<Shape>& source_shapes) {
   if (source_shapes.empty()) return output_shapes(inputs);
-  Shape shape = inputs[0].shape();
-  for (auto& src : source_shapes) shape = detail::broadcast_shapes("broadcast", shape, src);
+  auto leading = [&](const Shape& x) {
+    const size_t k = std::min(x.size(), static_cast<size_t>(keep_last_));
+    return Shape(x.begin(), x.end() - static_cast<long>(k));
+  };
+  const Shape& in = inputs[0].shape();
+  Shape shape = leading(in);
+  for (auto& src : source_shapes) shape = detail::broadcast_shapes("broadcast", shape, leading(src));
+  shape.insert(shape.end(), in.end() - static_cast<long>(in.size() - leading(in).size()), in.end());
   return {shape};
 }
 
@@ -355,13 +367,35 @@ array broadcast_for_elementwise(const array& a, const Shape& shape,
   return array(broadcast_shapes("broadcast_to", a.shape(), shape), a.dtype(),
                std::make_shared<Broadcast>(to_stream(s), shape, sources), {a});
 }
+
+array broadcast_batch_for_product(const array& a, const Shape& batch, const array& other,
+                                  StreamOrDevice s) {
+  Shape shape = batch;
+  shape.insert(shape.end(), a.shape().end() - 2, a.shape().end());
+  if (!in_compile_trace()) return broadcast_to(a, shape, s);
+  broadcast_shapes("broadcast_to", a.shape(), shape);  // checks
+  return array(shape, a.dtype(), std::make_shared<Broadcast>(to_stream(s), shape, {&other}, 2), {a});
+}
 }  // namespace detail
 
 std::vector<array> broadcast_arrays(const std::vector<array>& inputs, StreamOrDevice s) {
   auto shape = detail::broadcast_shapes("broadcast_arrays", inputs);
   std::vector<array> out;
   out.reserve(inputs.size());
-  for (const auto& a : inputs) out.push_back(broadcast_to(a, shape, s));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const array& a = inputs[i];
+    if (a.shape() == shape || !detail::in_compile_trace()) {
+      out.push_back(broadcast_to(a, shape, s));
+      continue;
+    }
+    // While compile traces, each follows the others' shapes (a shapeless replay).
+    std::vector<array> others;
+    for (size_t j = 0; j < inputs.size(); ++j) {
+      if (j != i) others.push_back(inputs[j]);
+    }
+    out.push_back(array(shape, a.dtype(),
+                        std::make_shared<Broadcast>(to_stream(s), shape, std::move(others)), {a}));
+  }
   return out;
 }
 
@@ -563,7 +597,7 @@ array flip(const array& a, StreamOrDevice s) {
 
 bool Broadcast::is_equivalent(const Primitive& other) const {
   auto* o = dynamic_cast<const Broadcast*>(&other);
-  return o && o->shape_ == shape_;
+  return o && o->shape_ == shape_ && o->keep_last_ == keep_last_;
 }
 
 std::vector<Shape> Broadcast::output_shapes(const std::vector<array>& inputs) {

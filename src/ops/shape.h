@@ -14,7 +14,10 @@ namespace tessera {
 class Broadcast : public UnaryPrimitive {
  public:
   Broadcast(Stream s, Shape shape) : UnaryPrimitive(s), shape_(std::move(shape)) {}
-  Broadcast(Stream s, Shape shape, std::initializer_list<const array*> sources);
+  // `sources` (kept while compile traces): the arrays the output shape follows. Their last
+  // `keep_last` dims do not count: the input keeps its own (a batched product's matrix dims).
+  Broadcast(Stream s, Shape shape, std::initializer_list<const array*> sources, int keep_last = 0);
+  Broadcast(Stream s, Shape shape, std::vector<array> sources, int keep_last = 0);
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Broadcast"; }
@@ -29,12 +32,18 @@ class Broadcast : public UnaryPrimitive {
   Shape shape_;
   // Kept only while compile traces (no cost per op otherwise), until build_graph takes them.
   std::vector<array> sources_;
+  int keep_last_ = 0;
 };
 
 namespace detail {
 // broadcast_to(a, shape) for an elementwise op whose other operands are `sources`.
 array broadcast_for_elementwise(const array& a, const Shape& shape,
                                 std::initializer_list<const array*> sources, StreamOrDevice s);
+// `a` broadcast to the batch dims `batch` of a batched product whose other operand is `other`,
+// keeping its last two dims. While compile traces the node is made even when nothing changes,
+// so that a shapeless replay can broadcast new shapes.
+array broadcast_batch_for_product(const array& a, const Shape& batch, const array& other,
+                                  StreamOrDevice s);
 }  // namespace detail
 
 // View when the input's strides allow it, else a row-contiguous copy. `infer` is the dim that

@@ -150,6 +150,50 @@ def test_shapeless_normalisation_and_its_gradient_use_each_call_shape():
                                    rtol=1e-6)
 
 
+def test_shapeless_batched_products_broadcasts_and_slice_updates_follow_new_shapes():
+    rng = np.random.default_rng(4)
+    calls = []
+
+    def grads(a, b):
+        calls.append(1)
+        return mx.grad(lambda p: (p[0] @ p[1]).sum())((a, b))
+
+    cgrads = mx.compile(grads, shapeless=True)
+    cprod = mx.compile(lambda a, b: a @ b, shapeless=True)
+    for sa, sb in (((2, 1, 4, 2), (3, 2, 5)), ((3, 1, 4, 2), (2, 2, 5)), ((1, 4, 2), (2, 2, 5))):
+        a = rng.standard_normal(sa).astype(np.float32)
+        b = rng.standard_normal(sb).astype(np.float32)
+        np.testing.assert_allclose(np.asarray(cprod(mx.array(a), mx.array(b))), a @ b, rtol=1e-5)
+        ga, gb = cgrads(mx.array(a), mx.array(b))
+        # d sum(a @ b) / da = ones @ b^T summed over the broadcast batch dims (and likewise b).
+        ones = np.ones(np.broadcast_shapes(sa[:-2], sb[:-2]) + (sa[-2], sb[-1]), np.float32)
+        wa = ones @ np.swapaxes(b, -1, -2)
+        wb = np.swapaxes(a, -1, -2) @ ones
+        wa = wa.sum(axis=tuple(range(wa.ndim - len(sa)))).sum(
+            axis=tuple(i for i, n in enumerate(sa) if n == 1), keepdims=True)
+        wb = wb.sum(axis=tuple(range(wb.ndim - len(sb)))).sum(
+            axis=tuple(i for i, n in enumerate(sb) if n == 1 and i < len(sb) - 2), keepdims=True)
+        np.testing.assert_allclose(np.asarray(ga), wa.reshape(sa), rtol=1e-5)
+        np.testing.assert_allclose(np.asarray(gb), wb.reshape(sb), rtol=1e-5)
+    assert len(calls) == 2  # the third call has a new rank
+    both = mx.compile(lambda a, b: mx.broadcast_arrays(a, b), shapeless=True)
+    for sa, sb in (((), (2, 2)), ((3, 1), (1, 4))):
+        x, y = both(mx.zeros(sa), mx.ones(sb))
+        assert x.shape == y.shape == np.broadcast_shapes(sa, sb)
+
+    def put(x):
+        x[2] = mx.array([3.0])
+        return x
+
+    cput = mx.compile(put, shapeless=True)
+    for n in (4, 6):
+        want = np.arange(n, dtype=np.float32)
+        want[2] = 3.0
+        np.testing.assert_array_equal(np.asarray(cput(mx.arange(n, dtype=mx.float32))), want)
+    with pytest.raises(ValueError, match="does not fit"):
+        cput(mx.arange(2, dtype=mx.float32))
+
+
 def test_random_state_is_compile_state():
     # mx.random.state holds the implicit key: a compiled function taking it as inputs / outputs
     # draws new numbers on every call, the same as the eager calls from the same seed.
