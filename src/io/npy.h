@@ -12,6 +12,7 @@
 
 #include "io/byte_io.h"
 #include "tessera/array.h"
+#include "tessera/stream.h"
 
 namespace tessera::detail::io {
 

@@ -374,7 +374,8 @@ array broadcast_batch_for_product(const array& a, const Shape& batch, const arra
   shape.insert(shape.end(), a.shape().end() - 2, a.shape().end());
   if (!in_compile_trace()) return broadcast_to(a, shape, s);
   broadcast_shapes("broadcast_to", a.shape(), shape);  // checks
-  return array(shape, a.dtype(), std::make_shared<Broadcast>(to_stream(s), shape, {&other}, 2), {a});
+  const std::initializer_list<const array*> sources{&other};
+  return array(shape, a.dtype(), std::make_shared<Broadcast>(to_stream(s), shape, sources, 2), {a});
 }
 }  // namespace detail
 
