@@ -32,11 +32,12 @@ namespace {
 
 // The loop body: read every non-scalar input at element `idx` (its offset expression per
 // layout), run the steps, store the outputs at `out_idx`.
-// With `fast`, ops with a fast form use it (fast_or_exact) and the outputs go to the block
-// buffers b<o>. With `index`, inputs are read at that flat index and no output is stored (a
-// reduction combines the last step's value).
+// With `fast`, ops with a fast form use it (fast_or_exact), and with `buffered` the outputs go
+// to the block buffers b<o>. With `index`, inputs are read at that flat index and no output is
+// stored (a reduction combines the last step's value).
 void emit_body(std::ostringstream& os, const Compiled& c, const std::string& layout,
-               bool strided, bool fast = false, const char* index = nullptr) {
+               bool strided, bool fast = false, const char* index = nullptr,
+               bool buffered = false) {
   const auto& in = c.input_dtypes();
   for (size_t k = 0; k < in.size(); ++k) {
     const char t = layout[k];
@@ -77,7 +78,7 @@ void emit_body(std::ostringstream& os, const Compiled& c, const std::string& lay
   }
   const auto& outs = c.output_steps();
   for (size_t o = 0; o < outs.size() && !index; ++o) {
-    if (fast) {
+    if (buffered) {
       os << "      b" << o << "[i - c] = t" << outs[o] << ";\n";
     } else {
       os << "      q" << o << '[' << (strided ? "i + j" : "i") << "] = t" << outs[o] << ";\n";
@@ -118,9 +119,20 @@ std::string fused_source(const Compiled& c, const std::string& layout) {
   }
   if (!strided) {
     // Blocks of kBlock elements. When a step has a fast form (sin, cos), a block first runs with
-    // it into block buffers, and runs again exactly when an argument was outside its range.
+    // it, and runs again exactly when an argument was outside its range. The fast pass writes
+    // the outputs themselves unless one shares its buffer with an input (a donated input the
+    // exact pass would read again): then it writes block buffers, copied out when it sufficed.
     os << "  (void)nd; (void)shape; (void)st;\n  constexpr int64_t kBlock = 512;\n"
-       << "  constexpr bool kFast = false";
+       << "  bool direct = true;\n";
+    for (size_t o = 0; o < dts.size(); ++o) {
+      for (size_t k = 0; k < in.size(); ++k) {
+        if (layout[k] == 's') continue;
+        os << "  direct = direct && (reinterpret_cast<const char*>(q" << o << " + e) <= "
+           << "reinterpret_cast<const char*>(p" << k << " + b) || reinterpret_cast<const char*>(p"
+           << k << " + e) <= reinterpret_cast<const char*>(q" << o << " + b));\n";
+      }
+    }
+    os << "  constexpr bool kFast = false";
     for (auto& stp : c.steps()) {
       os << "\n      || tessera::cpu::ops::has_fast_path<decltype(" << stp.functor << ")";
       for (int a : stp.args) {
@@ -128,19 +140,22 @@ std::string fused_source(const Compiled& c, const std::string& layout) {
       }
       os << '>';
     }
-    os << ";\n  for (int64_t c = b; c < e; c += kBlock) {\n"
+    os << ";\n  (void)direct;\n  for (int64_t c = b; c < e; c += kBlock) {\n"
        << "    const int64_t ce = c + kBlock < e ? c + kBlock : e;\n"
-       << "    if constexpr (kFast) {\n      unsigned slow = 0;\n";
+       << "    if constexpr (kFast) {\n      unsigned slow = 0;\n      if (direct) {\n"
+       << "#pragma GCC ivdep\n      for (int64_t i = c; i < ce; ++i) {\n";
+    emit_body(os, c, layout, false, true);
+    os << "      }\n      if (slow == 0) continue;\n      } else {\n";
     for (size_t o = 0; o < dts.size(); ++o) {
       os << "      " << cpp_type(dts[o]) << " b" << o << "[kBlock];\n";
     }
     os << "#pragma GCC ivdep\n      for (int64_t i = c; i < ce; ++i) {\n";
-    emit_body(os, c, layout, false, true);
+    emit_body(os, c, layout, false, true, nullptr, true);
     os << "      }\n      if (slow == 0) {\n";
     for (size_t o = 0; o < dts.size(); ++o) {
       os << "        for (int64_t i = c; i < ce; ++i) q" << o << "[i] = b" << o << "[i - c];\n";
     }
-    os << "        continue;\n      }\n    }\n"
+    os << "        continue;\n      }\n      }\n    }\n"
        << "#pragma GCC ivdep\n    for (int64_t i = c; i < ce; ++i) {\n";
     emit_body(os, c, layout, false);
     os << "    }\n  }\n}\n";
