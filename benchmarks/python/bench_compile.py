@@ -49,6 +49,11 @@ def load(name):
 
 
 def timed(fn, repeat):
+    # The framework measured before may leave worker threads spinning (PyTorch's OpenMP threads
+    # poll for ~10 ms after each parallel region): let them go to sleep first, so that each
+    # framework is timed on idle CPUs. Measured: Tessera's MLP step right after a PyTorch call
+    # took 3.1-4.4 ms instead of 2.1.
+    time.sleep(0.2)
     fn()  # warm-up (and the compile of compiled variants)
     fn()
     ts = []
