@@ -15,8 +15,10 @@
 //
 // --hosts H (H >= 2, root): the job spans H simulated hosts — network namespaces on a bridge
 // with veth links and an sshd each (tests/cluster/cluster.h) — with ranks / H ranks per host,
-// placed host by host. Ours: `tessera launch --hostfile` over ssh, hierarchical (shared memory
-// inside each host, TCP across; the "ours-shm" column) and TCP only (TESSERA_RING_SHM=0);
+// placed host by host, each host on its own share of this machine's CPUs (taskset: 1 CPU each
+// for 2 hosts on 2 CPUs), as separate machines would be. Ours: `tessera launch --hostfile` over
+// ssh, hierarchical (shared memory inside each host, TCP across; the "ours-shm" column) and TCP
+// only (TESSERA_RING_SHM=0);
 // Open MPI: mpirun over the same ssh, default transports (shared memory inside, TCP across;
 // compared with our hierarchy) and TCP only; Gloo: each rank started in its host's namespace.
 // It also times `tessera launch` against `mpirun` from start to exit (a job of `true`), 4
@@ -515,6 +517,7 @@ int driver_main(int argc, char** argv) {
   namespace tc = tessera::test_cluster;
   std::unique_ptr<tc::Cluster> cluster;
   std::unique_ptr<tc::SshHosts> ssh;
+  std::vector<std::string> host_cpus;  // taskset lists, by simulated host
   if (a.hosts >= 2) {
     if (!tc::Cluster::available() || !tc::SshHosts::available()) {
       std::fprintf(stderr, "bench_collectives: --hosts needs root, network namespaces and "
@@ -529,13 +532,29 @@ int driver_main(int argc, char** argv) {
     }
     a.peers.erase(std::remove(a.peers.begin(), a.peers.end(), "mlx"), a.peers.end());
     cluster = std::make_unique<tc::Cluster>(a.hosts);
-    ssh = std::make_unique<tc::SshHosts>(*cluster);
+    // The simulated hosts share this machine: each gets its own share of the CPUs, as separate
+    // machines would have, so that every implementation sees how many CPUs its ranks share
+    // (Tessera's ranks poll or yield by it; Open MPI is told to yield, see below).
+    const int ncpu = static_cast<int>(std::thread::hardware_concurrency());
+    if (ncpu >= a.hosts) {
+      const int k = ncpu / a.hosts;
+      for (int h = 0; h < a.hosts; ++h) {
+        host_cpus.push_back(k == 1 ? std::to_string(h) : std::to_string(h * k) + "-" + std::to_string(h * k + k - 1));
+      }
+    } else {
+      std::fprintf(stderr, "bench_collectives: fewer CPUs than simulated hosts: they share every CPU\n");
+    }
+    ssh = std::make_unique<tc::SshHosts>(*cluster, std::vector<tc::SshHosts::Host>{}, host_cpus);
   }
+  // Runs `cmd` on host h's CPUs (everything, without simulated hosts).
+  auto pinned = [&](int h, const std::string& cmd) {
+    return host_cpus.empty() ? cmd : "taskset -c " + host_cpus[static_cast<size_t>(h)] + " " + cmd;
+  };
   // A command run on host 0 (the launching host), with the test's ssh set-up first on PATH.
   auto on_host0 = [&](const std::string& cmd) {
     if (!cluster) return cmd;
-    return "ip netns exec " + cluster->ns(0) + " unshare --uts env " + ssh->path_env() + " sh -c " +
-           q("hostname " + tc::Cluster::name(0) + "; " + cmd);
+    return "ip netns exec " + cluster->ns(0) + " unshare --uts " + pinned(0, "env ") +
+           ssh->path_env() + " sh -c " + q("hostname " + tc::Cluster::name(0) + "; " + cmd);
   };
   auto host_of_rank = [&](int r, int n) { return r / (n / a.hosts); };
 
@@ -624,7 +643,8 @@ int driver_main(int argc, char** argv) {
       for (int r = 0; r < n; ++r) {
         std::string in_ns, host;
         if (cluster) {
-          in_ns = "ip netns exec " + cluster->ns(host_of_rank(r, n)) + " unshare --uts env ";
+          in_ns = "ip netns exec " + cluster->ns(host_of_rank(r, n)) + " unshare --uts " +
+                  pinned(host_of_rank(r, n), "env ");
           host = " GLOO_HOSTNAME=" + tc::Cluster::ip(host_of_rank(r, n));
         }
         cmd += " " + in_ns + "GLOO_RANK=" + std::to_string(r) + " GLOO_SIZE=" + std::to_string(n) +
@@ -675,8 +695,8 @@ int driver_main(int argc, char** argv) {
           for (int h = 0; h < a.hosts; ++h) {
             hosts += (h ? "," : "") + tc::Cluster::name(h) + ":" + std::to_string(n / a.hosts);
           }
-          // The simulated hosts share this machine's CPUs, so the ranks oversubscribe it:
-          // Open MPI's advice for that is to yield while idle (it cannot tell from the slots).
+          // Each simulated host has fewer CPUs than ranks: Open MPI's advice for that is to
+          // yield while idle (it cannot tell from the slots; Tessera's ranks see their CPUs).
           return on_host0("export " + tunable + "; mpirun --allow-run-as-root --oversubscribe "
                           "--mca mpi_yield_when_idle 1 "
                           "-x GLIBC_TUNABLES --host " + hosts + " --mca plm_rsh_agent " +

@@ -309,7 +309,10 @@ class SshHosts {
            ::access("/usr/bin/ssh", X_OK) == 0;
   }
 
-  explicit SshHosts(Cluster& c, std::vector<Host> kinds = {}) : dir_("/tmp/" + c.prefix() + "-ssh") {
+  // `cpus` (optional): host i's sshd, and so every process started through it, runs on the CPUs
+  // cpus[i] names ("0", "1-3"), as a host with those CPUs of its own would.
+  explicit SshHosts(Cluster& c, std::vector<Host> kinds = {}, std::vector<std::string> cpus = {})
+      : dir_("/tmp/" + c.prefix() + "-ssh"), cpus_(std::move(cpus)) {
     try {
       set_up(c, std::move(kinds));
     } catch (...) {
@@ -353,7 +356,8 @@ class SshHosts {
                           << "PasswordAuthentication " << (kinds[i] == Host::kPasswordOnly ? "yes" : "no")
                           << "\nKbdInteractiveAuthentication no\nLogLevel ERROR\n"
                           << "ClientAliveInterval 2\nClientAliveCountMax 3\n";
-      c.start(i, "exec /usr/sbin/sshd -D -e -f " + conf);
+      const std::string pin = static_cast<size_t>(i) < cpus_.size() ? "taskset -c " + cpus_[i] + " " : "";
+      c.start(i, "exec " + pin + "/usr/sbin/sshd -D -e -f " + conf);
     }
     known.close();
     std::ofstream(dir_ + "/ssh_config") << "Host *\n  IdentityFile " << dir_ << "/client\n"
@@ -372,6 +376,7 @@ class SshHosts {
     if (sh(cmd) != 0) throw std::runtime_error("ssh set-up failed: " + cmd);
   }
   std::string dir_;
+  std::vector<std::string> cpus_;
 };
 
 }  // namespace tessera::test_cluster
