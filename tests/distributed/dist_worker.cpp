@@ -503,14 +503,16 @@ size_t count_entries(const char* dir, const char* prefix = "") {
 }
 
 // `count` cycles of init() / one all_sum / teardown (tests/cpp/test_soak.cpp): descriptors,
-// threads and this job's shared-memory segments must not accumulate.
+// threads and the shared-memory segments this rank creates must not accumulate. (Only its own:
+// /dev/shm also holds the segments of tests running beside this one.)
 int mode_cycles(long count) {
   struct Usage {
     size_t fds, threads, shm;
   };
-  auto usage = [] {
+  const std::string mine = "tessera-" + std::to_string(::getpid()) + "-";  // segments.cpp's names
+  auto usage = [&] {
     return Usage{count_entries("/proc/self/fd"), count_entries("/proc/self/task"),
-                 count_entries("/dev/shm", "tessera-")};
+                 count_entries("/dev/shm", mine.c_str())};
   };
   Usage warm{};
   dist::clear_backends();  // main's group: every cycle below builds and drops its own

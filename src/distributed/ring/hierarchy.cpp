@@ -8,7 +8,8 @@
 // When every host runs as many ranks: all_reduce is reduce_scatter inside the host, all_reduce
 // of this rank's share across hosts, all_gather inside the host (small messages: all_reduce
 // inside, then across); all_gather goes across hosts first (each rank sends only its own block
-// over the network), then inside the host, then into rank order. When the hosts run different
+// over the network), then inside the host (from 64 KiB one gather per host's block, straight
+// into rank order; below, one gather and a reorder). When the hosts run different
 // numbers of ranks, the leaders alone talk across hosts: all_reduce inside, across the leaders,
 // broadcast inside; all_gather inside, across the leaders (each host's blocks padded to the
 // largest host's count), broadcast inside. sum_scatter is the all_reduce's block; barrier is
@@ -26,8 +27,9 @@ namespace tessera::distributed::detail {
 
 namespace {
 
-// Messages from this size split across the ranks of a host (below it every rank sends the
-// whole message across: one step less, and latency dominates).
+// From this size an all_reduce splits its message across the ranks of a host (below, every rank
+// sends the whole message across: one step less, and latency dominates), and an all_gather
+// gathers inside the host once per host rather than once and reordering.
 constexpr size_t kHierSplitBytes = 64 << 10;
 
 }  // namespace
@@ -131,9 +133,24 @@ void RingGroup::hier_all_gather(const void* in, void* out_v, size_t bytes) {
   auto* out = static_cast<char*>(out_v);
   const size_t hosts = static_cast<size_t>(h.hosts), per_host = static_cast<size_t>(h.per_host);
   hier_buf_.resize(hosts * bytes);
-  hier_buf2_.resize(per_host * hosts * bytes);
-  char *across = hier_buf_.data(), *inside = hier_buf2_.data();
+  char* across = hier_buf_.data();
   in_cross([&](GroupImpl& g) { g.all_gather(in, across, bytes); });                  // [host]
+  bool in_order = true;  // each host's ranks numbered consecutively (the launcher's placement)
+  for (const auto& m : h.members) {
+    for (size_t i = 0; i < m.size(); ++i) in_order = in_order && m[i] == m[0] + static_cast<int>(i);
+  }
+  if (in_order && bytes >= kHierSplitBytes) {
+    // One gather inside the host per host's block, each straight into that host's ranks' place
+    // in the output: no scratch copy of the whole result to reorder (at 1 MiB and up that copy
+    // made this slower than the flat ring). Small messages take the single gather below.
+    for (size_t hh = 0; hh < hosts; ++hh) {
+      char* dst = out + static_cast<size_t>(h.members[hh][0]) * bytes;
+      in_local([&](GroupImpl& g) { g.all_gather(across + hh * bytes, dst, bytes); });
+    }
+    return;
+  }
+  hier_buf2_.resize(per_host * hosts * bytes);
+  char* inside = hier_buf2_.data();
   in_local([&](GroupImpl& g) { g.all_gather(across, inside, hosts * bytes); });      // [local][host]
   for (size_t i = 0; i < per_host; ++i) {
     for (size_t hh = 0; hh < hosts; ++hh) {
