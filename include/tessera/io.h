@@ -28,7 +28,9 @@ using SafetensorsLoad = std::pair<std::unordered_map<std::string, array>,
 // Reads a .npy file (format 1.0, 2.0 or 3.0; little- or big-endian; C or Fortran order) whatever
 // its extension. Dtypes: bool, (u)int8..64, float16/32/64, complex64, and '<V2' as bfloat16 (how
 // MLX writes bfloat16). complex128, float128, strings, objects and structured dtypes are refused.
-// `s` is accepted for MLX compatibility; the data lands in host memory.
+// Lazy, as MLX's: the header is checked against the file now (a bad file throws here, naming
+// it), the data is read when the array is evaluated, on stream `s`; the file stays open until
+// then.
 array load(const std::string& file, StreamOrDevice s = {});
 // Writes `a` as .npy in C order, laid out as np.save lays it out; appends ".npy" to `file` when
 // it does not end with it (as MLX and NumPy). bfloat16 is written as '<V2' (MLX's convention;
@@ -38,7 +40,8 @@ void save(const std::string& file, array a);
 // ---- .npz: a zip archive of .npy files ----
 
 // Reads an archive from np.savez (stored) or np.savez_compressed (deflate), zip64 included. Keys
-// are the entry names without their ".npy" suffix.
+// are the entry names without their ".npy" suffix. Read at once (`s` is accepted for MLX
+// compatibility).
 std::unordered_map<std::string, array> load_npz(const std::string& file, StreamOrDevice s = {});
 // Writes each array as "<key>.npy" (stored, or deflate when `compressed`); appends ".npz" to
 // `file` when it does not end with it (as np.savez).
@@ -49,7 +52,8 @@ void savez(const std::string& file, const std::unordered_map<std::string, array>
 
 // Reads a safetensors file. Dtype codes BOOL, U8, I8, U16, I16, U32, I32, U64, I64, F16, BF16,
 // F32, F64, C64; F8_E4M3 and F8_E8M0 load as their bytes (uint8), as MLX 0.32 (from_fp8 decodes
-// e4m3).
+// e4m3). Lazy as load(): every header field is checked now, each tensor is read when its array
+// is evaluated, on stream `s` (a tensor never used is never read).
 SafetensorsLoad load_safetensors(const std::string& file, StreamOrDevice s = {});
 // Writes tensors in key order with the data 8-byte aligned; appends ".safetensors" to `file` when
 // it does not end with it (as MLX). Empty metadata writes no "__metadata__" entry.
