@@ -28,13 +28,11 @@ inline float exp2i_split(int32_t n, float y) {
   return y * s1 * s2;
 }
 
-inline float vexp(float x) {
-  constexpr float kHi = 88.72283935546875f;  // ln(FLT_MAX), rounded up
-  constexpr float kLo = -103.972084045410f;  // below: the result rounds to 0
-  const float xc = std::min(std::max(x, kLo), kHi);
-  const float n = std::floor(xc * 1.44269504088896341f + 0.5f);
-  // r = x - n ln2, with ln2 split so n * hi is exact.
-  float r = xc - n * 0.693359375f;
+// exp's core: x = n ln2 + r (ln2 split so that n * hi is exact), e^r by a minimax polynomial.
+// Returns e^r and sets n; the callers scale by 2^n.
+inline float exp_reduced(float x, float& n) {
+  n = std::floor(x * 1.44269504088896341f + 0.5f);
+  float r = x - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
   const float r2 = r * r;
   float p = 1.9875691500e-4f;
@@ -43,7 +41,14 @@ inline float vexp(float x) {
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
-  p = p * r2 + r + 1.0f;
+  return p * r2 + r + 1.0f;
+}
+
+inline float vexp(float x) {
+  constexpr float kHi = 88.72283935546875f;  // ln(FLT_MAX), rounded up
+  constexpr float kLo = -103.972084045410f;  // below: the result rounds to 0
+  float n;
+  const float p = exp_reduced(std::min(std::max(x, kLo), kHi), n);
   float res = exp2i_split(static_cast<int32_t>(n), p);
   res = x > kHi ? std::numeric_limits<float>::infinity() : res;
   res = x < kLo ? 0.0f : res;
@@ -81,20 +86,11 @@ inline float vlog(float x) {
   return x != x ? x : res;
 }
 
-// vexp's reduction and polynomial for 0 <= x <= 18.05: 2^n stays normal, so it needs neither
-// vexp's range checks nor its two-factor scaling, and gives vexp's bits (both scalings are exact).
+// vexp for 0 <= x <= 18.05: 2^n stays normal, so it needs neither vexp's range checks nor its
+// two-factor scaling, and gives vexp's bits (both scalings are exact).
 inline float vexp_bounded(float x) {
-  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
-  float r = x - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  const float r2 = r * r;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r2 + r + 1.0f;
+  float n;
+  const float p = exp_reduced(x, n);
   return p * std::bit_cast<float>(static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23);
 }
 
