@@ -641,32 +641,38 @@ TEST(RingFaults, PeerClosingMidOneCopyAllGatherRaisesQuickly) { check_peer_exit(
 // copy through the segment give the same bytes, in place and not, around the size where the
 // one-copy path starts and across enough units to reuse every slot.
 TEST(RingShm, AllGatherOneCopyAndSegmentCopyAgree) {
-  for (bool single_copy : {true, false}) {
+  auto check = [](int N, bool single_copy) {
     RingOptions opt = options(true);
     opt.shm_single_copy = single_copy;
-    run_ranks(3, opt, [&](RingGroup& g, int rank) {
+    const size_t from = N == 2 ? kShmSingleCopyPairBytes : kShmSingleCopyBytes;
+    const size_t ranks = static_cast<size_t>(N);
+    run_ranks(N, opt, [&](RingGroup& g, int rank) {
       ASSERT_TRUE(g.shm_active());
       EXPECT_EQ(g.shm_single_copy(), single_copy);
-      for (size_t bytes : {kShmSingleCopyBytes - 8, kShmSingleCopyBytes, 3 * kShmChunkBytes + 20}) {
+      for (size_t bytes : {from - 8, from, 3 * kShmChunkBytes + 20}) {
         const size_t n = bytes / sizeof(int32_t);
         for (int rep = 0; rep < 3; ++rep) {
           const size_t salt = bytes % 97 + static_cast<size_t>(rep);
           auto in = input_for<int32_t>(rank, n, salt);
-          std::vector<int32_t> out(n * 3, -7), inplace(n * 3, -7);
+          std::vector<int32_t> out(n * ranks, -7), inplace(n * ranks, -7);
           std::memcpy(inplace.data() + static_cast<size_t>(rank) * n, in.data(), bytes);
           g.all_gather(in.data(), out.data(), bytes);
           g.all_gather(inplace.data() + static_cast<size_t>(rank) * n, inplace.data(), bytes);
-          for (int r = 0; r < 3; ++r) {
+          for (int r = 0; r < N; ++r) {
             auto want = input_for<int32_t>(r, n, salt);
             ASSERT_EQ(0, std::memcmp(out.data() + static_cast<size_t>(r) * n, want.data(), bytes))
-                << "bytes=" << bytes << " block " << r << " single_copy=" << single_copy;
+                << N << " ranks, bytes=" << bytes << " block " << r
+                << " single_copy=" << single_copy;
             ASSERT_EQ(0, std::memcmp(inplace.data() + static_cast<size_t>(r) * n, want.data(),
                                      bytes))
-                << "in place, bytes=" << bytes << " block " << r;
+                << N << " ranks, in place, bytes=" << bytes << " block " << r;
           }
         }
       }
     });
+  };
+  for (int N : {2, 3}) {
+    for (bool single_copy : {true, false}) check(N, single_copy);
   }
 }
 

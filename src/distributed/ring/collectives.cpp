@@ -233,6 +233,16 @@ void RingGroup::all_gather(const void* in_v, void* out_v, size_t bytes) {
   std::lock_guard<std::mutex> lk(op_mu_);
   auto* in = static_cast<const char*>(in_v);
   auto* out = static_cast<char*>(out_v);
+  if (shm_ && !hier_ && size_ > 1) {
+    // Shared memory copies this rank's block itself, after publishing `in`: the peers read
+    // `in`, which nobody writes, rather than our output's block, which we would write first.
+    try {
+      shm_->all_gather(in, out, bytes, coll_seq_++);
+    } catch (const std::exception& e) {
+      fail(e);
+    }
+    return;
+  }
   if (in != out + static_cast<size_t>(rank_) * bytes && bytes > 0) {
     std::memmove(out + static_cast<size_t>(rank_) * bytes, in, bytes);
   }
@@ -241,14 +251,6 @@ void RingGroup::all_gather(const void* in_v, void* out_v, size_t bytes) {
     hier_run([&](Hierarchy&) {
       hier_all_gather(out + static_cast<size_t>(rank_) * bytes, out, bytes);
     });
-    return;
-  }
-  if (shm_) {
-    try {
-      shm_->all_gather(out + static_cast<size_t>(rank_) * bytes, out, bytes, coll_seq_++);
-    } catch (const std::exception& e) {
-      fail(e);
-    }
     return;
   }
   OpDesc d{OpKind::all_gather, kBytesDtype, bytes, bytes};

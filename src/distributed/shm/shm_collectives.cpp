@@ -215,10 +215,12 @@ void ShmTransport::all_gather(const void* in_v, void* out_v, size_t bytes, uint6
   auto* in = static_cast<const char*>(in_v);
   auto* out = static_cast<char*>(out_v);
   WireHeader h = make_header(OpKind::all_gather, seq, bytes, bytes);
-  if (single_copy_ && bytes >= kShmSingleCopyBytes) {
+  char* mine = out + static_cast<size_t>(rank_) * bytes;
+  if (single_copy_ && bytes >= (size_ == 2 ? kShmSingleCopyPairBytes : kShmSingleCopyBytes)) {
     all_gather_direct(in, out, bytes, h);
     return;
   }
+  if (in != mine && bytes > 0) std::memmove(mine, in, bytes);
   const uint64_t u0 = unit_;
   unit_ += K;
   auto unit_n = [&](size_t k) { return bytes == 0 ? 0 : std::min(chunk_, bytes - k * chunk_); };
@@ -254,6 +256,8 @@ void ShmTransport::all_gather_direct(const char* in, char* out, size_t bytes, Wi
   segs_[static_cast<size_t>(rank_)]->ctrl->block_addr[u % kShmSlots] =
       reinterpret_cast<uint64_t>(in);
   post(Counter::pub, u + 1);
+  char* mine = out + static_cast<size_t>(rank_) * bytes;
+  if (in != mine) std::memmove(mine, in, bytes);  // while the peers start reading `in`
   // Starting after our own rank, so that the ranks do not all read the same peer at once.
   for (int k = 1; k < size_; ++k) {
     const int j = (rank_ + k) % size_;
