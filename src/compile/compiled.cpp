@@ -96,6 +96,58 @@ std::vector<array> CompiledReduce::unfused(const std::vector<array>& inputs) con
   return {array(std::move(shape), v.dtype(), reduce_, {v})};
 }
 
+CompiledRows::CompiledRows(Stream s, std::vector<Dtype> input_dtypes, std::vector<FusedStep> steps,
+                           std::vector<int> outputs, std::string kinds, std::string levels,
+                           std::string roles, std::vector<int> axes)
+    : Compiled(s, std::move(input_dtypes), std::move(steps), std::move(outputs)),
+      kinds_(std::move(kinds)),
+      levels_(std::move(levels)),
+      roles_(std::move(roles)),
+      axes_(std::move(axes)) {
+  program_ += ";rows " + kinds_ + " " + levels_ + " " + roles_ + " axes";
+  for (int a : axes_) program_ += " " + std::to_string(a);
+}
+
+void CompiledRows::print(std::ostream& os) const {
+  os << "CompiledRows(";
+  for (size_t i = 0; i < steps_.size(); ++i) os << (i ? "," : "") << steps_[i].primitive->name();
+  os << ")";
+}
+
+std::pair<Shape, Shape> CompiledRows::row_shapes(const std::vector<array>& inputs) const {
+  Shape row = inputs.at(roles_.find('d')).shape();
+  Shape per_row = row;
+  for (int a : axes_) per_row.at(static_cast<size_t>(a)) = 1;
+  return {std::move(row), std::move(per_row)};
+}
+
+std::vector<Shape> CompiledRows::output_shapes(const std::vector<array>& inputs) {
+  auto [row, per_row] = row_shapes(inputs);
+  std::vector<Shape> shapes;
+  for (int o : outputs_) shapes.push_back(levels_[static_cast<size_t>(o)] == 'R' ? row : per_row);
+  return shapes;
+}
+
+std::vector<array> CompiledRows::unfused(const std::vector<array>& inputs) const {
+  auto [row, per_row] = row_shapes(inputs);
+  std::vector<array> values;
+  values.reserve(steps_.size());
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    const FusedStep& st = steps_[i];
+    std::vector<array> args;
+    for (int a : st.args) args.push_back(a < 0 ? inputs[-a - 1] : values[a]);
+    const Shape& shape = levels_[i] == 'R' ? row : per_row;
+    if (kinds_[i] == 'b') {
+      values.push_back(broadcast_to(args[0], shape, st.primitive->stream()));
+    } else {
+      values.emplace_back(shape, st.dtype, st.primitive, std::move(args));
+    }
+  }
+  std::vector<array> outs;
+  for (int o : outputs_) outs.push_back(values[o]);
+  return outs;
+}
+
 std::vector<array> Compiled::vjp(const std::vector<array>& primals,
                                  const std::vector<array>& cotangents,
                                  const std::vector<int>& argnums, const std::vector<array>&) {

@@ -86,6 +86,34 @@ class CompiledReduce : public Compiled {
   std::vector<int> axes_;
 };
 
+// Row fusion: steps over a row shape S (reductions of its trailing `axes` give the per-row
+// shape S', those dims 1) in one kernel that takes one row at a time: the row's reductions in
+// phases (a phase's reductions read the results of earlier ones, as softmax's sum reads its
+// max), then the row's outputs, re-reading the row's inputs from cache instead of writing the
+// intermediate values to memory. Each step has a kind: 'e' elementwise, 'r' reduction (its
+// primitive's fused_reduction), 'b' broadcast (fused_broadcast); and a level: 'R' (shape S) or
+// 'W' (shape S'). Each input a role: 'd' shape S, 'w' shape S', 's' one value.
+class CompiledRows : public Compiled {
+ public:
+  CompiledRows(Stream s, std::vector<Dtype> input_dtypes, std::vector<FusedStep> steps,
+               std::vector<int> outputs, std::string kinds, std::string levels,
+               std::string roles, std::vector<int> axes);
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
+  const char* name() const override { return "CompiledRows"; }
+  void print(std::ostream& os) const override;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
+  std::vector<array> unfused(const std::vector<array>& inputs) const override;
+  const std::string& kinds() const { return kinds_; }
+  const std::string& levels() const { return levels_; }
+  const std::string& roles() const { return roles_; }
+
+ private:
+  // S from the first 'd' input's shape, and S'.
+  std::pair<Shape, Shape> row_shapes(const std::vector<array>& inputs) const;
+  std::string kinds_, levels_, roles_;
+  std::vector<int> axes_;
+};
+
 // The traced function's view of input `index`: shape and dtype, no value. Evaluating it (or
 // anything computed from it) while the function is traced is an error naming compile.
 class CompileInput : public UnaryPrimitive {

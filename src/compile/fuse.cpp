@@ -1,4 +1,5 @@
-// Fusion (graph.h): elementwise nodes of one shape and stream join regions, each region of two
+// Fusion (graph.h): row-shaped subgraphs first become CompiledRows nodes (fuse_rows.cpp); then
+// elementwise nodes of one shape and stream join regions, each region of two
 // or more nodes becomes one Compiled node (a region feeding only a sum / max / min becomes one
 // CompiledReduce with it). A node joins the regions of its producers only when
 // no path leaves those regions and comes back into them through other nodes, so the fused graph
@@ -44,6 +45,7 @@ void fuse(Graph& g) {
     }
   }
   prune_and_sort(g);
+  fuse_rows(g);
   const size_t nv = g.shapes.size(), nn = g.nodes.size();
   std::vector<int> producer(nv, -1);
   for (size_t i = 0; i < nn; ++i) {

@@ -51,6 +51,10 @@ void simplify(Graph& g);
 // primitive names a fused_functor()).
 void fuse(Graph& g);
 
+// Part of fuse: subgraphs that reduce rows and read the results again (softmax, logsumexp,
+// normalisations) become CompiledRows nodes (fuse_rows.cpp).
+void fuse_rows(Graph& g);
+
 // Removes the nodes no output depends on and puts the rest in an order where every node comes
 // after its inputs' producers.
 void prune_and_sort(Graph& g);

@@ -82,6 +82,10 @@ class Primitive {
   // elementwise ops that produce the input. Empty axes: not fusable (the default).
   enum class FusedReduce { none, sum, max, min };
   virtual FusedReduce fused_reduction(std::vector<int>* axes) const { return FusedReduce::none; }
+  // Fusion table entry for broadcasts: true for a primitive whose output is its one input
+  // broadcast to the output shape, values unchanged (a row-fused kernel reads the input's
+  // element for the row instead).
+  virtual bool fused_broadcast() const { return false; }
   // For a primitive that reads only its inputs' shapes, never their data (mean's divisor): the
   // same computation as an input-less primitive for inputs of `shapes`. compile's fusion binds
   // such nodes, so reading a shape never keeps a fused value in memory. nullptr (the default):

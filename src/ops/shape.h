@@ -27,6 +27,7 @@ class Broadcast : public UnaryPrimitive {
   void clear_shape_sources() override { sources_.clear(); }
   std::vector<Shape> shapeless_output_shapes(const std::vector<array>& inputs,
                                              const std::vector<Shape>& source_shapes) override;
+  bool fused_broadcast() const override { return true; }
 
  private:
   Shape shape_;

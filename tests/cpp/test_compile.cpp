@@ -311,6 +311,100 @@ TEST(Compile, ElementwiseProducersFuseIntoSumMaxAndMin) {
   EXPECT_TRUE(allclose(g[0], 2.0f * x).item<bool>());
 }
 
+// Softmax, logsumexp and a normalisation written with elementwise ops and reductions of the
+// last axes: one CompiledRows node each (nothing of the row shape written between the
+// reductions), the same values as eager (each row's reductions combine in the eager order),
+// against a per-row reference in double, with the step-by-step path where the kernel does not
+// apply (rows over 2^15 elements, a transposed input) and through grad.
+std::vector<array> row_graphs(const std::vector<array>& in) {
+  const array& x = in[0];
+  const array m = max(x, -1, true);
+  const array e = exp(x - m);
+  const array soft = e / sum(e, -1, true);
+  const array lse = m + log(sum(e, -1, true));
+  const array mu = mean(x, std::vector<int>{-1}, true);
+  const array norm = (x - mu) / sqrt(mean(square(x - mu), std::vector<int>{-1}, true) + 1e-5f);
+  return {soft, lse, norm, x / sum(abs(x), -1, true)};
+}
+
+TEST(Compile, RowShapedGraphsFuseIntoOneKernelPerRow) {
+  for (const Shape& s : std::vector<Shape>{{64, 1000}, {3, 5, 70}, {2, 31}, {4, 33}, {1, 4096},
+                                           {3, 40000}, {7}}) {
+    array x = random_array(s, float32, 31) * 6.0f;
+    const std::string what = "rows of " + std::to_string(s.back());
+    expect_same_as_eager(row_graphs, {x}, what);
+    expect_same_as_eager(row_graphs, {astype(x, float64)}, what + " float64");
+  }
+  // Against a per-row reference in double.
+  array x = random_array({37, 300}, float32, 32) * 8.0f;
+  auto out = compile(row_graphs)({x});
+  auto xv = test_util::values(x), soft = test_util::values(out[0]), lse = test_util::values(out[1]);
+  for (size_t r = 0; r < 37; ++r) {
+    double mx = -INFINITY, total = 0;
+    for (size_t j = 0; j < 300; ++j) mx = std::max(mx, xv[r * 300 + j]);
+    for (size_t j = 0; j < 300; ++j) total += std::exp(xv[r * 300 + j] - mx);
+    EXPECT_NEAR(lse[r], mx + std::log(total), 1e-5 * std::fabs(mx + std::log(total)));
+    for (size_t j = 0; j < 300; ++j) {
+      const double want = std::exp(xv[r * 300 + j] - mx) / total;
+      ASSERT_NEAR(soft[r * 300 + j], want, 1e-6 * want + 1e-12) << "row " << r << " col " << j;
+    }
+  }
+  // One kernel per graph: no node of the ops it replaced is left.
+  auto softmax_only = compile([](const std::vector<array>& in) {
+    return std::vector<array>{row_graphs(in)[0]};
+  });
+  auto counts = primitive_counts(softmax_only({x})[0]);
+  EXPECT_EQ(counts["CompiledRows"], 1);
+  EXPECT_EQ(counts["Exp"] + counts["Max"] + counts["Sum"] + counts["Divide"] + counts["Broadcast"],
+            0);
+  // A NaN in a row makes that row NaN and leaves the others.
+  array with_nan = concatenate({array({1.0f, NAN, 2.0f}, {1, 3}), array({1.0f, 2.0f, 3.0f}, {1, 3})}, 0);
+  auto sn = test_util::values(softmax_only({with_nan})[0]);
+  EXPECT_TRUE(std::isnan(sn[0]) && std::isnan(sn[1]) && std::isnan(sn[2]));
+  EXPECT_NEAR(sn[3] + sn[4] + sn[5], 1.0, 1e-6);
+  // Layouts the kernel does not take, the shapeless replay with other rows, and the gradient.
+  expect_same_as_eager(row_graphs, {transpose(random_array({50, 20}, float32, 33))}, "transposed");
+  expect_same_as_eager(row_graphs, {random_array({6, 10}, float32, 34)}, "shapeless", true);
+  auto shapeless = compile(row_graphs, true);
+  for (const Shape& s : std::vector<Shape>{{6, 10}, {9, 130}}) {
+    array y = random_array(s, float32, 35);
+    auto got = shapeless({y});
+    auto want = row_graphs({y});
+    for (size_t i = 0; i < got.size(); ++i) expect_close_to_eager(got[i], want[i], "replayed");
+  }
+  auto loss = [](const std::vector<array>& in) {
+    auto o = row_graphs(in);
+    return std::vector<array>{sum(o[0] * in[0]) + sum(o[1]) + sum(o[2] * o[2] * in[0])};
+  };
+  array y = random_array({5, 40}, float32, 36);
+  auto g_eager = grad([&](const std::vector<array>& in) { return loss(in)[0]; })({y});
+  auto compiled_loss = compile(loss);
+  auto g_comp = grad([&](const std::vector<array>& in) { return compiled_loss(in)[0]; })({y});
+  EXPECT_TRUE(allclose(g_comp[0], g_eager[0], 1e-5, 1e-6).item<bool>());
+  // Batched by vmap (through the unfused steps): each batch element's rows as the whole's.
+  array z = random_array({3, 4, 40}, float32, 39);
+  auto batched = vmap(compile(row_graphs), {0}, {0, 0, 0, 0})({z});
+  auto whole = row_graphs({z});
+  for (size_t i = 0; i < whole.size(); ++i) expect_close_to_eager(batched[i], whole[i], "vmap");
+}
+
+// Values of a row group read by other nodes come out of it; a broadcast of a reduction that is
+// returned stays a node of its own.
+TEST(Compile, RowGroupHandsOutWhatOthersRead) {
+  auto f = [](const std::vector<array>& in) {
+    const array& x = in[0];
+    const array m = max(x, -1, true);
+    const array mb = broadcast_to(m, x.shape());
+    const array e = exp(x - mb);
+    const array s = sum(e, -1, true);
+    return std::vector<array>{e / s, m, e, mb, s * 2.0f + in[1]};
+  };
+  array x = random_array({12, 77}, float32, 37), b = random_array({12, 1}, float32, 38);
+  expect_same_as_eager(f, {x, b}, "hand out");
+  auto out = compile(f)({x, b});
+  EXPECT_EQ(primitive_counts(out[0])["CompiledRows"], 1);
+}
+
 TEST(Compile, StridedBroadcastAndScalarInputs) {
   auto f = [](const std::vector<array>& in) {
     return std::vector<array>{tanh(in[0] * in[1] + in[1]) - in[2]};

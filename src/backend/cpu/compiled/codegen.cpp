@@ -3,6 +3,7 @@
 // dtype, so a fused kernel rounds exactly where the eager kernels round.
 #include "backend/cpu/compiled/codegen.h"
 
+#include <algorithm>
 #include <sstream>
 #include <vector>
 
@@ -189,25 +190,28 @@ std::string fused_source(const Compiled& c, const std::string& layout) {
   return os.str();
 }
 
+namespace {
+
+// A reduction's start value and its combination of a and b, as the eager kernel combines.
+std::pair<std::string, std::string> reduction_terms(Primitive::FusedReduce op, const char* t) {
+  switch (op) {
+    case Primitive::FusedReduce::sum: return {std::string(t) + "(0)", "a + b"};
+    case Primitive::FusedReduce::max:  // NaN wins, as the eager kernel
+      return {"-std::numeric_limits<" + std::string(t) + ">::infinity()",
+              "((b > a) | (b != b)) ? b : a"};
+    default:
+      return {"std::numeric_limits<" + std::string(t) + ">::infinity()",
+              "((b < a) | (b != b)) ? b : a"};
+  }
+}
+
+}  // namespace
+
 std::string fused_reduce_source(const CompiledReduce& c, const std::string& layout) {
   const auto& in = c.input_dtypes();
   const char* t = cpp_type(c.output_dtypes()[0]);
   const std::string v = "t" + std::to_string(c.output_steps()[0]);
-  std::string init, combine;
-  switch (c.op()) {
-    case Primitive::FusedReduce::sum:
-      init = std::string(t) + "(0)";
-      combine = "a + b";
-      break;
-    case Primitive::FusedReduce::max:
-      init = "-std::numeric_limits<" + std::string(t) + ">::infinity()";
-      combine = "((b > a) | (b != b)) ? b : a";  // NaN wins, as the eager kernel
-      break;
-    default:
-      init = "std::numeric_limits<" + std::string(t) + ">::infinity()";
-      combine = "((b < a) | (b != b)) ? b : a";
-      break;
-  }
+  const auto [init, combine] = reduction_terms(c.op(), t);
   std::ostringstream os;
   os << "// Tessera fused reduction: " << c.program() << "\n// layout " << layout << "\n"
      << "#include <cstdint>\n#include <limits>\n#include \"backend/cpu/binary_ops.h\"\n"
@@ -233,6 +237,234 @@ std::string fused_reduce_source(const CompiledReduce& c, const std::string& layo
      << "  for (int w = 8; w > 0; w /= 2) {\n"
      << "    for (int l = 0; l < w; ++l) lanes[l] = combine(lanes[l], lanes[l + w]);\n  }\n"
      << "  *static_cast<" << t << "*>(out[0]) = combine(lanes[0], acc);\n}\n";
+  return os.str();
+}
+
+// Row kernel. Per row: the steps of level 'W' that need no reduction, then for each phase its
+// reductions (each over a loop that computes the row steps it needs) and the 'W' steps that
+// became computable, then one loop computing and storing the row outputs, and the per-row
+// outputs. Row steps are recomputed in every loop that needs them (the row is in cache).
+std::string fused_rows_source(const CompiledRows& c) {
+  const auto& in = c.input_dtypes();
+  const auto& steps = c.steps();
+  const std::string& kinds = c.kinds();
+  const std::string& levels = c.levels();
+  const std::string& roles = c.roles();
+  const size_t ns = steps.size();
+  // Phase of every step: a reduction's is one more than the latest phase among its arguments;
+  // any other step's is that latest phase (-1: it reads no reduction), so a level 'W' step is
+  // computed right after the phase its value waits for.
+  std::vector<int> phase(ns, -1);
+  int phases = 0;
+  for (size_t i = 0; i < ns; ++i) {
+    int dep = -1;
+    for (int a : steps[i].args) dep = a >= 0 ? std::max(dep, phase[a]) : dep;
+    phase[i] = kinds[i] == 'r' ? dep + 1 : dep;
+    if (kinds[i] == 'r') phases = std::max(phases, phase[i] + 1);
+  }
+  auto arg_expr = [&](int a) { return a < 0 ? "x" + std::to_string(-a - 1) : "t" + std::to_string(a); };
+  auto step_expr = [&](size_t i) {
+    if (kinds[i] == 'b') return arg_expr(steps[i].args[0]);
+    std::string e = steps[i].functor + "(";
+    for (size_t a = 0; a < steps[i].args.size(); ++a) e += (a ? ", " : "") + arg_expr(steps[i].args[a]);
+    return e + ")";
+  };
+  // The loops over a row: one per phase (its reductions' arguments), then one for the row
+  // outputs. Each computes the row steps (level 'R') its targets need, except that a step an
+  // earlier loop computed is stored there in a row buffer s<i> and loaded here (softmax's exp
+  // runs once per element: its sum's loop stores it, the division's loop loads it).
+  struct Loop {
+    std::vector<int> targets, need, loads, reads;
+  };
+  std::vector<Loop> loops(static_cast<size_t>(phases));
+  for (size_t i = 0; i < ns; ++i) {
+    if (kinds[i] == 'r') loops[static_cast<size_t>(phase[i])].targets.push_back(steps[i].args[0]);
+  }
+  const auto& outs = c.output_steps();
+  std::vector<int> row_outs;
+  for (int o : outs) {
+    if (levels[o] == 'R') row_outs.push_back(o);
+  }
+  if (!row_outs.empty()) loops.push_back(Loop{row_outs, {}, {}, {}});
+  std::vector<int> first(ns, -1);  // the loop that first computes a row step
+  std::vector<char> stored(ns, 0);
+  for (size_t L = 0; L < loops.size(); ++L) {
+    Loop& lp = loops[L];
+    std::vector<char> mark(ns, 0), load(ns, 0), rd(in.size(), 0);
+    std::vector<int> stack(lp.targets.begin(), lp.targets.end());
+    while (!stack.empty()) {
+      const int v = stack.back();
+      stack.pop_back();
+      if (v < 0) {
+        rd[-v - 1] = roles[-v - 1] == 'd';
+        continue;
+      }
+      if (levels[v] != 'R' || mark[v] || load[v]) continue;
+      if (first[v] >= 0 && kinds[v] != 'b') {  // a broadcast is only a copy: never stored
+        load[v] = stored[v] = 1;
+        continue;
+      }
+      mark[v] = 1;
+      for (int a : steps[v].args) stack.push_back(a);
+    }
+    for (size_t i = 0; i < ns; ++i) {
+      if (mark[i]) lp.need.push_back(static_cast<int>(i));
+      if (load[i]) lp.loads.push_back(static_cast<int>(i));
+      if (mark[i] && first[i] < 0) first[i] = static_cast<int>(L);
+    }
+    for (size_t k = 0; k < in.size(); ++k) {
+      if (rd[k]) lp.reads.push_back(static_cast<int>(k));
+    }
+  }
+  // A max or min reads its argument from a row (an input's, or the step's buffer s<i>, which its
+  // phase's loop fills) with the eager kernel's vectorised minmax_run; a sum combines 16 lanes
+  // inside its phase's loop, as the eager reduction does.
+  auto is_sum = [&](size_t r) {
+    std::vector<int> axes;
+    return steps[r].primitive->fused_reduction(&axes) == Primitive::FusedReduce::sum;
+  };
+  for (size_t i = 0; i < ns; ++i) {
+    if (kinds[i] == 'r' && !is_sum(i) && steps[i].args[0] >= 0) stored[steps[i].args[0]] = 1;
+  }
+  auto emit_row_body = [&](std::ostringstream& os, const Loop& lp, const char* j,
+                           const char* indent) {
+    for (int k : lp.reads) {
+      os << indent << "const " << cpp_type(in[k]) << " x" << k << " = "
+         << (in[k] == bool_ ? "0 != " : "") << "r" << k << '[' << j << "];\n";
+    }
+    for (int i : lp.loads) {
+      os << indent << "const " << cpp_type(steps[i].dtype) << " t" << i << " = s" << i << '['
+         << j << "];\n";
+    }
+    for (int i : lp.need) {
+      os << indent << "const " << cpp_type(steps[i].dtype) << " t" << i << " = " << step_expr(i)
+         << ";\n";
+      if (stored[i]) os << indent << "s" << i << '[' << j << "] = t" << i << ";\n";
+    }
+  };
+  auto emit_ready_w = [&](std::ostringstream& os, int ready) {
+    for (size_t i = 0; i < ns; ++i) {
+      if (levels[i] == 'W' && kinds[i] != 'r' && phase[i] == ready) {
+        os << "    const " << cpp_type(steps[i].dtype) << " t" << i << " = " << step_expr(i)
+           << ";\n";
+      }
+    }
+  };
+
+  std::ostringstream os;
+  os << "// Tessera row-fused kernel: " << c.program() << "\n"
+     << "#include <cstdint>\n#include <limits>\n#include <memory>\n"
+        "#include \"backend/cpu/binary_ops.h\"\n#include \"backend/cpu/simd.h\"\n"
+        "#include \"backend/cpu/unary_ops.h\"\n\n"
+        "extern \"C\" void tessera_fused(const void* const* in, void* const* out, int64_t b, "
+        "int64_t e, int, const int64_t* shape, const int64_t*) {\n"
+        "  const int64_t R = shape[0];\n";
+  for (size_t k = 0; k < in.size(); ++k) {
+    const char* t = in[k] == bool_ ? "uint8_t" : cpp_type(in[k]);
+    os << "  const " << t << "* p" << k << " = static_cast<const " << t << "*>(in[" << k << "]);\n";
+    if (roles[k] == 's') {
+      os << "  const " << cpp_type(in[k]) << " x" << k << " = " << (in[k] == bool_ ? "0 != " : "")
+         << "p" << k << "[0];\n";
+    }
+  }
+  for (size_t o = 0; o < outs.size(); ++o) {
+    const char* t = cpp_type(steps[outs[o]].dtype);
+    os << "  " << t << "* q" << o << " = static_cast<" << t << "*>(out[" << o << "]);\n";
+  }
+  for (size_t i = 0; i < ns; ++i) {
+    if (!stored[i]) continue;
+    const char* t = cpp_type(steps[i].dtype);
+    os << "  std::unique_ptr<" << t << "[]> s" << i << "_buf(new " << t << "[R]);\n  " << t
+       << "* s" << i << " = s" << i << "_buf.get();\n";
+  }
+  os << "  for (int64_t row = b; row < e; ++row) {\n";
+  for (size_t k = 0; k < in.size(); ++k) {
+    if (roles[k] == 'd') {
+      os << "    const auto* r" << k << " = p" << k << " + row * R;\n";
+    } else if (roles[k] == 'w') {
+      os << "    const " << cpp_type(in[k]) << " x" << k << " = " << (in[k] == bool_ ? "0 != " : "")
+         << "p" << k << "[row];\n";
+    }
+  }
+  emit_ready_w(os, -1);
+  for (int ph = 0; ph < phases; ++ph) {
+    const Loop& lp = loops[static_cast<size_t>(ph)];
+    std::vector<int> reds;
+    for (size_t i = 0; i < ns; ++i) {
+      if (kinds[i] == 'r' && phase[i] == ph) reds.push_back(static_cast<int>(i));
+    }
+    std::vector<int> sums;
+    for (int r : reds) {
+      const char* t = cpp_type(steps[r].dtype);
+      std::vector<int> axes;
+      const auto [init, combine] = reduction_terms(steps[r].primitive->fused_reduction(&axes), t);
+      os << "    " << t << " a" << r << " = " << init << ";\n";
+      if (!is_sum(static_cast<size_t>(r))) continue;
+      sums.push_back(r);
+      os << "    auto c" << r << " = [](" << t << " a, " << t << " b) { return " << combine
+         << "; };\n    " << t << " l" << r << "[16];\n    for (int l = 0; l < 16; ++l) l" << r
+         << "[l] = " << init << ";\n";
+    }
+    auto fold = [&](const std::string& acc, const char* indent) {
+      for (int r : sums) {
+        const std::string a = acc == "l" ? "l" + std::to_string(r) + "[l]" : "a" + std::to_string(r);
+        os << indent << a << " = c" << r << '(' << a << ", " << arg_expr(steps[r].args[0]) << ");\n";
+      }
+    };
+    if (sums.empty() && !lp.need.empty()) {
+      os << "#pragma GCC ivdep\n    for (int64_t j = 0; j < R; ++j) {\n";
+      emit_row_body(os, lp, "j", "      ");
+      os << "    }\n";
+    } else if (!sums.empty()) {
+      // As the eager reduction: one sequential loop below 32 elements, else 16 lanes, the
+      // tail, the lanes combined pairwise, then the tail's value.
+      os << "    if (R < 32) {\n      for (int64_t j = 0; j < R; ++j) {\n";
+      emit_row_body(os, lp, "j", "        ");
+      fold("a", "        ");
+      os << "      }\n    } else {\n      int64_t j = 0;\n      for (; j + 16 <= R; j += 16) {\n"
+         << "#pragma GCC unroll 16\n        for (int l = 0; l < 16; ++l) {\n"
+         << "          const int64_t k = j + l;\n";
+      emit_row_body(os, lp, "k", "          ");
+      fold("l", "          ");
+      os << "        }\n      }\n      for (; j < R; ++j) {\n";
+      emit_row_body(os, lp, "j", "        ");
+      fold("a", "        ");
+      os << "      }\n      for (int w = 8; w > 0; w /= 2) {\n        for (int l = 0; l < w; ++l) {\n";
+      for (int r : sums) os << "          l" << r << "[l] = c" << r << "(l" << r << "[l], l" << r << "[l + w]);\n";
+      os << "        }\n      }\n";
+      for (int r : sums) os << "      a" << r << " = c" << r << "(l" << r << "[0], a" << r << ");\n";
+      os << "    }\n";
+    }
+    // Max and min over their rows, as the eager kernel (sequential below 32 elements).
+    for (int r : reds) {
+      if (is_sum(static_cast<size_t>(r))) continue;
+      const int arg = steps[r].args[0];
+      const std::string v = arg < 0 ? "r" + std::to_string(-arg - 1) : "s" + std::to_string(arg);
+      std::vector<int> axes;
+      const bool mx = steps[r].primitive->fused_reduction(&axes) == Primitive::FusedReduce::max;
+      const std::string a = "a" + std::to_string(r);
+      os << "    if (R < 32) {\n      for (int64_t j = 0; j < R; ++j) " << a << " = " << v << "[j] "
+         << (mx ? '>' : '<') << ' ' << a << " || " << v << "[j] != " << v << "[j] ? " << v
+         << "[j] : " << a << ";\n    } else {\n      " << a << " = tessera::cpu::minmax_run<"
+         << (mx ? "true" : "false") << ">(" << v << ", static_cast<size_t>(R));\n    }\n";
+    }
+    for (int r : reds) {
+      os << "    const " << cpp_type(steps[r].dtype) << " t" << r << " = a" << r << ";\n";
+    }
+    emit_ready_w(os, ph);
+  }
+  if (!row_outs.empty()) {
+    os << "#pragma GCC ivdep\n    for (int64_t j = 0; j < R; ++j) {\n";
+    emit_row_body(os, loops.back(), "j", "      ");
+    for (size_t o = 0; o < outs.size(); ++o) {
+      if (levels[outs[o]] == 'R') os << "      q" << o << "[row * R + j] = t" << outs[o] << ";\n";
+    }
+    os << "    }\n";
+  }
+  for (size_t o = 0; o < outs.size(); ++o) {
+    if (levels[outs[o]] == 'W') os << "    q" << o << "[row] = t" << outs[o] << ";\n";
+  }
+  os << "  }\n}\n";
   return os.str();
 }
 

@@ -21,6 +21,11 @@ std::string fused_source(const Compiled& c, const std::string& layout);
 // the eager kernel's do.
 std::string fused_reduce_source(const CompiledReduce& c, const std::string& layout);
 
+// The kernel of a CompiledRows: rows [b, e) of length shape[0] (its inputs as their roles say,
+// dense). Each reduction combines a row as the eager reduction combines a contiguous row of at
+// most 2^15 elements (the eval falls back beyond), so the results equal the unfused ops'.
+std::string fused_rows_source(const CompiledRows& c);
+
 // The C++ type of a dtype's elements, as generated code spells it.
 const char* cpp_type(Dtype d);
 

@@ -2,7 +2,9 @@
 // its program and the layout of its inputs, split over the intra-op pool; when no kernel can be
 // built it runs the steps one by one with the eager kernels (same values, more memory traffic).
 #include <algorithm>
+#include <functional>
 #include <iostream>
+#include <numeric>
 #include <stdexcept>
 
 #include "backend/cpu/compiled/codegen.h"
@@ -77,11 +79,15 @@ struct CompiledKernels {
     cpu::FusedKernel k = nullptr;
     if (cpu::jit::compiler_available()) {
       try {
-        // "reduce:<layout>" asks for a CompiledReduce's kernel.
-        const bool reduce = layout.rfind("reduce:", 0) == 0;
-        k = cpu::jit::load(reduce ? cpu::fused_reduce_source(dynamic_cast<CompiledReduce&>(c),
-                                                             layout.substr(7))
-                                  : cpu::fused_source(c, layout));
+        // "reduce:<layout>" asks for a CompiledReduce's kernel, "rows" for a CompiledRows'.
+        if (layout == "rows") {
+          k = cpu::jit::load(cpu::fused_rows_source(dynamic_cast<CompiledRows&>(c)));
+        } else if (layout.rfind("reduce:", 0) == 0) {
+          k = cpu::jit::load(
+              cpu::fused_reduce_source(dynamic_cast<CompiledReduce&>(c), layout.substr(7)));
+        } else {
+          k = cpu::jit::load(cpu::fused_source(c, layout));
+        }
       } catch (const std::exception& e) {
         static std::once_flag warned;
         std::call_once(warned, [&] {
@@ -234,6 +240,64 @@ void CompiledReduce::eval_cpu(const std::vector<array>& inputs, std::vector<arra
   } else {
     reduce_rows(kernel, op_, in_ptrs, out.data<double>(), O, R);
   }
+}
+
+// Inputs as their roles say (dense rows, dense per-row values, single values) and rows of at
+// most 2 * kReduceBlock elements take the kernel, one row per call, rows split over the pool;
+// anything else runs the steps one by one with the eager kernels (the same values).
+void CompiledRows::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  auto [row, per_row] = row_shapes(inputs);
+  const size_t n = static_cast<size_t>(std::accumulate(row.begin(), row.end(), int64_t{1},
+                                                       std::multiplies<int64_t>()));
+  size_t R = 1;
+  for (int a : axes_) R *= static_cast<size_t>(row[static_cast<size_t>(a)]);
+  const size_t O = R == 0 ? 0 : n / R;
+  bool dense = n > 0 && R <= 2 * kReduceBlock;
+  for (size_t k = 0; k < inputs.size() && dense; ++k) {
+    const array& in = inputs[k];
+    dense = roles_[k] == 'd'   ? row_dense(in, n)
+            : roles_[k] == 'w' ? row_dense(in, O)
+                               : cpu::is_scalar_like(in);
+  }
+  cpu::FusedKernel kernel = dense ? CompiledKernels::get(*this, "rows") : nullptr;
+  if (!kernel) {
+    std::vector<array> values;
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      const FusedStep& st = steps_[i];
+      std::vector<array> args;
+      for (int a : st.args) args.push_back(a < 0 ? inputs[-a - 1] : values[a]);
+      array v(levels_[i] == 'R' ? row : per_row, st.dtype, st.primitive, args);
+      std::vector<array> outs{v};
+      st.primitive->eval_cpu(args, outs);
+      values.push_back(v);
+    }
+    for (size_t o = 0; o < outputs.size(); ++o) outputs[o].copy_shared_buffer(values[outputs_[o]]);
+    return;
+  }
+  // A row output may take over a dense row input nothing else holds: a row's inputs are all
+  // read (its reductions) before its outputs are written, element j before element j.
+  std::vector<bool> taken(inputs.size(), false);
+  std::vector<void*> out_ptrs;
+  for (auto& o : outputs) {
+    bool donated = false;
+    for (size_t k = 0; k < inputs.size() && !donated && o.size() == n; ++k) {
+      const array& in = inputs[k];
+      if (!taken[k] && roles_[k] == 'd' && in.is_donatable() && in.dtype() == o.dtype()) {
+        o.copy_shared_buffer(in, in.strides(), in.flags(), n, in.offset());
+        taken[k] = donated = true;
+      }
+    }
+    if (!donated) o.set_data(allocator::malloc(o.nbytes()));
+    out_ptrs.push_back(o.raw_data());
+  }
+  std::vector<const void*> in_ptrs;
+  for (auto& in : inputs) in_ptrs.push_back(in.raw_data());
+  const int64_t len = static_cast<int64_t>(R);
+  const size_t grain = std::max<size_t>(1, (size_t{1} << 15) / std::max<size_t>(R, 1));
+  detail::parallel_for(O, grain, [&](size_t b, size_t e) {
+    kernel(in_ptrs.data(), out_ptrs.data(), static_cast<int64_t>(b), static_cast<int64_t>(e), 1,
+           &len, nullptr);
+  });
 }
 
 void CompileInput::eval_cpu(const std::vector<array>&, array&) {
