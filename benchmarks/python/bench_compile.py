@@ -195,6 +195,31 @@ def first_call(cache):
                                 capture_output=True, text=True).stdout)
 
 
+CHAIN = 2000
+
+
+def trace_cost(mx, repeat):
+    """Per-op time of an eager chain of tiny adds with the timeline trace off and on (a slice per
+    kernel recorded), interleaved."""
+    x = mx.ones(4)
+    mx.eval(x)
+
+    def chain():
+        z = x
+        for _ in range(CHAIN):
+            z = z + 1.0
+        mx.eval(z)
+
+    off, on = [], []
+    with tempfile.TemporaryDirectory() as d:
+        for i in range(repeat):
+            off.append(timed(chain, 1)[0] / CHAIN)
+            mx.start_trace(os.path.join(d, f"t{i}.json"))
+            on.append(timed(chain, 1)[0] / CHAIN)
+            mx.stop_trace()
+    return off, on
+
+
 def fmt(ts):
     if not ts:
         return ""
@@ -219,6 +244,9 @@ def main():
             f = built.get(n, {}).get(case)
             if f is not None:
                 res[(n, case)] = timed(f, args.repeat)
+    trace_off, trace_on = [], []
+    if mods.get("tessera") is not None:
+        trace_off, trace_on = trace_cost(mods["tessera"], args.repeat)
     with tempfile.TemporaryDirectory() as d:
         cold = [first_call(os.path.join(d, f"cold{i}")) for i in range(3)]
         warm = [first_call(os.path.join(d, "cold0")) for _ in range(3)]
@@ -240,6 +268,11 @@ def main():
         print("Tessera compiled sum(x*x) / memcpy of x: %.2f"
               % (t["sum(x*x) compiled"] / statistics.median(res[("numpy", "memcpy of x (reference)")])))
     print(f"first call of a compiled function in a new process: cold cache {fmt(cold)}, warm cache {fmt(warm)}")
+    if trace_off:
+        off, on = statistics.median(trace_off), statistics.median(trace_on)
+        print(f"timeline trace, eager {CHAIN}-op lazy chain per op: off {fmt(trace_off)}, "
+              f"on {fmt(trace_on)} (on / off {on / off:.2f}x; off, each hook is one relaxed load "
+              "and a branch not taken)")
 
 
 if __name__ == "__main__":
