@@ -388,6 +388,52 @@ TEST(Compile, RowShapedGraphsFuseIntoOneKernelPerRow) {
   for (size_t i = 0; i < whole.size(); ++i) expect_close_to_eager(batched[i], whole[i], "vmap");
 }
 
+// Random row graphs: elementwise ops on rows and on per-row values, sums, maxima and minima of
+// rows (of inputs and of computed values, in up to three phases), per-row inputs and scalars,
+// outputs of both levels: the row-fused kernel against eager, each graph on three shapes (one
+// below the 32-element sequential limit).
+TEST(Compile, RandomRowGraphsMatchEager) {
+  int fused = 0;
+  for (uint64_t seed = 0; seed < 12; ++seed) {
+    auto f = [seed](const std::vector<array>& in) {
+      uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+      auto pick = [&](size_t n) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        return static_cast<size_t>((state >> 33) % n);
+      };
+      std::vector<array> rows{in[0], in[1]}, per_row{in[2]};
+      for (int k = 0; k < 10; ++k) {
+        const array& a = rows[pick(rows.size())];
+        const array& w = per_row[pick(per_row.size())];
+        switch (pick(8)) {
+          case 0: rows.push_back(tanh(a) * 2.0f + w); break;
+          case 1: rows.push_back(a - w); break;
+          case 2: rows.push_back(exp(a - max(a, -1, true))); break;
+          case 3: per_row.push_back(sum(a, -1, true)); break;
+          case 4: per_row.push_back(max(a * rows[pick(rows.size())], -1, true)); break;
+          case 5: per_row.push_back(min(abs(a), -1, true) + log1p(abs(w))); break;
+          case 6: rows.push_back(maximum(a, rows[pick(rows.size())]) / (abs(w) + 1.0f)); break;
+          default: rows.push_back(a * in[3]); break;
+        }
+      }
+      return std::vector<array>{rows.back(), per_row.back(), rows[rows.size() / 2]};
+    };
+    for (const Shape& s : std::vector<Shape>{{3, 20}, {5, 300}, {2, 3, 97}}) {
+      Shape w = s;
+      w.back() = 1;
+      std::vector<array> in{random_array(s, float32, seed + 40), random_array(s, float32, seed + 41),
+                            random_array(w, float32, seed + 42), array(0.75f)};
+      expect_same_as_eager(f, in, "random row graph " + std::to_string(seed));
+    }
+    auto out = compile(f)({random_array({4, 50}, float32, 1), random_array({4, 50}, float32, 2),
+                           random_array({4, 1}, float32, 3), array(0.5f)});
+    int rows_nodes = 0;
+    for (auto& o : out) rows_nodes += primitive_counts(o)["CompiledRows"];
+    fused += rows_nodes > 0;
+  }
+  EXPECT_GE(fused, 8) << "of 12 random graphs took the row kernel";
+}
+
 // Values of a row group read by other nodes come out of it; a broadcast of a reduction that is
 // returned stays a node of its own.
 TEST(Compile, RowGroupHandsOutWhatOthersRead) {

@@ -241,9 +241,8 @@ std::string fused_reduce_source(const CompiledReduce& c, const std::string& layo
 }
 
 // Row kernel. Per row: the steps of level 'W' that need no reduction, then for each phase its
-// reductions (each over a loop that computes the row steps it needs) and the 'W' steps that
-// became computable, then one loop computing and storing the row outputs, and the per-row
-// outputs. Row steps are recomputed in every loop that needs them (the row is in cache).
+// reductions (over a loop that computes the row steps they need) and the 'W' steps that became
+// computable, then one loop computing and storing the row outputs, and the per-row outputs.
 std::string fused_rows_source(const CompiledRows& c) {
   const auto& in = c.input_dtypes();
   const auto& steps = c.steps();
