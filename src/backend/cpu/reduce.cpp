@@ -128,14 +128,16 @@ constexpr size_t kBlock = size_t{1} << 14;  // elements per partial result of a 
 template <typename Op, typename T>
 typename Op::A reduce_run(const T* x, size_t n) {
   using A = typename Op::A;
-  if (n < 2 * kLanes) {  // short rows: lane set-up would dominate
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    if (n >= cpu::kMinMaxVectorFrom) {
+      if constexpr (std::is_same_v<Op, MaxOp<T>>) return cpu::minmax_run<true>(x, n);
+      if constexpr (std::is_same_v<Op, MinOp<T>>) return cpu::minmax_run<false>(x, n);
+    }
+  }
+  if (n < kLanes) {  // short rows: no full set of lanes
     A acc = Op::init();
     for (size_t i = 0; i < n; ++i) acc = Op::combine(acc, Op::load(x[i]));
     return acc;
-  }
-  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-    if constexpr (std::is_same_v<Op, MaxOp<T>>) return cpu::minmax_run<true>(x, n);
-    if constexpr (std::is_same_v<Op, MinOp<T>>) return cpu::minmax_run<false>(x, n);
   }
   A lanes[kLanes];
   for (auto& l : lanes) l = Op::init();

@@ -221,7 +221,7 @@ std::string fused_reduce_source(const CompiledReduce& c, const std::string& layo
         "extern \"C\" void tessera_fused(const void* const* in, void* const* out, int64_t b, "
         "int64_t e, int, const int64_t*, const int64_t*) {\n";
   emit_inputs(os, in, layout);
-  os << "  " << t << " acc = " << init << ";\n  if (e - b < 32) {\n"
+  os << "  " << t << " acc = " << init << ";\n  if (e - b < 16) {\n"
      << "    for (int64_t i = b; i < e; ++i) {\n";
   emit_body(os, c, layout, false, false, "i");
   os << "      acc = combine(acc, " << v << ");\n    }\n"
@@ -415,9 +415,9 @@ std::string fused_rows_source(const CompiledRows& c) {
       emit_row_body(os, lp, "j", "      ");
       os << "    }\n";
     } else if (!sums.empty()) {
-      // As the eager reduction: one sequential loop below 32 elements, else 16 lanes, the
+      // As the eager reduction: one sequential loop below 16 elements, else 16 lanes, the
       // tail, the lanes combined pairwise, then the tail's value.
-      os << "    if (R < 32) {\n      for (int64_t j = 0; j < R; ++j) {\n";
+      os << "    if (R < 16) {\n      for (int64_t j = 0; j < R; ++j) {\n";
       emit_row_body(os, lp, "j", "        ");
       fold("a", "        ");
       os << "      }\n    } else {\n      int64_t j = 0;\n      for (; j + 16 <= R; j += 16) {\n"
@@ -434,7 +434,8 @@ std::string fused_rows_source(const CompiledRows& c) {
       for (int r : sums) os << "      a" << r << " = c" << r << "(l" << r << "[0], a" << r << ");\n";
       os << "    }\n";
     }
-    // Max and min over their rows, as the eager kernel (sequential below 32 elements).
+    // Max and min over their rows, as the eager kernel: in order on short rows, else with its
+    // vectorised function.
     for (int r : reds) {
       if (is_sum(static_cast<size_t>(r))) continue;
       const int arg = steps[r].args[0];
@@ -442,7 +443,8 @@ std::string fused_rows_source(const CompiledRows& c) {
       std::vector<int> axes;
       const bool mx = steps[r].primitive->fused_reduction(&axes) == Primitive::FusedReduce::max;
       const std::string a = "a" + std::to_string(r);
-      os << "    if (R < 32) {\n      for (int64_t j = 0; j < R; ++j) " << a << " = " << v << "[j] "
+      os << "    if (R < static_cast<int64_t>(tessera::cpu::kMinMaxVectorFrom)) {\n"
+         << "      for (int64_t j = 0; j < R; ++j) " << a << " = " << v << "[j] "
          << (mx ? '>' : '<') << ' ' << a << " || " << v << "[j] != " << v << "[j] ? " << v
          << "[j] : " << a << ";\n    } else {\n      " << a << " = tessera::cpu::minmax_run<"
          << (mx ? "true" : "false") << ">(" << v << ", static_cast<size_t>(R));\n    }\n";

@@ -17,7 +17,7 @@ std::string fused_source(const Compiled& c, const std::string& layout);
 
 // The kernel of a CompiledReduce for flat layouts ('d' and 's' only): it reduces the value at
 // the flat elements [b, e) into out[0][0], with the eager reduction's order (16 lanes combined
-// pairwise, then the tail; one sequential loop below 32 elements), so its partials combine as
+// pairwise, then the tail; one sequential loop below 16 elements), so its partials combine as
 // the eager kernel's do.
 std::string fused_reduce_source(const CompiledReduce& c, const std::string& layout);
 
