@@ -29,7 +29,7 @@ Compiled::Compiled(Stream s, std::vector<Dtype> input_dtypes, std::vector<FusedS
 }
 
 void Compiled::print(std::ostream& os) const {
-  os << "Compiled(";
+  os << name() << '(';
   for (size_t i = 0; i < steps_.size(); ++i) os << (i ? "," : "") << steps_[i].primitive->name();
   os << ")";
 }
@@ -106,12 +106,6 @@ CompiledRows::CompiledRows(Stream s, std::vector<Dtype> input_dtypes, std::vecto
       axes_(std::move(axes)) {
   program_ += ";rows " + kinds_ + " " + levels_ + " " + roles_ + " axes";
   for (int a : axes_) program_ += " " + std::to_string(a);
-}
-
-void CompiledRows::print(std::ostream& os) const {
-  os << "CompiledRows(";
-  for (size_t i = 0; i < steps_.size(); ++i) os << (i ? "," : "") << steps_[i].primitive->name();
-  os << ")";
 }
 
 std::pair<Shape, Shape> CompiledRows::row_shapes(const std::vector<array>& inputs) const {

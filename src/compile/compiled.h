@@ -100,7 +100,6 @@ class CompiledRows : public Compiled {
                std::string roles, std::vector<int> axes);
   void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
   const char* name() const override { return "CompiledRows"; }
-  void print(std::ostream& os) const override;
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
   std::vector<array> unfused(const std::vector<array>& inputs) const override;
   const std::string& kinds() const { return kinds_; }
