@@ -43,8 +43,9 @@ std::optional<Rows> seed(const Graph& g, const GraphNode& n) {
   const int nd = static_cast<int>(row.size());
   std::vector<int> sorted = axes;
   std::sort(sorted.begin(), sorted.end());
+  const int first = nd - static_cast<int>(sorted.size());
   for (size_t i = 0; i < sorted.size(); ++i) {
-    if (sorted[i] != nd - static_cast<int>(sorted.size()) + static_cast<int>(i)) return std::nullopt;
+    if (sorted[i] != first + static_cast<int>(i)) return std::nullopt;
   }
   Rows r{row, row, sorted, n.primitive->stream()};
   for (int a : sorted) r.per_row[static_cast<size_t>(a)] = 1;

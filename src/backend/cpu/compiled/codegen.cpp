@@ -261,11 +261,15 @@ std::string fused_rows_source(const CompiledRows& c) {
     phase[i] = kinds[i] == 'r' ? dep + 1 : dep;
     if (kinds[i] == 'r') phases = std::max(phases, phase[i] + 1);
   }
-  auto arg_expr = [&](int a) { return a < 0 ? "x" + std::to_string(-a - 1) : "t" + std::to_string(a); };
+  auto arg_expr = [](int a) {
+    return a < 0 ? "x" + std::to_string(-a - 1) : "t" + std::to_string(a);
+  };
   auto step_expr = [&](size_t i) {
     if (kinds[i] == 'b') return arg_expr(steps[i].args[0]);
     std::string e = steps[i].functor + "(";
-    for (size_t a = 0; a < steps[i].args.size(); ++a) e += (a ? ", " : "") + arg_expr(steps[i].args[a]);
+    for (size_t a = 0; a < steps[i].args.size(); ++a) {
+      e += (a ? ", " : "") + arg_expr(steps[i].args[a]);
+    }
     return e + ")";
   };
   // The loops over a row: one per phase (its reductions' arguments), then one for the row
@@ -404,10 +408,12 @@ std::string fused_rows_source(const CompiledRows& c) {
          << "; };\n    " << t << " l" << r << "[16];\n    for (int l = 0; l < 16; ++l) l" << r
          << "[l] = " << init << ";\n";
     }
+    // "acc = c<r>(acc, value);" for every sum, acc its lane ("l") or its tail ("a").
     auto fold = [&](const std::string& acc, const char* indent) {
       for (int r : sums) {
-        const std::string a = acc == "l" ? "l" + std::to_string(r) + "[l]" : "a" + std::to_string(r);
-        os << indent << a << " = c" << r << '(' << a << ", " << arg_expr(steps[r].args[0]) << ");\n";
+        const std::string a = acc + std::to_string(r) + (acc == "l" ? "[l]" : "");
+        os << indent << a << " = c" << r << '(' << a << ", " << arg_expr(steps[r].args[0])
+           << ");\n";
       }
     };
     if (sums.empty() && !lp.need.empty()) {
@@ -428,10 +434,15 @@ std::string fused_rows_source(const CompiledRows& c) {
       os << "        }\n      }\n      for (; j < R; ++j) {\n";
       emit_row_body(os, lp, "j", "        ");
       fold("a", "        ");
-      os << "      }\n      for (int w = 8; w > 0; w /= 2) {\n        for (int l = 0; l < w; ++l) {\n";
-      for (int r : sums) os << "          l" << r << "[l] = c" << r << "(l" << r << "[l], l" << r << "[l + w]);\n";
+      os << "      }\n      for (int w = 8; w > 0; w /= 2) {\n"
+         << "        for (int l = 0; l < w; ++l) {\n";
+      for (int r : sums) {
+        os << "          l" << r << "[l] = c" << r << "(l" << r << "[l], l" << r << "[l + w]);\n";
+      }
       os << "        }\n      }\n";
-      for (int r : sums) os << "      a" << r << " = c" << r << "(l" << r << "[0], a" << r << ");\n";
+      for (int r : sums) {
+        os << "      a" << r << " = c" << r << "(l" << r << "[0], a" << r << ");\n";
+      }
       os << "    }\n";
     }
     // Max and min over their rows, as the eager kernel: in order on short rows, else with its
