@@ -319,15 +319,11 @@ std::string fused_rows_source(const CompiledRows& c) {
       if (rd[k]) lp.reads.push_back(static_cast<int>(k));
     }
   }
-  // A max or min reads its argument from a row (an input's, or the step's buffer s<i>, which its
-  // phase's loop fills) with the eager kernel's vectorised minmax_run; a sum combines 16 lanes
-  // inside its phase's loop, as the eager reduction does.
-  auto is_sum = [&](size_t r) {
-    std::vector<int> axes;
-    return steps[r].primitive->fused_reduction(&axes) == Primitive::FusedReduce::sum;
-  };
+  // A reduction reads its argument from a row: an input's, or the step's buffer s<i>, which its
+  // phase's loop fills. The loops that compute values stay free of reductions, so the compiler
+  // vectorises them; the reductions then combine the row as the eager kernel does.
   for (size_t i = 0; i < ns; ++i) {
-    if (kinds[i] == 'r' && !is_sum(i) && steps[i].args[0] >= 0) stored[steps[i].args[0]] = 1;
+    if (kinds[i] == 'r' && steps[i].args[0] >= 0) stored[steps[i].args[0]] = 1;
   }
   auto emit_row_body = [&](std::ostringstream& os, const Loop& lp, const char* j,
                            const char* indent) {
@@ -352,6 +348,56 @@ std::string fused_rows_source(const CompiledRows& c) {
            << ";\n";
       }
     }
+  };
+
+  // A loop over the row computing lp's steps and storing the outputs `stores` (indices into the
+  // outputs), in blocks of 16 elements (a loop of fixed length, which the compiler vectorises
+  // whole); the last elements of a row of 16 or more are the last full block again, which
+  // recomputes some values with the same result (the inputs are never written: no output takes
+  // over an input's buffer). A loop over the R % 16 left would run one element at a time: a
+  // softmax over rows of 31 took twice as long.
+  auto emit_block_loop = [&](std::ostringstream& os, const Loop& lp,
+                             const std::vector<int>& stores) {
+    os << "    {\n      auto block = [&](int64_t j0, int64_t n) {\n#pragma GCC ivdep\n"
+       << "        for (int64_t j = j0; j < j0 + n; ++j) {\n";
+    emit_row_body(os, lp, "j", "          ");
+    for (int o : stores) os << "          q" << o << "[row * R + j] = t" << outs[o] << ";\n";
+    os << "        }\n      };\n      int64_t j = 0;\n"
+       << "      for (; j + 16 <= R; j += 16) block(j, 16);\n"
+       << "      if (j < R) block(R >= 16 ? R - 16 : j, R >= 16 ? 16 : R - j);\n    }\n";
+  };
+  // Reduction r over its row (an input's or a buffer), in the eager kernel's order: a sum in
+  // order below 16 elements, else 16 lanes, the tail, the lanes combined pairwise, then the
+  // tail's value; a max or min in order below kMinMaxVectorFrom, else the eager minmax_run.
+  auto emit_reduction = [&](std::ostringstream& os, int r) {
+    const char* t = cpp_type(steps[r].dtype);
+    const int arg = steps[r].args[0];
+    const std::string v = arg < 0 ? "r" + std::to_string(-arg - 1) : "s" + std::to_string(arg);
+    const std::string a = "a" + std::to_string(r);
+    std::vector<int> axes;
+    const auto op = steps[r].primitive->fused_reduction(&axes);
+    const auto [init, combine] = reduction_terms(op, t);
+    os << "    " << t << ' ' << a << " = " << init << ";\n    {\n      const auto* v = " << v
+       << ";\n      auto c = [](" << t << " a, " << t << " b) { return " << combine << "; };\n";
+    if (op != Primitive::FusedReduce::sum) {
+      os << "      if (R < static_cast<int64_t>(tessera::cpu::kMinMaxVectorFrom)) {\n"
+         << "        for (int64_t j = 0; j < R; ++j) " << a << " = c(" << a << ", v[j]);\n"
+         << "      } else {\n        " << a << " = tessera::cpu::minmax_run<"
+         << (op == Primitive::FusedReduce::max ? "true" : "false")
+         << ">(v, static_cast<size_t>(R));\n      }\n    }\n";
+    } else {
+      os << "      if (R < 16) {\n        for (int64_t j = 0; j < R; ++j) " << a << " = c(" << a
+         << ", v[j]);\n      } else {\n        " << t << " l[16];\n"
+         << "        for (int i = 0; i < 16; ++i) l[i] = " << init << ";\n"
+         << "        int64_t j = 0;\n        for (; j + 16 <= R; j += 16) {\n"
+         << "#pragma GCC unroll 16\n"
+         << "          for (int i = 0; i < 16; ++i) l[i] = c(l[i], v[j + i]);\n        }\n"
+         << "        for (; j < R; ++j) " << a << " = c(" << a << ", v[j]);\n"
+         << "        for (int w = 8; w > 0; w /= 2) {\n"
+         << "          for (int i = 0; i < w; ++i) l[i] = c(l[i], l[i + w]);\n        }\n"
+         << "        " << a << " = c(l[0], " << a << ");\n      }\n    }\n";
+    }
+    os << "    const " << t << " t" << r << " = " << a << ";\n";
   };
 
   std::ostringstream os;
@@ -392,86 +438,18 @@ std::string fused_rows_source(const CompiledRows& c) {
   emit_ready_w(os, -1);
   for (int ph = 0; ph < phases; ++ph) {
     const Loop& lp = loops[static_cast<size_t>(ph)];
-    std::vector<int> reds;
-    for (size_t i = 0; i < ns; ++i) {
-      if (kinds[i] == 'r' && phase[i] == ph) reds.push_back(static_cast<int>(i));
-    }
-    std::vector<int> sums;
-    for (int r : reds) {
-      const char* t = cpp_type(steps[r].dtype);
-      std::vector<int> axes;
-      const auto [init, combine] = reduction_terms(steps[r].primitive->fused_reduction(&axes), t);
-      os << "    " << t << " a" << r << " = " << init << ";\n";
-      if (!is_sum(static_cast<size_t>(r))) continue;
-      sums.push_back(r);
-      os << "    auto c" << r << " = [](" << t << " a, " << t << " b) { return " << combine
-         << "; };\n    " << t << " l" << r << "[16];\n    for (int l = 0; l < 16; ++l) l" << r
-         << "[l] = " << init << ";\n";
-    }
-    // "acc = c<r>(acc, value);" for every sum, acc its lane ("l") or its tail ("a").
-    auto fold = [&](const std::string& acc, const char* indent) {
-      for (int r : sums) {
-        const std::string a = acc + std::to_string(r) + (acc == "l" ? "[l]" : "");
-        os << indent << a << " = c" << r << '(' << a << ", " << arg_expr(steps[r].args[0])
-           << ");\n";
-      }
-    };
-    if (sums.empty() && !lp.need.empty()) {
-      os << "#pragma GCC ivdep\n    for (int64_t j = 0; j < R; ++j) {\n";
-      emit_row_body(os, lp, "j", "      ");
-      os << "    }\n";
-    } else if (!sums.empty()) {
-      // As the eager reduction: one sequential loop below 16 elements, else 16 lanes, the
-      // tail, the lanes combined pairwise, then the tail's value.
-      os << "    if (R < 16) {\n      for (int64_t j = 0; j < R; ++j) {\n";
-      emit_row_body(os, lp, "j", "        ");
-      fold("a", "        ");
-      os << "      }\n    } else {\n      int64_t j = 0;\n      for (; j + 16 <= R; j += 16) {\n"
-         << "#pragma GCC unroll 16\n        for (int l = 0; l < 16; ++l) {\n"
-         << "          const int64_t k = j + l;\n";
-      emit_row_body(os, lp, "k", "          ");
-      fold("l", "          ");
-      os << "        }\n      }\n      for (; j < R; ++j) {\n";
-      emit_row_body(os, lp, "j", "        ");
-      fold("a", "        ");
-      os << "      }\n      for (int w = 8; w > 0; w /= 2) {\n"
-         << "        for (int l = 0; l < w; ++l) {\n";
-      for (int r : sums) {
-        os << "          l" << r << "[l] = c" << r << "(l" << r << "[l], l" << r << "[l + w]);\n";
-      }
-      os << "        }\n      }\n";
-      for (int r : sums) {
-        os << "      a" << r << " = c" << r << "(l" << r << "[0], a" << r << ");\n";
-      }
-      os << "    }\n";
-    }
-    // Max and min over their rows, as the eager kernel: in order on short rows, else with its
-    // vectorised function.
-    for (int r : reds) {
-      if (is_sum(static_cast<size_t>(r))) continue;
-      const int arg = steps[r].args[0];
-      const std::string v = arg < 0 ? "r" + std::to_string(-arg - 1) : "s" + std::to_string(arg);
-      std::vector<int> axes;
-      const bool mx = steps[r].primitive->fused_reduction(&axes) == Primitive::FusedReduce::max;
-      const std::string a = "a" + std::to_string(r);
-      os << "    if (R < static_cast<int64_t>(tessera::cpu::kMinMaxVectorFrom)) {\n"
-         << "      for (int64_t j = 0; j < R; ++j) " << a << " = " << v << "[j] "
-         << (mx ? '>' : '<') << ' ' << a << " || " << v << "[j] != " << v << "[j] ? " << v
-         << "[j] : " << a << ";\n    } else {\n      " << a << " = tessera::cpu::minmax_run<"
-         << (mx ? "true" : "false") << ">(" << v << ", static_cast<size_t>(R));\n    }\n";
-    }
-    for (int r : reds) {
-      os << "    const " << cpp_type(steps[r].dtype) << " t" << r << " = a" << r << ";\n";
+    if (!lp.need.empty()) emit_block_loop(os, lp, {});
+    for (size_t r = 0; r < ns; ++r) {
+      if (kinds[r] == 'r' && phase[r] == ph) emit_reduction(os, static_cast<int>(r));
     }
     emit_ready_w(os, ph);
   }
   if (!row_outs.empty()) {
-    os << "#pragma GCC ivdep\n    for (int64_t j = 0; j < R; ++j) {\n";
-    emit_row_body(os, loops.back(), "j", "      ");
+    std::vector<int> stores;
     for (size_t o = 0; o < outs.size(); ++o) {
-      if (levels[outs[o]] == 'R') os << "      q" << o << "[row * R + j] = t" << outs[o] << ";\n";
+      if (levels[outs[o]] == 'R') stores.push_back(static_cast<int>(o));
     }
-    os << "    }\n";
+    emit_block_loop(os, loops.back(), stores);
   }
   for (size_t o = 0; o < outs.size(); ++o) {
     if (levels[outs[o]] == 'W') os << "    q" << o << "[row] = t" << outs[o] << ";\n";

@@ -23,7 +23,9 @@ std::string fused_reduce_source(const CompiledReduce& c, const std::string& layo
 
 // The kernel of a CompiledRows: rows [b, e) of length shape[0] (its inputs as their roles say,
 // dense). Each reduction combines a row as the eager reduction combines a contiguous row of at
-// most 2^15 elements (the eval falls back beyond), so the results equal the unfused ops'.
+// most 2^15 elements (the eval falls back beyond), so the results equal the unfused ops'. The
+// last block of a row recomputes elements it already wrote: the outputs must not share memory
+// with the inputs.
 std::string fused_rows_source(const CompiledRows& c);
 
 // The C++ type of a dtype's elements, as generated code spells it.

@@ -274,20 +274,11 @@ void CompiledRows::eval_cpu(const std::vector<array>& inputs, std::vector<array>
     for (size_t o = 0; o < outputs.size(); ++o) outputs[o].copy_shared_buffer(values[outputs_[o]]);
     return;
   }
-  // A row output may take over a dense row input nothing else holds: a row's inputs are all
-  // read (its reductions) before its outputs are written, element j before element j.
-  std::vector<bool> taken(inputs.size(), false);
+  // No output takes over an input's buffer: the kernel's last block of a row recomputes some
+  // elements from the inputs after writing them (codegen.h).
   std::vector<void*> out_ptrs;
   for (auto& o : outputs) {
-    bool donated = false;
-    for (size_t k = 0; k < inputs.size() && !donated && o.size() == n; ++k) {
-      const array& in = inputs[k];
-      if (!taken[k] && roles_[k] == 'd' && in.is_donatable() && in.dtype() == o.dtype()) {
-        o.copy_shared_buffer(in, in.strides(), in.flags(), n, in.offset());
-        taken[k] = donated = true;
-      }
-    }
-    if (!donated) o.set_data(allocator::malloc(o.nbytes()));
+    o.set_data(allocator::malloc(o.nbytes()));
     out_ptrs.push_back(o.raw_data());
   }
   std::vector<const void*> in_ptrs;
