@@ -20,6 +20,8 @@ import time
 
 import numpy as np
 
+from bench_py import CHAIN, case_chain
+
 N_CHAIN = 4 * 1024 * 1024
 N_SQ = 4096
 
@@ -195,21 +197,10 @@ def first_call(cache):
                                 capture_output=True, text=True).stdout)
 
 
-CHAIN = 2000
-
-
 def trace_cost(mx, repeat):
-    """Per-op time of an eager chain of tiny adds with the timeline trace off and on (a slice per
-    kernel recorded), interleaved."""
-    x = mx.ones(4)
-    mx.eval(x)
-
-    def chain():
-        z = x
-        for _ in range(CHAIN):
-            z = z + 1.0
-        mx.eval(z)
-
+    """Per-op time of bench_py's eager chain of tiny adds with the timeline trace off and on (a
+    slice per kernel recorded), interleaved."""
+    chain = case_chain("tessera", mx)
     off, on = [], []
     with tempfile.TemporaryDirectory() as d:
         for i in range(repeat):
