@@ -88,7 +88,6 @@ void fuse_rows(Graph& g) {
   }
   const std::unordered_set<int> is_output(g.outputs.begin(), g.outputs.end());
   std::vector<int> group_of(nn, -1);
-  std::vector<std::shared_ptr<Primitive>> replaced;  // per group: its CompiledRows
   std::vector<GraphNode> added;
   std::vector<char> keep(nn, 1);
   int groups = 0;
@@ -175,11 +174,12 @@ void fuse_rows(Graph& g) {
         out_values.push_back(v);
       }
     };
+    std::vector<char> outside(nn, 0);  // members whose value is read outside or returned
     for (int m : members) {
       const int v = g.nodes[m].outputs[0];
-      bool outside = is_output.count(v) != 0;
-      for (int c : readers[v]) outside = outside || !in_group[c];
-      if (!outside) continue;
+      outside[m] = is_output.count(v) != 0;
+      for (int c : readers[v]) outside[m] = outside[m] || !in_group[c];
+      if (!outside[m]) continue;
       if (kind[m] == 'b') {
         const int src = g.nodes[m].inputs[0];
         if (producer[src] >= 0 && in_group[producer[src]]) hand_out(src);
@@ -196,19 +196,18 @@ void fuse_rows(Graph& g) {
     std::string kinds, levels;
     for (int m : members) {
       const GraphNode& n = g.nodes[m];
-      const char* f = n.primitive->fused_functor();
-      FusedStep st{n.primitive, kind[m] == 'e' ? f : kind[m] == 'r' ? "reduce" : "broadcast",
-                   g.dtypes[n.outputs[0]], {}};
-      for (int v : n.inputs) {
-        auto it = step_of.find(v);
-        st.args.push_back(it != step_of.end() ? it->second : -input_of.at(v) - 1);
-      }
+      std::string functor = kind[m] == 'e' ? n.primitive->fused_functor() : "broadcast";
       if (kind[m] == 'r') {
         std::vector<int> axes;
         const auto op = n.primitive->fused_reduction(&axes);
-        st.functor = op == Primitive::FusedReduce::sum   ? "reduce sum"
-                     : op == Primitive::FusedReduce::max ? "reduce max"
-                                                         : "reduce min";
+        functor = op == Primitive::FusedReduce::sum   ? "reduce sum"
+                  : op == Primitive::FusedReduce::max ? "reduce max"
+                                                      : "reduce min";
+      }
+      FusedStep st{n.primitive, std::move(functor), g.dtypes[n.outputs[0]], {}};
+      for (int v : n.inputs) {
+        auto it = step_of.find(v);
+        st.args.push_back(it != step_of.end() ? it->second : -input_of.at(v) - 1);
       }
       step_of.emplace(n.outputs[0], static_cast<int>(steps.size()));
       steps.push_back(std::move(st));
@@ -223,10 +222,7 @@ void fuse_rows(Graph& g) {
                                                std::move(roles), rows->axes);
     for (int m : members) {
       group_of[m] = groups;
-      // A broadcast read outside stays, reading the group's output.
-      bool outside = false;
-      for (int c : readers[g.nodes[m].outputs[0]]) outside = outside || !in_group[c];
-      keep[m] = kind[m] == 'b' && (outside || is_output.count(g.nodes[m].outputs[0]));
+      keep[m] = kind[m] == 'b' && outside[m];  // a broadcast read outside stays a node
     }
     added.push_back(GraphNode{std::move(prim), std::move(inputs), std::move(out_values)});
     ++groups;
