@@ -51,13 +51,15 @@ bool collapse(const Shape& shape, const std::vector<array>& inputs, std::vector<
 }
 
 // Step by step with the eager kernels (no compiler, or a layout the kernels do not take).
-void run_unfused(const Compiled& c, const std::vector<array>& inputs, std::vector<array>& outputs) {
+// `shapes`: each step's output shape (CompiledRows); empty: every step has the output's.
+void run_unfused(const Compiled& c, const std::vector<array>& inputs, std::vector<array>& outputs,
+                 const std::vector<Shape>& shapes = {}) {
   std::vector<array> values;
-  const Shape& shape = outputs[0].shape();
   for (auto& st : c.steps()) {
     std::vector<array> args;
     for (int a : st.args) args.push_back(a < 0 ? inputs[-a - 1] : values[a]);
-    array v(shape, st.dtype, st.primitive, args);
+    array v(shapes.empty() ? outputs[0].shape() : shapes[values.size()], st.dtype, st.primitive,
+            args);
     std::vector<array> outs{v};
     st.primitive->eval_cpu(args, outs);
     values.push_back(v);
@@ -261,17 +263,9 @@ void CompiledRows::eval_cpu(const std::vector<array>& inputs, std::vector<array>
   }
   cpu::FusedKernel kernel = dense ? CompiledKernels::get(*this, "rows") : nullptr;
   if (!kernel) {
-    std::vector<array> values;
-    for (size_t i = 0; i < steps_.size(); ++i) {
-      const FusedStep& st = steps_[i];
-      std::vector<array> args;
-      for (int a : st.args) args.push_back(a < 0 ? inputs[-a - 1] : values[a]);
-      array v(levels_[i] == 'R' ? row : per_row, st.dtype, st.primitive, args);
-      std::vector<array> outs{v};
-      st.primitive->eval_cpu(args, outs);
-      values.push_back(v);
-    }
-    for (size_t o = 0; o < outputs.size(); ++o) outputs[o].copy_shared_buffer(values[outputs_[o]]);
+    std::vector<Shape> shapes;
+    for (char level : levels_) shapes.push_back(level == 'R' ? row : per_row);
+    run_unfused(*this, inputs, outputs, shapes);
     return;
   }
   // No output takes over an input's buffer: the kernel's last block of a row recomputes some
