@@ -89,10 +89,12 @@ TEST(Gemm, EveryTransposeAndRaggedShapeHasTheBitsOfTheFmaChainReference) {
   struct Shape3 {
     int64_t m, n, k;
   };
-  // Tile edges (m % 12, m % 6, n % 32, n % 16), a task's 96 rows and 256 columns, one K block
+  // Tile edges (m % 12 of 1, 3, 4, 5, 8 and 10 rows: the 4-, 8- and 12-row edge kernels, into C
+  // or a scratch tile; m % 6, n % 32, n % 16), a task's 96 rows and 256 columns, one K block
   // exactly, K across two and three blocks, a K of 1.
-  const Shape3 shapes[] = {{8, 16, 1},    {13, 33, 7},   {37, 50, 300}, {96, 256, 256},
-                           {101, 70, 513}, {25, 17, 600}, {200, 300, 64}};
+  const Shape3 shapes[] = {{8, 16, 1},     {13, 33, 7},    {37, 50, 300}, {96, 256, 256},
+                           {101, 70, 513}, {25, 17, 600},  {200, 300, 64}, {64, 64, 20},
+                           {22, 40, 9},    {15, 32, 260}};
   const float ab[][2] = {{1.0f, 0.0f}, {2.0f, 0.5f}, {-0.75f, 1.0f}};
   uint32_t seed = 1;
   for (const Shape3& s : shapes) {

@@ -50,20 +50,23 @@ inline float updated(float acc, float c, const Update& u) {
 
 #if defined(__x86_64__)
 
-// C[12 x 32] (rows ldc apart) updated by pa (kc x 12, packed) @ pb (kc x 32, packed); with
-// `raw`, the sums themselves are stored (a scratch tile for the edges).
+// C[R x 32] (rows ldc apart) updated by the first R rows of pa (kc x 12, packed) @ pb (kc x 32,
+// packed); with `raw`, the sums themselves are stored (a scratch tile for the edges). R = 12 is
+// the tile; 4 and 8 serve the last rows of a block (a 256-row product ends with 4: a 12-row
+// tile there did three times the work).
+template <int R>
 __attribute__((target("avx512f"))) void tile_avx512(int64_t kc, const float* pa, const float* pb,
                                                     float* c, int64_t ldc, const Update& u,
                                                     bool raw) {
-  __m512 acc[12][2];
+  __m512 acc[R][2];
 #pragma GCC unroll 12
-  for (int i = 0; i < 12; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
 #pragma GCC unroll 2
   for (int64_t kk = 0; kk < kc; ++kk) {
     const __m512 b0 = _mm512_loadu_ps(pb + kk * 32), b1 = _mm512_loadu_ps(pb + kk * 32 + 16);
     const float* ak = pa + kk * 12;
 #pragma GCC unroll 12
-    for (int i = 0; i < 12; ++i) {
+    for (int i = 0; i < R; ++i) {
       const __m512 x = _mm512_set1_ps(ak[i]);
       acc[i][0] = _mm512_fmadd_ps(x, b0, acc[i][0]);
       acc[i][1] = _mm512_fmadd_ps(x, b1, acc[i][1]);
@@ -71,7 +74,7 @@ __attribute__((target("avx512f"))) void tile_avx512(int64_t kc, const float* pa,
   }
   const __m512 va = _mm512_set1_ps(u.alpha), vb = _mm512_set1_ps(u.beta);
 #pragma GCC unroll 12
-  for (int i = 0; i < 12; ++i) {
+  for (int i = 0; i < R; ++i) {
     for (int h = 0; h < 2; ++h) {
       float* p = c + i * ldc + 16 * h;
       __m512 r = acc[i][h];
@@ -132,6 +135,12 @@ bool cpu_has(GemmIsa isa) {
 }
 
 using TileFn = void (*)(int64_t, const float*, const float*, float*, int64_t, const Update&, bool);
+// The kernel for the last h < MR rows of a block and how many rows it computes (at least h).
+struct EdgeTile {
+  TileFn fn;
+  int64_t rows;
+};
+using EdgeFn = EdgeTile (*)(int64_t h);
 
 #if defined(__x86_64__)
 
@@ -274,7 +283,7 @@ inline void pause() {
 }
 
 template <int MR, int NR>
-void sgemm_tiles(TileFn tile, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+void sgemm_tiles(TileFn tile, EdgeFn edge, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                  const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                  int64_t ldc) {
   const int64_t chunk = std::max<int64_t>(NR, kMaxPackedB / k / NR * NR);
@@ -331,11 +340,12 @@ void sgemm_tiles(TileFn tile, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                 const float* pa = abuf.data() + (r0 / MR) * kcl * MR;
                 const int64_t h = std::min<int64_t>(MR, rows - r0);
                 float* cp = c + (i0 + r0) * ldc + n0 + p * NR;
-                if (h == MR && w == NR) {
-                  tile(kcl, pa, pb, cp, ldc, u, false);
+                const EdgeTile t = h == MR ? EdgeTile{tile, MR} : edge(h);
+                if (t.rows == h && w == NR) {
+                  t.fn(kcl, pa, pb, cp, ldc, u, false);
                   continue;
                 }
-                tile(kcl, pa, pb, scratch, NR, u, true);
+                t.fn(kcl, pa, pb, scratch, NR, u, true);
                 for (int64_t i = 0; i < h; ++i) {
                   for (int64_t j = 0; j < w; ++j) {
                     cp[i * ldc + j] = updated(scratch[i * NR + j], cp[i * ldc + j], u);
@@ -368,9 +378,16 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const
   }
 #if defined(__x86_64__)
   if (isa == GemmIsa::Avx512) {
-    sgemm_tiles<12, 32>(tile_avx512, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    const EdgeFn edge = [](int64_t h) {
+      return h <= 4 ? EdgeTile{tile_avx512<4>, 4}
+             : h <= 8 ? EdgeTile{tile_avx512<8>, 8}
+                      : EdgeTile{tile_avx512<12>, 12};
+    };
+    sgemm_tiles<12, 32>(tile_avx512<12>, edge, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                        ldc);
   } else {
-    sgemm_tiles<6, 16>(tile_avx2, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    const EdgeFn edge = [](int64_t) { return EdgeTile{tile_avx2, 6}; };
+    sgemm_tiles<6, 16>(tile_avx2, edge, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
 #endif
 }
