@@ -6,7 +6,15 @@ namespace tessera::detail {
 namespace {
 thread_local int tl_tracing_depth = 0;
 thread_local int tl_compile_trace_depth = 0;
+thread_local const VmappedSources* tl_vmapped_sources = nullptr;
+}  // namespace
+
+const VmappedSources* vmapped_shape_sources() { return tl_vmapped_sources; }
+VmappedSourcesScope::VmappedSourcesScope(const VmappedSources* sources)
+    : prev(tl_vmapped_sources) {
+  tl_vmapped_sources = sources;
 }
+VmappedSourcesScope::~VmappedSourcesScope() { tl_vmapped_sources = prev; }
 
 bool in_tracing() { return tl_tracing_depth > 0; }
 InTracing::InTracing() { ++tl_tracing_depth; }

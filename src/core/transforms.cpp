@@ -60,7 +60,11 @@ struct Tape {
 // Post-order walk (iterative) of the graph above `outputs`, not entering the arrays in `seen`.
 // A node joins the tape when one of its traced inputs is `active`; its outputs then become
 // active. With `stop_gradients`, StopGradient nodes never join (nothing flows through them).
-Tape build_tape(const std::vector<array>& outputs, IdSet& active, IdSet seen, bool stop_gradients) {
+// With `follow_sources` (vmap), a node's shape sources (Primitive::shape_sources, kept while
+// compile traces) count as inputs too: a broadcast of an unbatched array that follows a batched
+// one must be batched for a shapeless replay.
+Tape build_tape(const std::vector<array>& outputs, IdSet& active, IdSet seen, bool stop_gradients,
+                bool follow_sources = false) {
   Tape tape;
   std::vector<std::pair<array, size_t>> stack;
   auto visit = [&](const array& a) {
@@ -71,20 +75,33 @@ Tape build_tape(const std::vector<array>& outputs, IdSet& active, IdSet seen, bo
     }
     stack.emplace_back(a, 0);
   };
+  auto sources = [&](const array& a) {
+    return follow_sources && a.has_primitive() ? a.primitive().shape_sources() : std::vector<array>{};
+  };
   for (const auto& o : outputs) {
     visit(o);
     while (!stack.empty()) {
-      size_t n = traced_inputs(stack.back().first);
-      if (stack.back().second < n) {
-        array in = stack.back().first.inputs()[stack.back().second++];
+      const array& top = stack.back().first;
+      size_t n = traced_inputs(top);
+      size_t& next = stack.back().second;
+      if (next < n) {
+        array in = top.inputs()[next++];
         visit(in);
         continue;
+      }
+      if (follow_sources) {
+        std::vector<array> srcs = sources(top);
+        if (next < n + srcs.size()) {
+          visit(srcs[next++ - n]);
+          continue;
+        }
       }
       array a = std::move(stack.back().first);
       stack.pop_back();
       if (stop_gradients && is_stop_gradient(a)) continue;
       bool depends = false;
       for (size_t k = 0; k < n && !depends; ++k) depends = active.count(a.inputs()[k].id()) > 0;
+      for (const array& src : sources(a)) depends = depends || active.count(src.id()) > 0;
       if (!depends) continue;
       for (auto& out : a.outputs()) {
         active.insert(out.id());
@@ -290,7 +307,7 @@ std::vector<array> vmap_impl(const VecFn& fun, const std::vector<array>& inputs,
           << traced.size() << " outputs";
       throw std::invalid_argument(msg.str());
     }
-    Tape tape = build_tape(traced, active, std::move(seeds), false);
+    Tape tape = build_tape(traced, active, std::move(seeds), false, true);
 
     for (const auto& a : tape.nodes) {
       const auto& ins = a.inputs();
@@ -307,6 +324,13 @@ std::vector<array> vmap_impl(const VecFn& fun, const std::vector<array>& inputs,
           v_ax.push_back(-1);
         }
       }
+      // Shape sources (while compile traces) as batched as the inputs, for the rule.
+      detail::VmappedSources v_src;
+      for (const array& src : a.primitive().shape_sources()) {
+        auto f = bmap.find(src.id());
+        v_src.push_back(f != bmap.end() ? f->second : std::make_pair(src, -1));
+      }
+      detail::VmappedSourcesScope src_scope(v_src.empty() ? nullptr : &v_src);
       auto [v_out, v_out_ax] = a.primitive().vmap(v_in, v_ax);
       auto outs = a.outputs();
       if (v_out.size() != outs.size() || v_out_ax.size() != outs.size()) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <utility>
 #include <vector>
 
 #include "tessera/array.h"
@@ -35,5 +36,19 @@ struct InCompileTrace {
 // `arrays`, copied, while compile traces; nothing otherwise. What a primitive keeps as its
 // shape sources (Primitive::shape_sources), so eager ops pay nothing for them.
 std::vector<array> shape_sources_while_compiling(std::initializer_list<const array*> arrays);
+
+// While vmap runs the rule of a primitive that has shape sources (only while compile traces):
+// those sources as vmap batched them, each with its batch axis (-1: not batched), so that the
+// rule can keep following them (a shapeless replay). Null otherwise.
+using VmappedSources = std::vector<std::pair<array, int>>;
+const VmappedSources* vmapped_shape_sources();
+// RAII: `sources` are what vmapped_shape_sources() returns while alive.
+struct VmappedSourcesScope {
+  explicit VmappedSourcesScope(const VmappedSources* sources);
+  ~VmappedSourcesScope();
+  VmappedSourcesScope(const VmappedSourcesScope&) = delete;
+  VmappedSourcesScope& operator=(const VmappedSourcesScope&) = delete;
+  const VmappedSources* prev;
+};
 
 }  // namespace tessera::detail

@@ -179,8 +179,14 @@ std::vector<array> Full::jvp(const std::vector<array>&, const std::vector<array>
   return {full(shape_, tangents[0], stream())};
 }
 std::pair<std::vector<array>, std::vector<int>> Full::vmap(const std::vector<array>& inputs,
-                                                           const std::vector<int>&) {
+                                                           const std::vector<int>& axes) {
   const array& v = inputs[0];  // (B): one fill value per batch element
+  // Here only because its shape source is batched (vmap inside compile): the same fill.
+  if (axes[0] < 0) {
+    auto same = sources_.empty() ? std::make_shared<Full>(stream(), shape_)
+                                 : std::make_shared<Full>(stream(), sources_[0]);
+    return {{array(shape_, v.dtype(), std::move(same), {v})}, {-1}};
+  }
   Shape ones(shape_.size() + 1, 1), out = shape_;
   ones[0] = v.shape(0);
   out.insert(out.begin(), v.shape(0));

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/primitive.h"
+#include "core/transforms_impl.h"
 
 namespace tessera {
 
@@ -30,6 +31,9 @@ class Broadcast : public UnaryPrimitive {
   bool fused_broadcast() const override { return true; }
 
  private:
+  // vmap while compile traces a broadcast that has shape sources.
+  std::pair<array, int> vmap_following(const array& in, int ax,
+                                       const detail::VmappedSources& sources);
   Shape shape_;
   // Kept only while compile traces (no cost per op otherwise), until build_graph takes them.
   std::vector<array> sources_;

@@ -56,10 +56,48 @@ std::vector<array> Broadcast::jvp(const std::vector<array>&, const std::vector<a
   return {broadcast_to(tangents[0], shape_, stream())};
 }
 
+// The batched broadcast for a shapeless compile: it keeps following its shape sources (as vmap
+// batched them), so a replay with new batch and source shapes broadcasts to the new shape. The
+// batch dim goes first, in the input and in each batched source, each then padded with unit dims
+// to the output's rank (dims align from the right); an input that is not batched broadcasts
+// along it. Nothing batched: the broadcast as traced, following the same sources.
+std::pair<array, int> Broadcast::vmap_following(const array& in, int ax,
+                                                const detail::VmappedSources& sources) {
+  const int rank = static_cast<int>(shape_.size());
+  auto batch_first_padded = [&](const array& x, int x_ax) {
+    array y = moveaxis(x, x_ax, 0, stream());
+    std::vector<int> pad(static_cast<size_t>(rank + 1 - static_cast<int>(y.ndim())));
+    std::iota(pad.begin(), pad.end(), 1);
+    return pad.empty() ? y : expand_dims(y, pad, stream());
+  };
+  int batch = ax >= 0 ? in.shape(ax) : -1;
+  std::vector<array> srcs;
+  for (const auto& [src, src_ax] : sources) {
+    srcs.push_back(src_ax < 0 ? src : batch_first_padded(src, src_ax));
+    if (src_ax >= 0) batch = src.shape(src_ax);
+  }
+  Shape shape = shape_;
+  if (batch < 0) {
+    return {array(shape, in.dtype(),
+                  std::make_shared<Broadcast>(stream(), shape, std::move(srcs), keep_last_), {in}),
+            -1};
+  }
+  shape.insert(shape.begin(), batch);
+  array x = ax >= 0 ? batch_first_padded(in, ax) : in;
+  detail::broadcast_shapes("broadcast_to", x.shape(), shape);  // checks
+  return {array(shape, in.dtype(),
+                std::make_shared<Broadcast>(stream(), shape, std::move(srcs), keep_last_), {x}),
+          0};
+}
+
 std::pair<std::vector<array>, std::vector<int>> Broadcast::vmap(const std::vector<array>& inputs,
                                                                 const std::vector<int>& axes) {
   const array& in = inputs[0];
   int ax = axes[0];
+  if (const detail::VmappedSources* sources = detail::vmapped_shape_sources()) {
+    auto [out, out_ax] = vmap_following(in, ax, *sources);
+    return {{out}, {out_ax}};
+  }
   if (ax < 0) return {{broadcast_to(in, shape_, stream())}, {-1}};
   // Without its batch dim the input has ndim-1 dims, right-aligned against shape_, so input dim
   // i lands on output dim i + lead; the batch dim is inserted there.

@@ -221,6 +221,35 @@ def test_shapeless_batched_products_broadcasts_and_slice_updates_follow_new_shap
         cput(mx.arange(2, dtype=mx.float32))
 
 
+def test_shapeless_vmapped_products_broadcast_batch_dims_of_each_call():
+    # vmap of a batched product inside a shapeless compile: the broadcasts of the batch dims
+    # follow the operands (batched ones included) on every replay, not the traced shapes.
+    rng = np.random.default_rng(9)
+    calls = []
+
+    def prod(x, y):
+        calls.append(1)
+        return mx.matmul(x, y)
+
+    def want(x, y, ax_y):
+        # Example i of x (axis 0) times example i of y (axis ax_y; every example when None).
+        ys = [y if ax_y is None else np.take(y, i, axis=ax_y) for i in range(x.shape[0])]
+        return np.stack([xi @ yi for xi, yi in zip(x, ys)])
+
+    for ax_y, shapes in (
+        (1, (((2, 3, 1, 4, 5), (1, 2, 5, 6)), ((3, 2, 1, 4, 5), (2, 3, 5, 6)))),
+        (None, (((2, 3, 1, 4, 5), (1, 2, 5, 6)), ((2, 3, 1, 7, 2), (1, 2, 2, 3)))),
+    ):
+        calls.clear()
+        cf = mx.compile(mx.vmap(prod, in_axes=(0, ax_y)), shapeless=True)
+        for sx, sy in shapes:
+            x = rng.standard_normal(sx).astype(np.float32)
+            y = rng.standard_normal(sy).astype(np.float32)
+            got = np.asarray(cf(mx.array(x), mx.array(y)))
+            np.testing.assert_allclose(got, want(x, y, ax_y), rtol=1e-5, atol=1e-6)
+        assert len(calls) == 1  # traced once: the second shapes replay
+
+
 def test_random_state_is_compile_state():
     # mx.random.state holds the implicit key: a compiled function taking it as inputs / outputs
     # draws new numbers on every call, the same as the eager calls from the same seed.
