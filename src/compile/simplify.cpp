@@ -1,5 +1,6 @@
 // Simplification of a traced graph (graph.h): equal scalar constants, then common
-// subexpressions, merged; then what no output reads is dropped.
+// subexpressions, merged, and a node that undoes its input's node (Primitive::undoes) replaced
+// by that node's input; then what no output reads is dropped.
 #include <cstring>
 #include <map>
 #include <string>
@@ -41,10 +42,20 @@ void simplify(Graph& g) {
   // the same inputs.
   std::map<std::vector<size_t>, std::vector<size_t>> seen;  // (kind, inputs) -> node indices
   std::vector<char> dropped(g.nodes.size(), 0);
+  std::vector<int> producer(g.shapes.size(), -1);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     GraphNode& n = g.nodes[i];
     for (int& v : n.inputs) v = find(rep, v);
     for (int& v : n.shape_sources) v = find(rep, v);
+    if (n.inputs.size() == 1 && n.outputs.size() == 1 && producer[n.inputs[0]] >= 0) {
+      const GraphNode& p = g.nodes[static_cast<size_t>(producer[n.inputs[0]])];
+      if (p.inputs.size() == 1 && p.outputs.size() == 1 && n.primitive->undoes(*p.primitive)) {
+        rep[n.outputs[0]] = p.inputs[0];
+        dropped[i] = true;
+        continue;
+      }
+    }
+    for (size_t k = 0; k < n.outputs.size(); ++k) producer[n.outputs[k]] = static_cast<int>(i);
     std::vector<size_t> key{typeid(*n.primitive).hash_code(), n.outputs.size(), n.inputs.size()};
     for (int v : n.inputs) key.push_back(static_cast<size_t>(v));
     for (int v : n.shape_sources) key.push_back(static_cast<size_t>(v));

@@ -86,6 +86,11 @@ class Primitive {
   // broadcast to the output shape, values unchanged (a row-fused kernel reads the input's
   // element for the row instead).
   virtual bool fused_broadcast() const { return false; }
+  // Simplification table entry: whether this primitive, applied to the output of `previous`,
+  // gives back `previous`'s one input unchanged for every shape (an expand_dims of the axes a
+  // squeeze removed: a reduction without keepdims indexed back with [:, None]). compile then
+  // reads that input instead, so row fusion sees the reduction's kept dims.
+  virtual bool undoes(const Primitive& previous) const { return false; }
   // For a primitive that reads only its inputs' shapes, never their data (mean's divisor): the
   // same computation as an input-less primitive for inputs of `shapes`. compile's fusion binds
   // such nodes, so reading a shape never keeps a fused value in memory. nullptr (the default):

@@ -657,6 +657,18 @@ std::vector<Shape> ExpandDims::output_shapes(const std::vector<array>& inputs) {
   return {output_shape(inputs[0].shape(), axes_)};
 }
 
+// Both list sorted positions: the squeeze's in its input, the expand_dims's in its output, so
+// equal lists remove and insert the same unit dims.
+bool ExpandDims::undoes(const Primitive& previous) const {
+  auto* s = dynamic_cast<const Squeeze*>(&previous);
+  return s && s->axes() == axes_;
+}
+
+bool Squeeze::undoes(const Primitive& previous) const {
+  auto* e = dynamic_cast<const ExpandDims*>(&previous);
+  return e && e->axes() == axes_;
+}
+
 bool Squeeze::is_equivalent(const Primitive& other) const {
   auto* o = dynamic_cast<const Squeeze*>(&other);
   return o && o->axes_ == axes_;

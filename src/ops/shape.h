@@ -92,6 +92,8 @@ class ExpandDims : public UnaryPrimitive {
   bool is_equivalent(const Primitive& other) const override;
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
   static Shape output_shape(const Shape& in, const std::vector<int>& axes);
+  bool undoes(const Primitive& previous) const override;
+  const std::vector<int>& axes() const { return axes_; }
 
  private:
   std::vector<int> axes_;
@@ -107,6 +109,8 @@ class Squeeze : public UnaryPrimitive {
   bool is_equivalent(const Primitive& other) const override;
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
   static Shape output_shape(const Shape& in, const std::vector<int>& axes);
+  bool undoes(const Primitive& previous) const override;
+  const std::vector<int>& axes() const { return axes_; }
 
  private:
   std::vector<int> axes_;

@@ -698,6 +698,43 @@ TEST(Compile, CommonSubexpressionsAndEqualConstantsMerge) {
   expect_close_to_eager(out, f({x})[0], "simplified");
 }
 
+TEST(Compile, AnExpandDimsThatUndoesASqueezeIsDroppedAndRowsFuse) {
+  // max / sum without keepdims, indexed back with expand_dims: the softmax of a row kernel.
+  auto softmax = [](const std::vector<array>& in) {
+    array e = exp(in[0] - expand_dims(max(in[0], -1), -1));
+    return std::vector<array>{e / expand_dims(sum(e, -1), 1)};
+  };
+  // (VecFn: a new compile cache entry each time, where a function pointer would share one.)
+  set_compile_mode(CompileMode::no_fuse);
+  array x = random_array({9, 50}, float32, 5) * 4.0f;
+  eval(x);
+  auto plain = primitive_counts(compile(VecFn(softmax))({x})[0]);
+  set_compile_mode(CompileMode::enabled);
+  EXPECT_EQ(plain["Squeeze"] + plain["ExpandDims"], 0);
+  EXPECT_EQ(plain["Max"], 1);
+  auto fused = compile(VecFn(softmax))({x})[0];
+  EXPECT_EQ(primitive_counts(fused)["CompiledRows"], 1);
+  EXPECT_EQ(row_kernels_build({fused}), 1);
+  expect_same_as_eager(softmax, {x}, "softmax without keepdims");
+  expect_same_as_eager(softmax, {random_array({13, 21}, float32, 6)}, "shapeless", true);
+  // Other axes back, or a squeezed value read as well: kept, values unchanged.
+  auto other = [](const std::vector<array>& in) {
+    array m = max(in[0], std::vector<int>{1}, true);   // (n, 1, 1)
+    array back = expand_dims(squeeze(m, 1), 2);        // (n, 1, 1) again, other axis: kept
+    array flat = squeeze(m, std::vector<int>{1, 2});   // (n) read as well
+    return std::vector<array>{in[0] - back, expand_dims(flat, 1) + reshape(flat, {-1, 1})};
+  };
+  array y = random_array({5, 6, 1}, float32, 7);
+  eval(y);
+  set_compile_mode(CompileMode::no_fuse);
+  auto kept = compile(VecFn(other))({y});
+  set_compile_mode(CompileMode::enabled);
+  EXPECT_EQ(primitive_counts(kept[0])["ExpandDims"], 1);
+  expect_close_to_eager(kept[0], other({y})[0], "other axis");
+  expect_close_to_eager(kept[1], other({y})[1], "squeezed read");
+  expect_same_as_eager(other, {y}, "fused");
+}
+
 TEST(Compile, ComposesWithTheTransforms) {
   auto f = [](const std::vector<array>& in) {
     return std::vector<array>{sum(sin(in[0]) * in[0] + exp(-in[0] * in[1]))};

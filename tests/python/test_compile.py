@@ -161,6 +161,10 @@ def test_softmax_and_logsumexp_written_with_reductions_fuse_per_row():
         m = mx.max(x, axis=-1, keepdims=True)
         return m + mx.log(mx.sum(mx.exp(x - m), axis=-1, keepdims=True))
 
+    def lse_flat(x):  # without keepdims: [..., None] undoes the reduction's squeeze
+        m = mx.max(x, axis=-1)
+        return m + mx.log(mx.sum(mx.exp(x - m[..., None]), axis=-1))
+
     rng = np.random.default_rng(7)
     for shape in ((256, 1000), (2, 3, 77), (5, 20)):
         x = (rng.standard_normal(shape) * 5).astype(np.float32)
@@ -171,6 +175,8 @@ def test_softmax_and_logsumexp_written_with_reductions_fuse_per_row():
         np.testing.assert_allclose(np.asarray(mx.compile(lse)(mx.array(x))),
                                    np.log(e.sum(-1, keepdims=True)) + xd.max(-1, keepdims=True),
                                    rtol=2e-6)
+        np.testing.assert_allclose(np.asarray(mx.compile(lse_flat)(mx.array(x))),
+                                   np.log(e.sum(-1)) + xd.max(-1), rtol=2e-6)
     x = mx.array((rng.standard_normal((4, 3, 77)) * 3).astype(np.float32))
     loss = lambda x: (softmax(x) * x).sum()
     np.testing.assert_allclose(np.asarray(mx.grad(mx.compile(loss))(x)),
