@@ -223,6 +223,14 @@ void pack_b_panel(bool tb, const float* b, int64_t ldb, int64_t n0, int64_t nc, 
                   int64_t kb0, int64_t kcl, float* dst) {
   const int64_t j0 = n0 + p * NR, w = std::min<int64_t>(NR, n0 + nc - j0);
   if (!tb) {
+    if (w == NR) {  // a fixed-length copy the compiler keeps in registers (not a memmove call)
+      for (int64_t kk = 0; kk < kcl; ++kk) {
+        const float* src = b + (kb0 + kk) * ldb + j0;
+        float* d = dst + kk * NR;
+        for (int j = 0; j < NR; ++j) d[j] = src[j];
+      }
+      return;
+    }
     for (int64_t kk = 0; kk < kcl; ++kk) {
       const float* src = b + (kb0 + kk) * ldb + j0;
       float* d = dst + kk * NR;
