@@ -304,6 +304,27 @@ array scaled(const array& x, float k, const Stream& s) {
 
 }  // namespace
 
+namespace {
+
+// `lhs @ rhs`, the cotangent of `primal` (2-D). When `primal` is itself a transpose (W.T in
+// nn.Linear's x @ W.T), the product is made transposed, as (rhs^T @ lhs^T)^T: the same sums
+// (every element one fma chain over K in order, gemm.h), and the transpose's own gradient then
+// swaps it back into a row-contiguous array. Made directly, W's gradient would be a column-major
+// view that every consumer (the optimizer's update, the gradient all_sum) reads strided: a
+// 512 x 512 SGD update took 200 us instead of 20.
+array product_for_cotangent(const array& lhs, const array& rhs, const array& primal,
+                            const Stream& s) {
+  const bool swapped = primal.ndim() == 2 && primal.has_primitive() &&
+                       primal.dtype() != complex64 && [&] {
+                         auto* t = dynamic_cast<const Transpose*>(&primal.primitive());
+                         return t && t->axes() == std::vector<int>{1, 0};
+                       }();
+  if (!swapped || lhs.ndim() != 2 || rhs.ndim() != 2) return matmul(lhs, rhs, s);
+  return transpose(matmul(transpose(rhs, s), transpose(lhs, s), s), s);
+}
+
+}  // namespace
+
 std::vector<array> Matmul::vjp(const std::vector<array>& primals,
                                const std::vector<array>& cotangents,
                                const std::vector<int>& argnums, const std::vector<array>&) {
@@ -311,9 +332,11 @@ std::vector<array> Matmul::vjp(const std::vector<array>& primals,
   std::vector<array> out;
   for (int arg : argnums) {
     if (arg == 0) {
-      out.push_back(matmul(cotan, adjoint(primals[1], stream()), stream()));
+      out.push_back(
+          product_for_cotangent(cotan, adjoint(primals[1], stream()), primals[0], stream()));
     } else {
-      out.push_back(matmul(adjoint(primals[0], stream()), cotan, stream()));
+      out.push_back(
+          product_for_cotangent(adjoint(primals[0], stream()), cotan, primals[1], stream()));
     }
   }
   return out;
@@ -348,11 +371,11 @@ std::vector<array> AddMM::vjp(const std::vector<array>& primals,
   std::vector<array> out;
   for (int arg : argnums) {
     if (arg == 0) {
-      out.push_back(matmul(scaled(cotan, alpha_, stream()), adjoint(primals[1], stream()),
-                           stream()));
+      out.push_back(product_for_cotangent(scaled(cotan, alpha_, stream()),
+                                          adjoint(primals[1], stream()), primals[0], stream()));
     } else if (arg == 1) {
-      out.push_back(matmul(adjoint(primals[0], stream()), scaled(cotan, alpha_, stream()),
-                           stream()));
+      out.push_back(product_for_cotangent(adjoint(primals[0], stream()),
+                                          scaled(cotan, alpha_, stream()), primals[1], stream()));
     } else {
       out.push_back(scaled(cotan, beta_, stream()));
     }

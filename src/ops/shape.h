@@ -77,6 +77,7 @@ class Transpose : public UnaryPrimitive {
   const char* name() const override { return "Transpose"; }
   bool is_equivalent(const Primitive& other) const override;
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
+  const std::vector<int>& axes() const { return axes_; }
 
  private:
   std::vector<int> axes_;  // a permutation of [0, ndim)

@@ -340,6 +340,18 @@ std::vector<Case> cases() {
   c.push_back({"addmm",
                {V({2, 4}, -1, 1, 0), V({2, 3}, -1, 1, 1), V({3, 4}, -1, 1, 2)},
                [](const std::vector<array>& x) { return addmm(x[0], x[1], x[2], 0.5f, 2.0f); }});
+  // An operand used transposed (nn.Linear's x @ W.T): its cotangent is made transposed.
+  c.push_back({"matmul_rhs_transposed",
+               {V({2, 3}, -1, 1, 1), V({4, 3}, -1, 1, 2)},
+               [](const std::vector<array>& x) { return matmul(x[0], transpose(x[1])); }});
+  c.push_back({"matmul_lhs_transposed",
+               {V({3, 2}, -1, 1, 1), V({3, 4}, -1, 1, 2)},
+               [](const std::vector<array>& x) { return matmul(transpose(x[0]), x[1]); }});
+  c.push_back({"addmm_rhs_transposed",
+               {V({2, 4}, -1, 1, 0), V({2, 3}, -1, 1, 1), V({4, 3}, -1, 1, 2)},
+               [](const std::vector<array>& x) {
+                 return addmm(x[0], x[1], transpose(x[2]), 0.5f, 2.0f);
+               }});
   c.push_back({"inner",
                {V({2, 3}, -1, 1, 1), V({3}, -1, 1, 2)},
                [](const std::vector<array>& x) { return inner(x[0], x[1]); }});
@@ -378,6 +390,45 @@ TEST(GradOpsEdges, NonContiguousPrimal) {
   check_gradients({"noncontig", {xt}, [](const std::vector<array>& x) {
                      return multiply(tanh(x[0]), x[0]);
                    }});
+}
+
+// A weight used transposed (y = x @ W.T, as nn.Linear) gets a row-contiguous gradient (not a
+// column-major view every consumer would read strided), equal to 2 y^T x in double.
+TEST(GradOpsEdges, AnOperandUsedTransposedGetsARowContiguousGradient) {
+  const int n = 48, in = 20, out = 40;
+  array x = astype(values({n, in}, -1, 1, 5), float32);
+  array w = astype(values({out, in}, -1, 1, 6), float32);
+  array c = astype(values({n, out}, -1, 1, 7), float32);
+  const std::vector<double> xv = to_vec(x), wv = to_vec(w), cv = to_vec(c);
+  for (bool with_bias : {false, true}) {
+    auto loss = [&](const array& wt) {
+      array y = with_bias ? addmm(c, x, transpose(wt)) : matmul(x, transpose(wt));
+      return sum(y * y);
+    };
+    array g = grad(loss)(w);
+    g.eval();
+    EXPECT_TRUE(g.flags().row_contiguous) << "bias " << with_bias;
+    const std::vector<double> gv = to_vec(g);
+    for (int o = 0; o < out; ++o) {
+      for (int i = 0; i < in; ++i) {
+        double want = 0;
+        for (int r = 0; r < n; ++r) {
+          double y = with_bias ? cv[r * out + o] : 0.0;
+          for (int k = 0; k < in; ++k) y += xv[r * in + k] * wv[o * in + k];
+          want += 2 * y * xv[r * in + i];
+        }
+        ASSERT_NEAR(gv[o * in + i], want, 1e-4 * (1 + std::fabs(want))) << o << "," << i;
+      }
+    }
+  }
+  // The left operand used transposed: d sum((A^T B)^2) / dA = 2 B (A^T B)^T.
+  array a = astype(values({in, n}, -1, 1, 8), float32);
+  array ga = grad([&](const array& av) {
+    array y = matmul(transpose(av), transpose(w));
+    return sum(y * y);
+  })(a);
+  ga.eval();
+  EXPECT_TRUE(ga.flags().row_contiguous);
 }
 
 // float32 inputs get float32 cotangents.
