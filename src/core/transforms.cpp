@@ -76,7 +76,8 @@ Tape build_tape(const std::vector<array>& outputs, IdSet& active, IdSet seen, bo
     stack.emplace_back(a, 0);
   };
   auto sources = [&](const array& a) {
-    return follow_sources && a.has_primitive() ? a.primitive().shape_sources() : std::vector<array>{};
+    return follow_sources && a.has_primitive() ? a.primitive().shape_sources()
+                                               : std::vector<array>{};
   };
   for (const auto& o : outputs) {
     visit(o);

@@ -302,16 +302,12 @@ array scaled(const array& x, float k, const Stream& s) {
   return k == 1.0f ? x : multiply(array(k, x.dtype()), x, s);
 }
 
-}  // namespace
-
-namespace {
-
 // `lhs @ rhs`, the cotangent of `primal` (2-D). When `primal` is itself a transpose (W.T in
 // nn.Linear's x @ W.T), the product is made transposed, as (rhs^T @ lhs^T)^T: the same sums
-// (every element one fma chain over K in order, gemm.h), and the transpose's own gradient then
+// (bit for bit where Tessera's GEMM serves both: gemm.h), and the transpose's own gradient then
 // swaps it back into a row-contiguous array. Made directly, W's gradient would be a column-major
-// view that every consumer (the optimizer's update, the gradient all_sum) reads strided: a
-// 512 x 512 SGD update took 200 us instead of 20.
+// view that every consumer (the optimizer's update, the gradient all_sum) reads strided: the
+// SGD update of a 512 x 512 weight in an MLP step took 200 us instead of ~40.
 array product_for_cotangent(const array& lhs, const array& rhs, const array& primal,
                             const Stream& s) {
   const bool swapped = primal.ndim() == 2 && primal.has_primitive() &&

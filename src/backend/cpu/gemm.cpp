@@ -291,9 +291,9 @@ inline void pause() {
 }
 
 template <int MR, int NR>
-void sgemm_tiles(TileFn tile, EdgeFn edge, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-                 const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-                 int64_t ldc) {
+void sgemm_tiles(TileFn tile, EdgeFn edge, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                 float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+                 float* c, int64_t ldc) {
   const int64_t chunk = std::max<int64_t>(NR, kMaxPackedB / k / NR * NR);
   const int64_t threads = detail::num_threads();
   const int64_t kblocks = (k + kKc - 1) / kKc;
