@@ -2,9 +2,14 @@
 (multiprocessing's default start method on Linux) that computes with fresh engine threads."""
 
 import multiprocessing as mp
+import os
+import subprocess
+import sys
+import textwrap
 import threading
 
 import numpy as np
+import pytest
 
 import tessera.core as mx
 
@@ -53,3 +58,24 @@ def test_a_forked_child_computes_after_the_parent_did():
     assert p.exitcode == 0
     assert got == 512.0 ** 3
     assert pending.item() == 2 * 512 * 512
+
+
+def test_openblas_runs_one_thread_from_import_on():
+    # OpenBLAS starts thread servers as it loads, and they spin for ~0.1 s, taking a core from
+    # the engine's pool: importing tessera.core must set one thread at once, before any product.
+    code = textwrap.dedent("""
+        import ctypes, os, scipy_openblas32
+        lib = ctypes.CDLL(os.path.join(scipy_openblas32.get_lib_dir(), "libscipy_openblas.so"))
+        before = lib.scipy_openblas_get_num_threads()
+        import tessera.core
+        print(before, lib.scipy_openblas_get_num_threads())
+    """)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "GOTO_NUM_THREADS")}
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    before, after = map(int, r.stdout.split())
+    if before == 1:
+        pytest.skip("OpenBLAS starts with one thread here (one CPU)")
+    assert after == 1

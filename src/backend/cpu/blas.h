@@ -15,16 +15,9 @@
 
 namespace tessera::cpu {
 
-// OpenBLAS's own threads off, once, before the first gemm: kernels split work over our pool
-// instead. (OpenBLAS's threading changes the bits of a result with the thread count, and ranks
-// on hosts with different CPU counts must compute the same values.)
-inline void single_threaded_blas() {
-  static const bool once = [] {
-    TESSERA_BLAS(openblas_set_num_threads)(1);
-    return true;
-  }();
-  (void)once;
-}
+// OpenBLAS runs on one thread (set as libtessera loads: matmul.cpp); kernels split work over our
+// pool instead. (OpenBLAS's threading changes the bits of a result with the thread count, and
+// ranks on hosts with different CPU counts must compute the same values.)
 
 // Row-major c = alpha * op(a) @ op(b) + beta * c, op transposing when ta / tb.
 inline void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda,

@@ -288,7 +288,6 @@ void forward(const array& x_in, const array& w_in, array& out, const Geometry& g
       }
     }
   }
-  cpu::single_threaded_blas();
   cpu::parallel_blocks(static_cast<size_t>(g.rows()), static_cast<size_t>(block_rows(g, sizeof(A))),
                        [&](size_t lo, size_t hi) {
     thread_local std::vector<A> cols_buf, y_buf;
@@ -342,7 +341,6 @@ void weight_grad(const array& x_in, const array& dy_in, array& out, const Geomet
     const int64_t slabs = std::clamp<int64_t>(
         static_cast<int64_t>(kSlabBytes / (wsize * sizeof(A))), 1, std::min<int64_t>(kMaxSlabs, blocks));
     std::vector<A> partial(static_cast<size_t>(slabs) * wsize, A(0));
-    cpu::single_threaded_blas();
     cpu::parallel_blocks(static_cast<size_t>(slabs), 1, [&](size_t s0, size_t s1) {
       thread_local std::vector<A> cols_buf;
       for (size_t s = s0; s < s1; ++s) {
@@ -398,7 +396,6 @@ void input_grad(const array& dy_in, const array& w_in, array& out, const Geometr
     const array w = as_compute(w_in, compute_dtype<A>());
     const A* dyp = dy.data<A>();
     const A* wp = w.data<A>();
-    cpu::single_threaded_blas();
     const int64_t block = block_rows(g, sizeof(A));
     if (g.identity) {
       // dx rows are dy rows times w: one gemm per block and group, into dx's channel slice.

@@ -102,7 +102,6 @@ lint gesv(lint n, lint nrhs, double* a, lint* ipiv, double* b) {
 // reason) is raised after all have run.
 template <typename F>
 void for_each_matrix(const char* op, size_t batch, size_t matrix_elems, F f) {
-  cpu::single_threaded_blas();
   std::mutex mu;
   size_t failed_at = batch;
   std::string why;

@@ -24,6 +24,16 @@ namespace tessera {
 
 namespace {
 
+// OpenBLAS on one thread from the moment libtessera loads (blas.h says why). Not at the first
+// product: OpenBLAS starts its thread servers as it loads and they spin for ~0.1 s before they
+// sleep, taking a core from the pool; on 2 cores every parallel kernel of a process's first
+// 100-200 ms ran ~10x slower (a 256 x 512 maximum: 120 us instead of 10). Setting one thread
+// sends them to sleep at once. (OpenBLAS's own initialiser has run: it is a dependency.)
+[[maybe_unused]] const bool g_blas_single_threaded = [] {
+  TESSERA_BLAS(openblas_set_num_threads)(1);
+  return true;
+}();
+
 // Below this many multiply-adds (M*N*K) a product runs as one call; batches of such small
 // products are spread over our pool instead.
 constexpr double kSmallGemmWork = 65536.0 * 4.0;
@@ -130,7 +140,6 @@ void batched_gemm(const array& a, const array& b, array& out, float alpha, float
   const T* bp = pb.arr.template data<T>();
   T* cp = out.data<T>();
   const size_t mat = static_cast<size_t>(m) * static_cast<size_t>(n);
-  cpu::single_threaded_blas();
   // Rows [r0, r1) of batch i. Row r of A starts at r * lda (NoTrans) or at column r (Trans).
   auto rows = [&](size_t i, int r0, int r1) {
     const int64_t a_row = pa.layout.trans ? 1 : pa.layout.ld;
@@ -270,7 +279,6 @@ void segment_products(const array& a, const array& b, const uint32_t* seg, size_
   const size_t mat = static_cast<size_t>(m) * n;
   const T* ap = a.data<T>();
   const T* bp = b.data<T>();
-  cpu::single_threaded_blas();
   detail::parallel_for(count, 1, [&](size_t lo, size_t hi) {
     for (size_t i = lo; i < hi; ++i) {
       const int s0 = static_cast<int>(seg[2 * i]), s1 = static_cast<int>(seg[2 * i + 1]);

@@ -301,7 +301,6 @@ void qmm_transposed(const T* x, const uint8_t* packed, const S* scales, const S*
     // Tiles of dequantized weight rows, each one gemm into its output columns.
     std::vector<A> tmp(std::is_same_v<T, A> ? 0 : static_cast<size_t>(m * n));
     A* dst = std::is_same_v<T, A> ? reinterpret_cast<A*>(out) : tmp.data();
-    cpu::single_threaded_blas();
     cpu::parallel_blocks(static_cast<size_t>(n), kTileRows, [&](size_t n0, size_t n1) {
       std::vector<A> tile(static_cast<size_t>((n1 - n0) * k));
       std::vector<float> q(static_cast<size_t>(group_size));
@@ -371,7 +370,6 @@ void qmm_plain(const T* x, const uint8_t* packed, const S* scales, const S* bias
   for (int64_t i = 0; i < m * k; ++i) xa[i] = to_acc<A>(x[i]);
   std::vector<A> tmp(std::is_same_v<T, A> ? 0 : static_cast<size_t>(m * n));
   A* dst = std::is_same_v<T, A> ? reinterpret_cast<A*>(out) : tmp.data();
-  cpu::single_threaded_blas();
   const size_t groups_per_tile = std::max<size_t>(1, static_cast<size_t>(kTileRows * 4 / group_size));
   cpu::parallel_blocks(static_cast<size_t>(groups), groups_per_tile, [&](size_t g0, size_t g1) {
     const int64_t c0 = static_cast<int64_t>(g0) * group_size, width = (g1 - g0) * group_size;
