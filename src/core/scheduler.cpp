@@ -36,30 +36,34 @@ class StreamWorker {
   void enqueue(std::function<void()> f) {
     {
       std::lock_guard<std::mutex> l(mu_);
+      busy_.fetch_add(1, std::memory_order_seq_cst);
       q_.push_back(std::move(f));
     }
     cv_.notify_one();
   }
   // Runs `body` on the calling thread as this stream's next task when nothing is queued or
   // running; meanwhile the worker holds back anything enqueued, so stream order is kept.
+  // Two atomics instead of the queue's lock, taken and released twice (a loop of lone ops,
+  // e.g. small collectives, pays this every op). The claim is a store-then-load on each side,
+  // all sequentially consistent: enqueue counts a task before the worker looks at inline_, and
+  // a caller claims inline_ before it looks at the count, so they cannot both go ahead.
   bool run_inline(const std::function<void()>& body) {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      if (!q_.empty() || running_ || inline_) return false;
-      inline_ = true;
-    }
+    if (busy_.load(std::memory_order_acquire) != 0) return false;
+    bool idle = false;
+    if (!inline_.compare_exchange_strong(idle, true, std::memory_order_seq_cst)) return false;
     struct Release {
       StreamWorker* w;
       ~Release() {
-        bool queued = false;
-        {
-          std::lock_guard<std::mutex> l(w->mu_);
-          w->inline_ = false;
-          queued = !w->q_.empty();
+        w->inline_.store(false, std::memory_order_seq_cst);
+        if (w->busy_.load(std::memory_order_seq_cst) != 0) {
+          // The worker may be between its check of inline_ and its sleep: taking the lock
+          // makes it either see the store or get the notification.
+          { std::lock_guard<std::mutex> l(w->mu_); }
+          w->cv_.notify_one();
         }
-        if (queued) w->cv_.notify_one();  // else the worker has nothing to wake up for
       }
     } release{this};
+    if (busy_.load(std::memory_order_seq_cst) != 0) return false;  // a task came in between
     body();
     return true;
   }
@@ -71,24 +75,24 @@ class StreamWorker {
       std::function<void()> f;
       {
         std::unique_lock<std::mutex> l(mu_);
-        cv_.wait(l, [this] { return (stop_ || !q_.empty()) && !inline_; });
+        cv_.wait(l, [this] {
+          return (stop_ || !q_.empty()) && !inline_.load(std::memory_order_seq_cst);
+        });
         if (q_.empty()) return;  // stopping and drained
         f = std::move(q_.front());
         q_.pop_front();
-        running_ = true;
       }
       f();
       f = nullptr;  // release what the task captured before taking the next one
-      std::lock_guard<std::mutex> l(mu_);
-      running_ = false;
+      busy_.fetch_sub(1, std::memory_order_seq_cst);
     }
   }
-  std::mutex mu_;  // guards q_, stop_, running_, inline_
+  std::mutex mu_;  // guards q_ and stop_
   std::condition_variable cv_;
   std::deque<std::function<void()>> q_;
   bool stop_ = false;
-  bool running_ = false;  // the worker is running a task
-  bool inline_ = false;   // a caller is running tasks of this stream itself
+  std::atomic<uint32_t> busy_{0};     // tasks queued or running
+  std::atomic<bool> inline_{false};  // a caller is running tasks of this stream itself
   std::thread thread_;
 };
 

@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 
+#include "core/object_pool.h"
 #include "distributed/reduce_kernels.h"
 #include "ops/utils.h"
 #include "tessera/ops.h"
@@ -16,8 +17,12 @@ namespace {
 // The group an op runs on (the caller's, moved out of its by-value parameter, or init()'s).
 Group resolve(std::optional<Group>& g) { return g ? std::move(*g) : init(); }
 
-array make(Shape shape, Dtype dtype, std::shared_ptr<Primitive> p, std::vector<array> inputs) {
-  return array(std::move(shape), dtype, std::move(p), std::move(inputs));
+// A node of primitive P (made with `args`) on `inputs`. Collectives are made in loops (one per
+// step, or thousands of small ones): their primitives come from the per-thread free lists.
+template <class P, class... Args>
+array make(Shape shape, Dtype dtype, std::vector<array> inputs, Args&&... args) {
+  return array(std::move(shape), dtype, tessera::detail::make_pooled<P>(std::forward<Args>(args)...),
+               std::move(inputs));
 }
 
 array all_reduce(const array& x, std::optional<Group> group, StreamOrDevice s,
@@ -29,8 +34,7 @@ array all_reduce(const array& x, std::optional<Group> group, StreamOrDevice s,
         ". Cast first (x.astype(float32)), or use all_sum(x) / group.size().");
   }
   if (g.size() == 1) return x;
-  return make(x.shape(), x.dtype(),
-              std::make_shared<AllReduce>(to_stream(s), std::move(g), op, mean), {x});
+  return make<AllReduce>(x.shape(), x.dtype(), {x}, to_stream(s), std::move(g), op, mean);
 }
 
 void check_peer(const char* what, int peer, const Group& g) {
@@ -60,7 +64,7 @@ array all_gather(const array& x, std::optional<Group> group, StreamOrDevice s) {
   if (g.size() == 1) return x;
   Shape shape = x.ndim() == 0 ? Shape{g.size()} : x.shape();
   if (x.ndim() > 0) shape[0] *= g.size();
-  return make(std::move(shape), x.dtype(), std::make_shared<AllGather>(to_stream(s), g), {x});
+  return make<AllGather>(std::move(shape), x.dtype(), {x}, to_stream(s), g);
 }
 
 array sum_scatter(const array& x, std::optional<Group> group, StreamOrDevice s) {
@@ -74,7 +78,7 @@ array sum_scatter(const array& x, std::optional<Group> group, StreamOrDevice s) 
   }
   Shape shape = x.shape();
   shape[0] /= g.size();
-  return make(std::move(shape), x.dtype(), std::make_shared<ReduceScatter>(to_stream(s), g), {x});
+  return make<ReduceScatter>(std::move(shape), x.dtype(), {x}, to_stream(s), g);
 }
 
 array send(const array& x, int dst, std::optional<Group> group, StreamOrDevice s) {
@@ -85,7 +89,7 @@ array send(const array& x, int dst, std::optional<Group> group, StreamOrDevice s
     throw std::invalid_argument("[send] rank " + std::to_string(dst) +
                                 " cannot send to itself; pick another destination");
   }
-  return make(x.shape(), x.dtype(), std::make_shared<Send>(to_stream(s), g, dst), {x});
+  return make<Send>(x.shape(), x.dtype(), {x}, to_stream(s), g, dst);
 }
 
 array recv(Shape shape, Dtype dtype, int src, std::optional<Group> group, StreamOrDevice s) {
@@ -96,7 +100,7 @@ array recv(Shape shape, Dtype dtype, int src, std::optional<Group> group, Stream
     throw std::invalid_argument("[recv] rank " + std::to_string(src) +
                                 " cannot receive from itself; pick another source");
   }
-  return make(std::move(shape), dtype, std::make_shared<Recv>(to_stream(s), g, src), {});
+  return make<Recv>(std::move(shape), dtype, {}, to_stream(s), g, src);
 }
 
 array recv_like(const array& x, int src, std::optional<Group> group, StreamOrDevice s) {
@@ -107,7 +111,7 @@ array broadcast(const array& x, int root, std::optional<Group> group, StreamOrDe
   auto g = resolve(group);
   check_peer("root", root, g);
   if (g.size() == 1) return x;
-  return make(x.shape(), x.dtype(), std::make_shared<Broadcast>(to_stream(s), g, root), {x});
+  return make<Broadcast>(x.shape(), x.dtype(), {x}, to_stream(s), g, root);
 }
 
 array all_to_all(const array& x, std::optional<Group> group, StreamOrDevice s) {
@@ -118,13 +122,13 @@ array all_to_all(const array& x, std::optional<Group> group, StreamOrDevice s) {
                                 " for a group of size " + std::to_string(g.size()) +
                                 ": axis 0 must be divisible by the group size.");
   }
-  return make(x.shape(), x.dtype(), std::make_shared<AllToAll>(to_stream(s), g), {x});
+  return make<AllToAll>(x.shape(), x.dtype(), {x}, to_stream(s), g);
 }
 
 void barrier(std::optional<Group> group, StreamOrDevice s) {
   auto g = resolve(group);
   if (g.size() == 1) return;
-  auto b = make(Shape{0}, bool_, std::make_shared<Barrier>(to_stream(s), g), {});
+  auto b = make<Barrier>(Shape{0}, bool_, {}, to_stream(s), g);
   eval(b);
 }
 
