@@ -5,6 +5,7 @@
 
 #include "core/transforms_impl.h"
 #include "ops/creation.h"
+#include "ops/shape.h"
 #include "ops/utils.h"
 #include "tessera/ops.h"
 
@@ -181,6 +182,24 @@ std::vector<array> Full::jvp(const std::vector<array>&, const std::vector<array>
 std::pair<std::vector<array>, std::vector<int>> Full::vmap(const std::vector<array>& inputs,
                                                            const std::vector<int>& axes) {
   const array& v = inputs[0];  // (B): one fill value per batch element
+  // vmap inside a compile trace: a Full that follows a shape source (zeros_like(x)) whose
+  // source vmap batched follows the batched source, batched where it is, so a shapeless replay
+  // fills the new shape; a batch of fill values is laid along that axis and broadcast to it.
+  if (const detail::VmappedSources* sources = detail::vmapped_shape_sources()) {
+    for (const auto& [src, src_ax] : *sources) {
+      if (src_ax < 0) continue;
+      if (axes[0] < 0) {
+        return {{array(src.shape(), v.dtype(), std::make_shared<Full>(stream(), src), {v})},
+                {src_ax}};
+      }
+      Shape ones(src.ndim(), 1);
+      ones[static_cast<size_t>(src_ax)] = v.shape(0);
+      array spread(src.shape(), v.dtype(),
+                   std::make_shared<Broadcast>(stream(), src.shape(), std::vector<array>{src}),
+                   {reshape(v, ones, stream())});
+      return {{copy(spread, stream())}, {src_ax}};
+    }
+  }
   // Here only because its shape source is batched (vmap inside compile): the same fill.
   if (axes[0] < 0) {
     auto same = sources_.empty() ? std::make_shared<Full>(stream(), shape_)
@@ -194,6 +213,10 @@ std::pair<std::vector<array>, std::vector<int>> Full::vmap(const std::vector<arr
 }
 Full::Full(Stream s, const array& like)
     : UnaryPrimitive(s), shape_(like.shape()), sources_(detail::shape_sources_while_compiling({&like})) {}
+
+// A Full without a shape source has the shape it was given (full(shape, v)): a constant of
+// the graph, whatever the inputs' shapes at a shapeless replay.
+std::vector<Shape> Full::output_shapes(const std::vector<array>&) { return {shape_}; }
 
 std::vector<Shape> Full::shapeless_output_shapes(const std::vector<array>& inputs,
                                                  const std::vector<Shape>& source_shapes) {

@@ -18,6 +18,7 @@ class Full : public UnaryPrimitive {
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Full"; }
   bool is_equivalent(const Primitive& other) const override;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
   std::vector<array> shape_sources() const override { return sources_; }
   void clear_shape_sources() override { sources_.clear(); }
   std::vector<Shape> shapeless_output_shapes(const std::vector<array>& inputs,

@@ -256,6 +256,32 @@ def test_shapeless_vmapped_products_broadcast_batch_dims_of_each_call():
         assert len(calls) == 1  # traced once: the second shapes replay
 
 
+def test_shapeless_vmapped_fills_follow_each_calls_shapes():
+    # zeros_like / ones_like of a batched value inside vmap inside a shapeless compile fill the
+    # shape of each call (batch axis 0 or 1), and a fill of a fixed shape stays that shape.
+    rng = np.random.default_rng(10)
+    cases = (
+        # (function of one example, in_axes, shape sets, NumPy per example)
+        (lambda r: mx.zeros_like(r) + 2 * r, 0, ((2, 3), (4, 5)), lambda r: 2 * r),
+        (lambda r: mx.ones_like(r) * r.sum(), 1, ((3, 2), (5, 4)),
+         lambda r: np.ones_like(r) * r.sum()),
+        (lambda r: mx.full((3,), 3.0) + r, 0, ((2, 3), (5, 3)), lambda r: 3.0 + r),
+    )
+    for fn, ax, shapes, want in cases:
+        calls = []
+
+        def traced(r, fn=fn):
+            calls.append(1)
+            return fn(r)
+
+        cf = mx.compile(mx.vmap(traced, in_axes=ax), shapeless=True)
+        for s in shapes:
+            x = rng.standard_normal(s).astype(np.float32)
+            ref = np.stack([want(np.take(x, i, axis=ax)) for i in range(x.shape[ax])])
+            np.testing.assert_allclose(np.asarray(cf(mx.array(x))), ref, rtol=1e-6, atol=1e-6)
+        assert len(calls) == 1
+
+
 def test_random_state_is_compile_state():
     # mx.random.state holds the implicit key: a compiled function taking it as inputs / outputs
     # draws new numbers on every call, the same as the eager calls from the same seed.
