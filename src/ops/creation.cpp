@@ -192,11 +192,13 @@ std::pair<std::vector<array>, std::vector<int>> Full::vmap(const std::vector<arr
         return {{array(src.shape(), v.dtype(), std::make_shared<Full>(stream(), src), {v})},
                 {src_ax}};
       }
-      Shape ones(src.ndim(), 1);
-      ones[static_cast<size_t>(src_ax)] = v.shape(0);
+      std::vector<int> unit_dims;  // every dim but the batch axis (no traced sizes involved)
+      for (int d = 0; d < static_cast<int>(src.ndim()); ++d) {
+        if (d != src_ax) unit_dims.push_back(d);
+      }
       array spread(src.shape(), v.dtype(),
                    std::make_shared<Broadcast>(stream(), src.shape(), std::vector<array>{src}),
-                   {reshape(v, ones, stream())});
+                   {expand_dims(v, unit_dims, stream())});
       return {{copy(spread, stream())}, {src_ax}};
     }
   }

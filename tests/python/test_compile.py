@@ -257,8 +257,9 @@ def test_shapeless_vmapped_products_broadcast_batch_dims_of_each_call():
 
 
 def test_shapeless_vmapped_fills_follow_each_calls_shapes():
-    # zeros_like / ones_like of a batched value inside vmap inside a shapeless compile fill the
-    # shape of each call (batch axis 0 or 1), and a fill of a fixed shape stays that shape.
+    # zeros_like / ones_like / full_like of a batched value inside vmap inside a shapeless
+    # compile fill the shape of each call (batch axis 0 or 1, fill values batched or not), and a
+    # fill of a fixed shape stays that shape.
     rng = np.random.default_rng(10)
     cases = (
         # (function of one example, in_axes, shape sets, NumPy per example)
@@ -266,6 +267,9 @@ def test_shapeless_vmapped_fills_follow_each_calls_shapes():
         (lambda r: mx.ones_like(r) * r.sum(), 1, ((3, 2), (5, 4)),
          lambda r: np.ones_like(r) * r.sum()),
         (lambda r: mx.full((3,), 3.0) + r, 0, ((2, 3), (5, 3)), lambda r: 3.0 + r),
+        # a batched fill too: each example's own sum
+        (lambda r: mx.full_like(r, r.sum()) * r, 1, ((3, 2), (5, 4)),
+         lambda r: np.full_like(r, r.sum()) * r),
     )
     for fn, ax, shapes, want in cases:
         calls = []
@@ -278,7 +282,7 @@ def test_shapeless_vmapped_fills_follow_each_calls_shapes():
         for s in shapes:
             x = rng.standard_normal(s).astype(np.float32)
             ref = np.stack([want(np.take(x, i, axis=ax)) for i in range(x.shape[ax])])
-            np.testing.assert_allclose(np.asarray(cf(mx.array(x))), ref, rtol=1e-6, atol=1e-6)
+            np.testing.assert_allclose(np.asarray(cf(mx.array(x))), ref, rtol=1e-5, atol=1e-6)
         assert len(calls) == 1
 
 
