@@ -21,8 +21,8 @@ Group resolve(std::optional<Group>& g) { return g ? std::move(*g) : init(); }
 // step, or thousands of small ones): their primitives come from the per-thread free lists.
 template <class P, class... Args>
 array make(Shape shape, Dtype dtype, std::vector<array> inputs, Args&&... args) {
-  return array(std::move(shape), dtype, tessera::detail::make_pooled<P>(std::forward<Args>(args)...),
-               std::move(inputs));
+  auto primitive = tessera::detail::make_pooled<P>(std::forward<Args>(args)...);
+  return array(std::move(shape), dtype, std::move(primitive), std::move(inputs));
 }
 
 array all_reduce(const array& x, std::optional<Group> group, StreamOrDevice s,
