@@ -17,42 +17,66 @@
 #include <cstdint>
 #include <limits>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 namespace tessera::cpu {
 
-// 2^n for integer n in [-252, 254] without overflow in the exponent field (two factors).
-inline float exp2i_split(int32_t n, float y) {
+// a * b + c, rounded once where the target has FMA: the AVX-512 forms below (v16) use the same
+// instruction, so that a scalar call and a vector lane give the same bits. Without FMA (the
+// baseline build) it rounds twice.
+inline float fmadd(float a, float b, float c) {
+#if defined(__FMA__)
+  return std::fma(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
+inline constexpr float kLog2e = 1.44269504088896341f;
+inline constexpr float kLn2Hi = 0.693359375f;  // ln 2 split: n * kLn2Hi is exact
+inline constexpr float kLn2Lo = -2.12194440e-4f;
+inline constexpr float kRoundF = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+
+// y 2^n for an integer-valued n in [-150, 128], rounded once (the first product is exact), as
+// AVX-512's vscalefps rounds it; overflows to inf.
+inline float scale2(float y, int32_t n) {
   const int32_t n1 = n >> 1;
-  const int32_t n2 = n - n1;
-  const float s1 = std::bit_cast<float>(static_cast<uint32_t>(n1 + 127) << 23);
-  const float s2 = std::bit_cast<float>(static_cast<uint32_t>(n2 + 127) << 23);
+  const float s1 = std::bit_cast<float>((static_cast<uint32_t>(n1) + 127u) << 23);
+  const float s2 = std::bit_cast<float>((static_cast<uint32_t>(n - n1) + 127u) << 23);
   return y * s1 * s2;
 }
 
-// exp's core: x = n ln2 + r (ln2 split so that n * hi is exact), e^r by a minimax polynomial.
-// Returns e^r and sets n; the callers scale by 2^n.
-inline float exp_reduced(float x, float& n) {
-  n = std::floor(x * 1.44269504088896341f + 0.5f);
-  float r = x - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  const float r2 = r * r;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  return p * r2 + r + 1.0f;
+// The integer n that x log2(e) rounds to (to nearest, ties to even), as a float and in `k`;
+// exact for |x| < 2^22.
+inline float exp_round(float x, int32_t& k) {
+  const float s = fmadd(x, kLog2e, kRoundF);
+  k = static_cast<int32_t>(std::bit_cast<uint32_t>(s) - std::bit_cast<uint32_t>(kRoundF));
+  return s - kRoundF;
 }
 
+// p(r) with e^r = 1 + r + r^2 p(r) for |r| <= ln2 / 2 (Cephes' expf minimax polynomial).
+inline float exp_poly(float r) {
+  float p = 1.9875691500e-4f;
+  p = fmadd(p, r, 1.3981999507e-3f);
+  p = fmadd(p, r, 8.3334519073e-3f);
+  p = fmadd(p, r, 4.1665795894e-2f);
+  p = fmadd(p, r, 1.6666665459e-1f);
+  return fmadd(p, r, 5.0000001201e-1f);
+}
+
+// exp(x) = 2^n e^r with x = n ln2 + r. x is clamped to [-104, 89] first (NaN passes): past 89
+// the result overflows to inf, below -104 it rounds to 0, both in the final scaling.
 inline float vexp(float x) {
-  constexpr float kHi = 88.72283935546875f;  // ln(FLT_MAX), rounded up
-  constexpr float kLo = -103.972084045410f;  // below: the result rounds to 0
-  float n;
-  const float p = exp_reduced(std::min(std::max(x, kLo), kHi), n);
-  float res = exp2i_split(static_cast<int32_t>(n), p);
-  res = x > kHi ? std::numeric_limits<float>::infinity() : res;
-  res = x < kLo ? 0.0f : res;
-  return x != x ? x : res;
+  float c = 89.0f < x ? 89.0f : x;
+  c = c < -104.0f ? -104.0f : c;
+  int32_t k;
+  const float n = exp_round(c, k);
+  float r = fmadd(-n, kLn2Hi, c);
+  r = fmadd(-n, kLn2Lo, r);
+  const float res = scale2(fmadd(exp_poly(r), r * r, r) + 1.0f, k);
+  return x != x ? x + x : res;  // x quieted, as the vector form's arithmetic passes it on
 }
 
 inline float vlog(float x) {
@@ -86,37 +110,32 @@ inline float vlog(float x) {
   return x != x ? x : res;
 }
 
-// vexp for 0 <= x <= 18.05: 2^n stays normal, so it needs neither vexp's range checks nor its
-// two-factor scaling, and gives vexp's bits (both scalings are exact).
-inline float vexp_bounded(float x) {
-  float n;
-  const float p = exp_reduced(x, n);
-  return p * std::bit_cast<float>(static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23);
-}
-
+// tanh(x) = sign(x) t / (t + 2) with t = expm1(2|x|) = 2^n (e^r - 1) + (2^n - 1): one formula
+// for all x (expm1 keeps small arguments exact: tanh of a subnormal is itself). 2|x| is capped at
+// 18.05, past which the result rounds to 1. Within 3 ulp of tanh (checked on every float).
 inline float vtanh(float x) {
   const float a = std::fabs(x);
-  // Small |x|: odd polynomial (no cancellation); otherwise 1 - 2 / (exp(2|x|) + 1), with 2|x|
-  // capped at 18.05, past which the result rounds to 1 either way. Bit for bit the earlier
-  // form on every float (checked exhaustively), ~20% faster: the exp needs no range handling.
-  const float z = x * x;
-  float p = -5.70498872745e-3f;
-  p = p * z + 2.06390887954e-2f;
-  p = p * z - 5.37397155531e-2f;
-  p = p * z + 1.33314422036e-1f;
-  p = p * z - 3.33332819422e-1f;
-  const float small = x + x * z * p;
-  const float big = 1.0f - 2.0f / (vexp_bounded(std::min(2.0f * a, 18.05f)) + 1.0f);
-  const float signed_big = std::copysign(big, x);
-  const float res = a < 0.625f ? small : signed_big;
-  return x != x ? x : res;
+  const float t2 = 18.05f < a + a ? 18.05f : a + a;
+  int32_t k;
+  const float n = exp_round(t2, k);
+  float r = fmadd(-n, kLn2Hi, t2);
+  r = fmadd(-n, kLn2Lo, r);
+  const float p = std::bit_cast<float>((static_cast<uint32_t>(k) + 127u) << 23);  // 2^n
+  const float t = fmadd(fmadd(exp_poly(r), r * r, r), p, p - 1.0f);
+  const float res = t / (t + 2.0f);  // >= +0
+  const float signed_res = std::bit_cast<float>(std::bit_cast<uint32_t>(res) |
+                                                (std::bit_cast<uint32_t>(x) & 0x80000000u));
+  return x != x ? x + x : signed_res;
 }
 
 // exp(-|x|) never overflows, so tiny results for very negative x keep their precision.
+// A NaN argument comes out quieted (the sign its propagation through e * s gives is not the
+// same in every build of the loop).
 inline float vsigmoid(float x) {
   const float e = vexp(-std::fabs(x));
   const float s = 1.0f / (1.0f + e);
-  return x >= 0.0f ? s : e * s;
+  const float res = x >= 0.0f ? s : e * s;
+  return x != x ? x + x : res;
 }
 
 // ---- sin / cos ----
@@ -133,11 +152,10 @@ inline float trig_reduce(float x, uint32_t& q) {
   constexpr float kPio2A = 1.57079637f;       // float(pi/2)
   constexpr float kPio2B = -4.37113883e-08f;  // float(pi/2 - kPio2A)
   constexpr float kPio2C = -1.71512451e-15f;  // float(pi/2 - kPio2A - kPio2B)
-  constexpr float kRound = 12582912.0f;       // 1.5 * 2^23: adding it rounds to an integer
   const float ax = std::fabs(x);
-  const float shifted = ax * kTwoOverPi + kRound;
+  const float shifted = std::fma(ax, kTwoOverPi, kRoundF);
   q = std::bit_cast<uint32_t>(shifted);  // low bits hold j
-  const float j = shifted - kRound;
+  const float j = shifted - kRoundF;
   float r = std::fma(-j, kPio2A, ax);
   r = std::fma(-j, kPio2B, r);
   return std::fma(-j, kPio2C, r);
@@ -146,19 +164,26 @@ inline float trig_reduce(float x, uint32_t& q) {
 // Taylor series of sin(r) and cos(r) for |r| <= pi/4, in float (truncation below 2e-9).
 inline float sin_poly(float r) {
   const float z = r * r;
-  float p = 1.0f / 362880.0f;
-  p = p * z - 1.0f / 5040.0f;
-  p = p * z + 1.0f / 120.0f;
-  p = p * z - 1.0f / 6.0f;
-  return r + r * z * p;
+  float p = fmadd(1.0f / 362880.0f, z, -1.0f / 5040.0f);
+  p = fmadd(p, z, 1.0f / 120.0f);
+  p = fmadd(p, z, -1.0f / 6.0f);
+  return fmadd(r * z, p, r);
 }
 inline float cos_poly(float r) {
   const float z = r * r;
-  float p = -1.0f / 3628800.0f;
-  p = p * z + 1.0f / 40320.0f;
-  p = p * z - 1.0f / 720.0f;
-  p = p * z + 1.0f / 24.0f;
-  return 1.0f - 0.5f * z + z * z * p;
+  float p = fmadd(-1.0f / 3628800.0f, z, 1.0f / 40320.0f);
+  p = fmadd(p, z, -1.0f / 720.0f);
+  p = fmadd(p, z, 1.0f / 24.0f);
+  return fmadd(z * z, p, fmadd(-0.5f, z, 1.0f));
+}
+
+// (odd ? a : b) with its sign bit flipped where `sign` has it, by bit operations, not selects:
+// g++ pushed what consumed a selected value through the selects, and cos(v) * v / 3 in a fused
+// kernel divided three times.
+inline float quadrant_pick(uint32_t odd, float a, float b, uint32_t sign) {
+  const uint32_t m = 0u - odd;
+  const uint32_t bits = (std::bit_cast<uint32_t>(a) & m) | (std::bit_cast<uint32_t>(b) & ~m);
+  return std::bit_cast<float>(bits ^ sign);
 }
 
 // sin(x) for trig_fast_ok(x).
@@ -166,10 +191,9 @@ inline float vsin_fast(float x) {
   uint32_t q;
   const float r = trig_reduce(x, q);
   const float s = sin_poly(r), c = cos_poly(r);
-  float v = (q & 1) ? c : s;
   // sin(|x|) is negative in quadrants 2, 3; sin(x) = sign(x) sin(|x|).
-  const bool neg = ((q & 2) != 0) != std::signbit(x);
-  return neg ? -v : v;
+  const uint32_t sign = ((q & 2) << 30) ^ (std::bit_cast<uint32_t>(x) & 0x80000000u);
+  return quadrant_pick(q & 1, c, s, sign);
 }
 
 // cos(x) for trig_fast_ok(x).
@@ -177,12 +201,126 @@ inline float vcos_fast(float x) {
   uint32_t q;
   const float r = trig_reduce(x, q);
   const float s = sin_poly(r), c = cos_poly(r);
-  float v = (q & 1) ? s : c;
-  return ((q + 1) & 2) ? -v : v;
+  return quadrant_pick(q & 1, s, c, ((q + 1) & 2) << 30);
 }
 
 inline float vsin(float x) { return trig_fast_ok(x) ? vsin_fast(x) : std::sin(x); }
 inline float vcos(float x) { return trig_fast_ok(x) ? vcos_fast(x) : std::cos(x); }
+
+// ---- The same functions on 16 lanes (AVX-512) ----
+//
+// g++ vectorises the scalar forms above, but spends about twice the instructions on them (range
+// checks as selects, 2^n by integer shifts, ...): these take vscalefps, masks and min/max with
+// the NaN operand placed to pass through. Operation for operation the scalar forms' arithmetic,
+// so each lane has the scalar result's bits (tests check it on every float). Used by the eager
+// float32 kernels and the fused kernels of builds for AVX-512 CPUs.
+#if defined(__AVX512F__)
+namespace v16 {
+
+using V = __m512;
+inline V set1(float f) { return _mm512_set1_ps(f); }
+// The masked intrinsics with every lane set: g++ 12 takes the plain ones' undefined pass-through
+// operand for an uninitialised read (-Wmaybe-uninitialized).
+inline V min(V a, V b) { return _mm512_mask_min_ps(a, 0xffff, a, b); }
+inline V max(V a, V b) { return _mm512_mask_max_ps(a, 0xffff, a, b); }
+inline V scalef(V a, V b) { return _mm512_mask_scalef_ps(a, 0xffff, a, b); }
+inline V sqrt(V a) { return _mm512_mask_sqrt_ps(a, 0xffff, a); }
+inline __m512i shift_to_sign(__m512i a) { return _mm512_mask_slli_epi32(a, 0xffff, a, 30); }
+inline __m512i sign_bits(V x) {
+  return _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(int32_t(0x80000000u)));
+}
+
+inline V exp_round(V x) {
+  return _mm512_sub_ps(_mm512_fmadd_ps(x, set1(kLog2e), set1(kRoundF)), set1(kRoundF));
+}
+inline V exp_poly(V r) {
+  V p = _mm512_fmadd_ps(set1(1.9875691500e-4f), r, set1(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, set1(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, set1(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, set1(1.6666665459e-1f));
+  return _mm512_fmadd_ps(p, r, set1(5.0000001201e-1f));
+}
+// e^r - 1 for x = n ln2 + r.
+inline V expm1_reduced(V x, V n) {
+  V r = _mm512_fnmadd_ps(n, set1(kLn2Hi), x);
+  r = _mm512_fnmadd_ps(n, set1(kLn2Lo), r);
+  return _mm512_fmadd_ps(exp_poly(r), _mm512_mul_ps(r, r), r);
+}
+
+// A NaN argument comes out quieted with its sign and payload (x86 arithmetic passes a NaN
+// operand on so), as the scalar forms return it.
+inline V exp(V x) {
+  // min/max (vminps/vmaxps) return their second operand when either is NaN.
+  const V c = max(set1(-104.0f), min(set1(89.0f), x));
+  const V n = exp_round(c);
+  const V e = _mm512_add_ps(expm1_reduced(c, n), set1(1.0f));
+  return scalef(e, n);
+}
+
+inline V tanh(V x) {
+  const V a = _mm512_abs_ps(x);
+  const V t2 = min(set1(18.05f), _mm512_add_ps(a, a));
+  const V n = exp_round(t2);
+  const V p = scalef(set1(1.0f), n);
+  const V t = _mm512_fmadd_ps(expm1_reduced(t2, n), p, _mm512_sub_ps(p, set1(1.0f)));
+  const V res = _mm512_div_ps(t, _mm512_add_ps(t, set1(2.0f)));
+  return _mm512_or_ps(res, _mm512_castsi512_ps(sign_bits(x)));
+}
+
+inline V sigmoid(V x) {
+  const V e = exp(_mm512_or_ps(x, set1(-0.0f)));  // -|x|
+  const V s = _mm512_div_ps(set1(1.0f), _mm512_add_ps(set1(1.0f), e));
+  const V res = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, set1(0.0f), _CMP_GE_OQ),
+                                     _mm512_mul_ps(e, s), s);
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), res, _mm512_add_ps(x, x));
+}
+
+// The lanes where trig_fast_ok holds.
+inline __mmask16 trig_fast_ok(V x) {
+  return _mm512_cmp_ps_mask(_mm512_abs_ps(x), set1(kTrigFastMax), _CMP_LE_OQ);
+}
+// sin_poly(r) and cos_poly(r) of x's reduction, and its quadrant.
+inline void sincos_reduced(V x, V& s, V& c, __m512i& q) {
+  const V ax = _mm512_abs_ps(x);
+  const V shifted = _mm512_fmadd_ps(ax, set1(0.636619772f), set1(kRoundF));
+  q = _mm512_castps_si512(shifted);
+  const V j = _mm512_sub_ps(shifted, set1(kRoundF));
+  V r = _mm512_fnmadd_ps(j, set1(1.57079637f), ax);
+  r = _mm512_fnmadd_ps(j, set1(-4.37113883e-08f), r);
+  r = _mm512_fnmadd_ps(j, set1(-1.71512451e-15f), r);
+  const V z = _mm512_mul_ps(r, r);
+  V p = _mm512_fmadd_ps(set1(1.0f / 362880.0f), z, set1(-1.0f / 5040.0f));
+  p = _mm512_fmadd_ps(p, z, set1(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, z, set1(-1.0f / 6.0f));
+  s = _mm512_fmadd_ps(_mm512_mul_ps(r, z), p, r);
+  V pc = _mm512_fmadd_ps(set1(-1.0f / 3628800.0f), z, set1(1.0f / 40320.0f));
+  pc = _mm512_fmadd_ps(pc, z, set1(-1.0f / 720.0f));
+  pc = _mm512_fmadd_ps(pc, z, set1(1.0f / 24.0f));
+  c = _mm512_fmadd_ps(_mm512_mul_ps(z, z), pc, _mm512_fnmadd_ps(set1(0.5f), z, set1(1.0f)));
+}
+// quadrant_pick on every lane.
+inline V quadrant_pick(__m512i q, V a, V b, __m512i sign) {
+  const __mmask16 odd = _mm512_test_epi32_mask(q, _mm512_set1_epi32(1));
+  return _mm512_castsi512_ps(
+      _mm512_xor_si512(_mm512_castps_si512(_mm512_mask_blend_ps(odd, b, a)), sign));
+}
+inline V sin_fast(V x) {
+  V s, c;
+  __m512i q;
+  sincos_reduced(x, s, c, q);
+  const __m512i quad = shift_to_sign(_mm512_and_si512(q, _mm512_set1_epi32(2)));
+  return quadrant_pick(q, c, s, _mm512_xor_si512(quad, sign_bits(x)));
+}
+inline V cos_fast(V x) {
+  V s, c;
+  __m512i q;
+  sincos_reduced(x, s, c, q);
+  const __m512i qp1 = _mm512_add_epi32(q, _mm512_set1_epi32(1));
+  return quadrant_pick(q, s, c, shift_to_sign(_mm512_and_si512(qp1, _mm512_set1_epi32(2))));
+}
+
+}  // namespace v16
+#endif
 
 // ---- expm1 / log1p ----
 
