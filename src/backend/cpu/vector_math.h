@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 
@@ -58,15 +59,17 @@ inline float exp_round(float x, int32_t& k) {
   return s - kRoundF;
 }
 
-// p(r) with e^r = 1 + r + r^2 p(r) for |r| <= ln2 / 2 (Cephes' expf minimax polynomial).
-inline float exp_poly(float r) {
-  float p = 1.9875691500e-4f;
-  p = fmadd(p, r, 1.3981999507e-3f);
-  p = fmadd(p, r, 8.3334519073e-3f);
-  p = fmadd(p, r, 4.1665795894e-2f);
-  p = fmadd(p, r, 1.6666665459e-1f);
-  return fmadd(p, r, 5.0000001201e-1f);
+// Horner's rule over coefficients c, highest first.
+template <size_t N>
+inline float horner(const float (&c)[N], float r) {
+  float p = c[0];
+  for (size_t i = 1; i < N; ++i) p = fmadd(p, r, c[i]);
+  return p;
 }
+
+// p(r) with e^r = 1 + r + r^2 p(r) for |r| <= ln2 / 2 (Cephes' expf minimax polynomial).
+inline constexpr float kExpPoly[] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                                     4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
 
 // exp(x) = 2^n e^r with x = n ln2 + r. x is clamped to [-104, 89] first (NaN passes): past 89
 // the result overflows to inf, below -104 it rounds to 0, both in the final scaling.
@@ -77,7 +80,7 @@ inline float vexp(float x) {
   const float n = exp_round(c, k);
   float r = fmadd(-n, kLn2Hi, c);
   r = fmadd(-n, kLn2Lo, r);
-  const float res = scale2(fmadd(exp_poly(r), r * r, r) + 1.0f, k);
+  const float res = scale2(fmadd(horner(kExpPoly, r), r * r, r) + 1.0f, k);
   return x != x ? x + x : res;  // x quieted, as the vector form's arithmetic passes it on
 }
 
@@ -123,7 +126,7 @@ inline float vtanh(float x) {
   float r = fmadd(-n, kLn2Hi, t2);
   r = fmadd(-n, kLn2Lo, r);
   const float p = std::bit_cast<float>((static_cast<uint32_t>(k) + 127u) << 23);  // 2^n
-  const float t = fmadd(fmadd(exp_poly(r), r * r, r), p, p - 1.0f);
+  const float t = fmadd(fmadd(horner(kExpPoly, r), r * r, r), p, p - 1.0f);
   const float res = t / (t + 2.0f);  // >= +0
   const float signed_res = std::bit_cast<float>(std::bit_cast<uint32_t>(res) |
                                                 (std::bit_cast<uint32_t>(x) & 0x80000000u));
@@ -147,13 +150,19 @@ inline float vsigmoid(float x) {
 inline constexpr float kTrigFastMax = 16384.0f;  // 2^14
 inline bool trig_fast_ok(float x) { return std::fabs(x) <= kTrigFastMax; }
 
+inline constexpr float kTwoOverPi = 0.636619772f;
+inline constexpr float kPio2A = 1.57079637f;       // float(pi/2)
+inline constexpr float kPio2B = -4.37113883e-08f;  // float(pi/2 - kPio2A)
+inline constexpr float kPio2C = -1.71512451e-15f;  // float(pi/2 - kPio2A - kPio2B)
+// Taylor coefficients, highest first: sin(r) = r + r z p(z), cos(r) = 1 - z / 2 + z^2 p(z).
+inline constexpr float kSinPoly[] = {1.0f / 362880.0f, -1.0f / 5040.0f, 1.0f / 120.0f,
+                                     -1.0f / 6.0f};
+inline constexpr float kCosPoly[] = {-1.0f / 3628800.0f, 1.0f / 40320.0f, -1.0f / 720.0f,
+                                     1.0f / 24.0f};
+
 // |x| = j pi/2 + r with |r| <= pi/4 (Cody-Waite with fused multiply-adds, in float so that a
 // vector holds 16 lanes, not 8); the quadrant j mod 4 goes to q.
 inline float trig_reduce(float x, uint32_t& q) {
-  constexpr float kTwoOverPi = 0.636619772f;
-  constexpr float kPio2A = 1.57079637f;       // float(pi/2)
-  constexpr float kPio2B = -4.37113883e-08f;  // float(pi/2 - kPio2A)
-  constexpr float kPio2C = -1.71512451e-15f;  // float(pi/2 - kPio2A - kPio2B)
   const float ax = std::fabs(x);
   const float shifted = std::fma(ax, kTwoOverPi, kRoundF);
   q = std::bit_cast<uint32_t>(shifted);  // low bits hold j
@@ -166,17 +175,11 @@ inline float trig_reduce(float x, uint32_t& q) {
 // Taylor series of sin(r) and cos(r) for |r| <= pi/4, in float (truncation below 2e-9).
 inline float sin_poly(float r) {
   const float z = r * r;
-  float p = fmadd(1.0f / 362880.0f, z, -1.0f / 5040.0f);
-  p = fmadd(p, z, 1.0f / 120.0f);
-  p = fmadd(p, z, -1.0f / 6.0f);
-  return fmadd(r * z, p, r);
+  return fmadd(r * z, horner(kSinPoly, z), r);
 }
 inline float cos_poly(float r) {
   const float z = r * r;
-  float p = fmadd(-1.0f / 3628800.0f, z, 1.0f / 40320.0f);
-  p = fmadd(p, z, -1.0f / 720.0f);
-  p = fmadd(p, z, 1.0f / 24.0f);
-  return fmadd(z * z, p, fmadd(-0.5f, z, 1.0f));
+  return fmadd(z * z, horner(kCosPoly, z), fmadd(-0.5f, z, 1.0f));
 }
 
 // (odd ? a : b) with its sign bit flipped where `sign` has it, by bit operations, not selects:
@@ -235,18 +238,17 @@ inline __m512i sign_bits(V x) {
 inline V exp_round(V x) {
   return _mm512_sub_ps(_mm512_fmadd_ps(x, set1(kLog2e), set1(kRoundF)), set1(kRoundF));
 }
-inline V exp_poly(V r) {
-  V p = _mm512_fmadd_ps(set1(1.9875691500e-4f), r, set1(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, set1(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, set1(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, set1(1.6666665459e-1f));
-  return _mm512_fmadd_ps(p, r, set1(5.0000001201e-1f));
+template <size_t N>
+inline V horner(const float (&c)[N], V r) {
+  V p = set1(c[0]);
+  for (size_t i = 1; i < N; ++i) p = _mm512_fmadd_ps(p, r, set1(c[i]));
+  return p;
 }
 // e^r - 1 for x = n ln2 + r.
 inline V expm1_reduced(V x, V n) {
   V r = _mm512_fnmadd_ps(n, set1(kLn2Hi), x);
   r = _mm512_fnmadd_ps(n, set1(kLn2Lo), r);
-  return _mm512_fmadd_ps(exp_poly(r), _mm512_mul_ps(r, r), r);
+  return _mm512_fmadd_ps(horner(kExpPoly, r), _mm512_mul_ps(r, r), r);
 }
 
 // A NaN argument comes out quieted with its sign and payload (x86 arithmetic passes a NaN
@@ -284,21 +286,16 @@ inline __mmask16 trig_fast_ok(V x) {
 // sin_poly(r) and cos_poly(r) of x's reduction, and its quadrant.
 inline void sincos_reduced(V x, V& s, V& c, __m512i& q) {
   const V ax = _mm512_abs_ps(x);
-  const V shifted = _mm512_fmadd_ps(ax, set1(0.636619772f), set1(kRoundF));
+  const V shifted = _mm512_fmadd_ps(ax, set1(kTwoOverPi), set1(kRoundF));
   q = _mm512_castps_si512(shifted);
   const V j = _mm512_sub_ps(shifted, set1(kRoundF));
-  V r = _mm512_fnmadd_ps(j, set1(1.57079637f), ax);
-  r = _mm512_fnmadd_ps(j, set1(-4.37113883e-08f), r);
-  r = _mm512_fnmadd_ps(j, set1(-1.71512451e-15f), r);
+  V r = _mm512_fnmadd_ps(j, set1(kPio2A), ax);
+  r = _mm512_fnmadd_ps(j, set1(kPio2B), r);
+  r = _mm512_fnmadd_ps(j, set1(kPio2C), r);
   const V z = _mm512_mul_ps(r, r);
-  V p = _mm512_fmadd_ps(set1(1.0f / 362880.0f), z, set1(-1.0f / 5040.0f));
-  p = _mm512_fmadd_ps(p, z, set1(1.0f / 120.0f));
-  p = _mm512_fmadd_ps(p, z, set1(-1.0f / 6.0f));
-  s = _mm512_fmadd_ps(_mm512_mul_ps(r, z), p, r);
-  V pc = _mm512_fmadd_ps(set1(-1.0f / 3628800.0f), z, set1(1.0f / 40320.0f));
-  pc = _mm512_fmadd_ps(pc, z, set1(-1.0f / 720.0f));
-  pc = _mm512_fmadd_ps(pc, z, set1(1.0f / 24.0f));
-  c = _mm512_fmadd_ps(_mm512_mul_ps(z, z), pc, _mm512_fnmadd_ps(set1(0.5f), z, set1(1.0f)));
+  s = _mm512_fmadd_ps(_mm512_mul_ps(r, z), horner(kSinPoly, z), r);
+  c = _mm512_fmadd_ps(_mm512_mul_ps(z, z), horner(kCosPoly, z),
+                      _mm512_fnmadd_ps(set1(0.5f), z, set1(1.0f)));
 }
 // quadrant_pick on every lane.
 inline V quadrant_pick(__m512i q, V a, V b, __m512i sign) {
