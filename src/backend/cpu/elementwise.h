@@ -157,30 +157,27 @@ inline void run_widest(const F& loop) {
 
 #if defined(__AVX512F__)
 // o[i] = op(x[i]) for float32 ops with a 16-lane form (vec16_ops.h): the same bits as op(x[i]),
-// in about half the instructions g++ makes of op. The last partial vector is masked. In blocks
-// of 64 vectors, those with a lane outside a partial op's fast domain are computed by op per
-// element after the block (a call inside the vector loop made g++ reload its constants).
+// in about half the instructions g++ makes of op.
 template <typename Op>
 inline void unary_vec16(const float* x, float* o, size_t b, size_t e, const Op& op) {
-  for (size_t c = b; c < e; c += 1024) {
-    const size_t ce = std::min(e, c + 1024);
-    uint64_t redo = 0;
-    for (size_t i = c; i < ce; i += 16) {
-      const size_t n = std::min<size_t>(16, ce - i);
-      const __mmask16 m = n == 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1);
-      __mmask16 ok = m;
-      const __m512 r = ops::vec16_apply<Op>(ok, _mm512_maskz_loadu_ps(m, x + i));
-      if (__builtin_expect((ok & m) != m, 0)) {
-        redo |= uint64_t{1} << ((i - c) / 16);
-      } else {
-        _mm512_mask_storeu_ps(o + i, m, r);
-      }
-    }
-    for (; redo != 0; redo &= redo - 1) {
-      const size_t i0 = c + 16 * static_cast<size_t>(__builtin_ctzll(redo));
-      for (size_t k = i0; k < std::min(ce, i0 + 16); ++k) o[k] = op(x[k]);
-    }
-  }
+  struct Carry {
+    __mmask16 ok;
+    __m512 r;
+  };
+  ops::vec16_loop<Carry>(
+      static_cast<int64_t>(b), static_cast<int64_t>(e),
+      [&](int64_t i, __mmask16 m, Carry& c) __attribute__((always_inline)) {
+        c.ok = m;
+        c.r = ops::vec16_apply<Op>(c.ok, _mm512_maskz_loadu_ps(m, x + i));
+      },
+      [&](int64_t i, __mmask16 m, const Carry& c) __attribute__((always_inline)) {
+        if (__builtin_expect(c.ok != m, 0)) return false;
+        _mm512_mask_storeu_ps(o + i, m, c.r);
+        return true;
+      },
+      [&](int64_t i0, int64_t i1) {
+        for (int64_t k = i0; k < i1; ++k) o[k] = op(x[k]);
+      });
 }
 #endif
 

@@ -5,6 +5,7 @@
 // the lanes where apply is right (the callers take Op{} on the others).
 #pragma once
 
+#include <cstdint>
 #include <utility>
 
 #include "backend/cpu/binary_ops.h"
@@ -75,6 +76,47 @@ inline __m512 vec16_apply(__mmask16& ok, X... x) {
       }(std::index_sequence_for<X...>{});
     }
     return _mm512_loadu_ps(r);
+  }
+}
+
+// The 16-lane loop over [b, e) of the eager float32 kernels and the fused ones. head(i, m, carry)
+// loads vector i (its lanes m) and runs the first part of its work into carry; tail(i, m, carry)
+// runs the rest and stores, or returns false and writes nothing when a lane was outside an op's
+// fast domain; exact(i0, i1) then computes [i0, i1) element by element. Software-pipelined:
+// head(i + 16) runs before tail(i), so that the instructions in flight hold independent work (a
+// long chain per element, as tanh(exp(..) + sin(..)), was limited by the core's window, not its
+// units). In blocks of 64 vectors, the last one masked; the vectors to redo are done after their
+// block, so that the vector loop holds no call (a call in it made g++ reload every constant on
+// each pass). head and tail are lambdas marked always_inline.
+template <typename Carry, typename Head, typename Tail, typename Exact>
+[[gnu::always_inline]] inline void vec16_loop(int64_t b, int64_t e, const Head& head,
+                                              const Tail& tail, const Exact& exact) {
+  constexpr __mmask16 kAll = 0xffff;
+  for (int64_t c = b; c < e; c += 1024) {
+    const int64_t ce = c + 1024 < e ? c + 1024 : e;
+    const int64_t nv = (ce - c) / 16;  // whole vectors
+    uint64_t redo = 0;
+    if (nv > 0) {
+      Carry cur;
+      head(c, kAll, cur);
+      for (int64_t k = 0; k + 1 < nv; ++k) {
+        Carry next;
+        head(c + 16 * (k + 1), kAll, next);
+        if (!tail(c + 16 * k, kAll, cur)) redo |= uint64_t{1} << k;
+        cur = next;
+      }
+      if (!tail(c + 16 * (nv - 1), kAll, cur)) redo |= uint64_t{1} << (nv - 1);
+    }
+    if (c + 16 * nv < ce) {
+      const auto m = static_cast<__mmask16>((1u << (ce - c - 16 * nv)) - 1);
+      Carry last;
+      head(c + 16 * nv, m, last);
+      if (!tail(c + 16 * nv, m, last)) redo |= uint64_t{1} << nv;
+    }
+    for (; redo != 0; redo &= redo - 1) {
+      const int64_t i0 = c + 16 * __builtin_ctzll(redo);
+      exact(i0, i0 + 16 < ce ? i0 + 16 : ce);
+    }
   }
 }
 

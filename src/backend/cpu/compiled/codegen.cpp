@@ -110,11 +110,11 @@ bool all_float32(const Compiled& c) {
          std::all_of(c.steps().begin(), c.steps().end(), [&](auto& s) { return f32(s.dtype); });
 }
 
-// The 16-lane loop of a float32 kernel with contiguous and single-value inputs, in kernels built
-// for AVX-512 CPUs, taken when every step has a 16-lane form (vec16_ops.h: the same bits as the
-// functor, in about half the instructions of g++'s vectorisation of it) and no output partly
-// overlaps an input. The last partial vector is masked; a vector with a lane outside a step's
-// fast domain (sin, cos) is computed again element by element with the exact functors.
+// The 16-lane loop (vec16_ops.h's vec16_loop) of a float32 kernel with contiguous and
+// single-value inputs, in kernels built for AVX-512 CPUs, taken when every step has a 16-lane
+// form (the same bits as the functor, in about half the instructions of g++'s vectorisation of
+// it) and no output partly overlaps an input. A vector with a lane outside a step's fast domain
+// (sin, cos) is computed again element by element with the exact functors.
 void emit_vec16(std::ostringstream& os, const Compiled& c, const std::string& layout) {
   const auto& in = c.input_dtypes();
   const auto& steps = c.steps();
@@ -135,11 +135,9 @@ void emit_vec16(std::ostringstream& os, const Compiled& c, const std::string& la
   for (size_t k = 0; k < in.size(); ++k) {
     if (layout[k] == 's') os << "    const __m512 v" << k << " = _mm512_set1_ps(x" << k << ");\n";
   }
-  // Software pipelining: head(i) loads vector i and runs the first steps (about half the work,
-  // weighing exp-like and trig steps heavily), tail(i) the rest and the stores. The loop runs
-  // head(i + 16) before tail(i), so that the instructions in flight hold independent work: the
-  // chain of one vector is long (tanh(exp(..) + sin(..))) and the core's window, not its units,
-  // was the limit (the 10-op chain: 1.44 -> 1.22 ns per element).
+  // head(i) loads vector i and runs the first steps (about half the work, weighing exp-like and
+  // trig steps heavily), tail(i) the rest and the stores; vec16_loop runs head(i + 16) before
+  // tail(i) (software pipelining: the 10-op chain 1.44 -> 1.22 ns per element per core).
   auto weight = [](const std::string& f) {
     for (const char* heavy : {"ExpOp", "TanhOp", "SigmoidOp"}) {
       if (f.find(heavy) != std::string::npos) return 20;
@@ -194,29 +192,11 @@ void emit_vec16(std::ostringstream& os, const Compiled& c, const std::string& la
   for (size_t o = 0; o < outs.size(); ++o) {
     os << "      _mm512_mask_storeu_ps(q" << o << " + i, m, " << name(outs[o]) << ");\n";
   }
-  // Blocks of 64 vectors (the last one masked): a vector left unwritten (a lane outside a step's
-  // fast domain) is computed per element after the block, so that the vector loop has no call
-  // (a call in it made g++ reload every constant on each pass).
   os << "      return true;\n    };\n"
-     << "    for (int64_t c = b; c < e; c += 1024) {\n"
-     << "      const int64_t ce = c + 1024 < e ? c + 1024 : e;\n"
-     << "      const int64_t nv = (ce - c) / 16;\n      uint64_t redo = 0;\n"
-     << "      if (nv > 0) {\n        Carry cur;\n        head(c, 0xffff, cur);\n"
-     << "        for (int64_t k = 0; k + 1 < nv; ++k) {\n          Carry next;\n"
-     << "          head(c + 16 * (k + 1), 0xffff, next);\n"
-     << "          if (!tail(c + 16 * k, 0xffff, cur)) redo |= uint64_t{1} << k;\n"
-     << "          cur = next;\n        }\n"
-     << "        if (!tail(c + 16 * (nv - 1), 0xffff, cur)) redo |= uint64_t{1} << (nv - 1);\n"
-     << "      }\n      if (c + 16 * nv < ce) {\n"
-     << "        const __mmask16 m = __mmask16((1u << (ce - c - 16 * nv)) - 1);\n"
-     << "        Carry last;\n        head(c + 16 * nv, m, last);\n"
-     << "        if (!tail(c + 16 * nv, m, last)) redo |= uint64_t{1} << nv;\n      }\n"
-     << "      for (; redo != 0; redo &= redo - 1) {\n"
-     << "        const int64_t i0 = c + 16 * __builtin_ctzll(redo);\n"
-     << "        const int64_t i1 = i0 + 16 < ce ? i0 + 16 : ce;\n"
-     << "        for (int64_t i = i0; i < i1; ++i) {\n";
+     << "    tessera::cpu::ops::vec16_loop<Carry>(b, e, head, tail, [&](int64_t i0, int64_t i1) {\n"
+     << "      for (int64_t i = i0; i < i1; ++i) {\n";
   emit_body(os, c, layout, false);
-  os << "        }\n      }\n    }\n    return;\n  }\n#endif\n";
+  os << "      }\n    });\n    return;\n  }\n#endif\n";
 }
 
 }  // namespace
