@@ -12,6 +12,8 @@
 #include <iterator>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "../cluster/cluster.h"
 #include "test_util.h"
 
@@ -302,4 +304,41 @@ TEST(ClusterLaunch, KilledRankOfAHierarchicalJobIsNamedEverywhere) {
   Cluster c(2);
   SshHosts ssh(c);
   expect_killed_rank_named(c, ssh, "--hosts " + host_list(2) + " -n 2", 4, 3, 1);
+}
+
+// A C++ user's install, `cmake --install BUILD --prefix P`, moved elsewhere afterwards: with no
+// LD_LIBRARY_PATH anywhere, P/bin/tessera finds P's libtessera through an RPATH relative to
+// itself, on host 0 and on the host it reaches over ssh (where the launcher runs P/bin/tessera
+// again): a job across 2 hosts gives the closed-form all_sum, and `config --hosts`, which runs
+// the command on every host too, writes a hostfile of both.
+TEST(ClusterLaunch, PrefixInstallRunsOnEveryHostWithoutLdLibraryPath) {
+  REQUIRE_SSH_CLUSTER();
+  Cluster c(2);
+  SshHosts ssh(c);
+  const std::string installed = ssh.dir() + "/prefix", moved = ssh.dir() + "/moved";
+  auto r = tessera::test_util::run_command("cmake --install " + std::string(TESSERA_BIN_DIR) +
+                                           " --prefix " + installed + " 2>&1 && mv " + installed +
+                                           " " + moved + " 2>&1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string cli = "env -u LD_LIBRARY_PATH " + moved + "/bin/tessera";
+  const std::string hostfile = ssh.dir() + "/hosts.json", marker = job_marker(c);
+  std::ofstream(hostfile) << "[{\"ssh\": \"" << Cluster::ip(0) << "\"}, {\"ssh\": \"" << Cluster::ip(1)
+                          << "\"}]";
+  Process& l = c.start(0, "unset LD_LIBRARY_PATH; " + ssh.path_env() +
+                              " TESSERA_DIST_CONNECT_TIMEOUT=20 timeout -s KILL 120 " + cli +
+                              " launch --hostfile " + hostfile + " -- " + kWorker + " join " + marker);
+  ASSERT_EQ(l.wait(90), 0) << l.output();
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(count_of(l.output(), "rank " + std::to_string(rank) + ": all_sum 3"), 1) << l.output();
+  }
+  EXPECT_TRUE(none_left(marker, 5));
+  const std::string written = ssh.dir() + "/found.json";
+  Process& p = c.start(0, "unset LD_LIBRARY_PATH; " + ssh.path_env() + " timeout -s KILL 90 " + cli +
+                              " config --hosts " + host_list(2) + " --output " + written);
+  ASSERT_EQ(p.wait(60), 0) << p.output();
+  std::ifstream f(written);
+  const auto j = nlohmann::json::parse(std::string(std::istreambuf_iterator<char>(f), {}));
+  ASSERT_EQ(j["hosts"].size(), 2u) << j.dump();
+  EXPECT_EQ(j["hosts"][0]["ssh"], Cluster::ip(0));
+  EXPECT_EQ(j["hosts"][1]["ssh"], Cluster::ip(1));
 }

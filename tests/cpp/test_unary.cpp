@@ -211,28 +211,37 @@ TEST(UnaryFloat, FastFloat32OpsGiveTheSameBitsInEveryLayoutAndStayWithinUlpsOfLi
     const float* g = strided.data<float>();
     double worst = 0;
     float worst_x = 0;
+    // A native build runs the same arithmetic in both loops: the same bits. In a baseline
+    // (wheel) build the contiguous loop is a copy compiled for this CPU's AVX2 / AVX-512, whose
+    // multiply-adds are fused where the baseline strided loop's are not: each layout is held to
+    // the accuracy bound on its own.
+    const bool same_bits = TESSERA_NATIVE_KERNELS;
     for (int i = 0; i < n; ++i) {
       uint32_t a, b;
       std::memcpy(&a, f + i, 4);
       std::memcpy(&b, g + i, 4);
-      ASSERT_EQ(a, b) << c.name << " of " << xs[i] << ": " << f[i] << " vs " << g[i];
+      if (same_bits) {
+        ASSERT_EQ(a, b) << c.name << " of " << xs[i] << ": " << f[i] << " vs " << g[i];
+      }
       const double want = c.ref(static_cast<double>(xs[i]));
-      if (std::isnan(want)) {
-        EXPECT_TRUE(std::isnan(f[i])) << c.name << " of " << xs[i];
-        continue;
-      }
-      const float w = static_cast<float>(want);
-      if (std::isinf(w)) {
-        EXPECT_EQ(f[i], w) << c.name << " of " << xs[i];
-        continue;
-      }
-      const double ulp = w == 0.0f ? std::ldexp(1.0, -149)
-                                   : std::nextafter(std::fabs(w), INFINITY) - std::fabs(w);
-      const double u = std::fabs(f[i] - want) / ulp;
-      if (std::fabs(xs[i]) > c.fast_max) {  // libm's float function
-        EXPECT_LE(u, 1.0) << c.name << " of " << xs[i];
-      } else if (u > worst) {
-        worst = u, worst_x = xs[i];
+      for (const float v : {f[i], g[i]}) {
+        if (std::isnan(want)) {
+          EXPECT_TRUE(std::isnan(v)) << c.name << " of " << xs[i];
+          continue;
+        }
+        const float w = static_cast<float>(want);
+        if (std::isinf(w)) {
+          EXPECT_EQ(v, w) << c.name << " of " << xs[i];
+          continue;
+        }
+        const double ulp = w == 0.0f ? std::ldexp(1.0, -149)
+                                     : std::nextafter(std::fabs(w), INFINITY) - std::fabs(w);
+        const double u = std::fabs(v - want) / ulp;
+        if (std::fabs(xs[i]) > c.fast_max) {  // libm's float function
+          EXPECT_LE(u, 1.0) << c.name << " of " << xs[i];
+        } else if (u > worst) {
+          worst = u, worst_x = xs[i];
+        }
       }
     }
     EXPECT_LE(worst, c.max_ulps) << c.name << " at " << worst_x;

@@ -17,6 +17,7 @@ libdir=$(ls -d "$tmp"/prefix/lib* | head -n 1)
 cmake -S "$src/tests/install/consumer" -B "$tmp/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$tmp/prefix" > /dev/null
 cmake --build "$tmp/consumer" > /dev/null
 "$tmp/consumer/consumer"
+"$tmp/prefix/bin/tessera" env > /dev/null  # the command finds its library by itself
 flags=$(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags --libs tessera)
 g++ "$src/tests/install/consumer/main.cpp" -o "$tmp/consumer_pc" $flags
 "$tmp/consumer_pc"
