@@ -325,6 +325,17 @@ Shape shape_from_args(const nb::args& args) {
   return nb::cast<Shape>(args);
 }
 
+// iter(a): the sub-arrays along the first axis, each taken when it is reached.
+struct ArrayIterator {
+  array a;
+  int index = 0;
+};
+
+// MLX's marker type for objects with the __mlx_array__ protocol (used in its signatures).
+struct ArrayLikeMarker {
+  nb::object obj;
+};
+
 }  // namespace
 
 void init_array(nb::module_& m) {
@@ -344,6 +355,13 @@ void init_array(nb::module_& m) {
       .def_prop_ro("shape", &shape_tuple, "The dimensions, as a tuple.")
       .def_prop_ro("dtype", &array::dtype, "The element type.")
       .def_prop_ro("T", [](const array& a) { return transpose(a); }, "The transpose.")
+      .def_prop_ro("mT", [](const array& a) {
+        if (a.ndim() < 2) {
+          throw std::invalid_argument("[matrix_transpose] Input array must have at least 2 "
+                                      "dimensions; this one has " + std::to_string(a.ndim()));
+        }
+        return swapaxes(a, -1, -2);
+      }, "The last two axes swapped (a stack of matrices, each transposed).")
       .def_prop_ro("real", [](const array& a) { return real(a); }, "The real part.")
       .def_prop_ro("imag", [](const array& a) { return imag(a); }, "The imaginary part.")
       .def("item", &to_scalar, "The single element as a Python scalar.")
@@ -378,9 +396,7 @@ void init_array(nb::module_& m) {
       })
       .def("__iter__", [](const array& a) {
         if (a.ndim() == 0) throw nb::type_error("iteration over a 0-d array");
-        nb::list items;
-        for (int i = 0; i < a.shape(0); ++i) items.append(take(a, i, 0));
-        return nb::iter(items);
+        return ArrayIterator{a};
       })
       .def("__bool__", [](const array& a) {
         if (a.size() != 1) {
@@ -559,6 +575,17 @@ void init_array(nb::module_& m) {
           "dtype"_a, nb::kw_only(), "stream"_a = nb::none(), "The same bytes read as another dtype.");
 
   init_indexing(m, cls);
+  nb::class_<ArrayIterator>(m, "ArrayIterator",
+                            "A helper object to iterate over the 1st dimension of an array.")
+      .def("__iter__", [](nb::handle self) { return nb::borrow(self); })
+      .def("__next__", [](ArrayIterator& it) {
+        if (it.index >= it.a.shape(0)) throw nb::stop_iteration();
+        return take(it.a, it.index++, 0);
+      });
+  nb::class_<ArrayLikeMarker>(m, "ArrayLike",
+                              "Any Python object which has an ``__mlx_array__`` method that "
+                              "returns an :obj:`array` (a marker type for signatures).")
+      .def(nb::init<nb::object>(), "arg"_a);
   init_printoptions(m);
   m.def("_raise_operator_error", [] {
     std::exception_ptr e = std::exchange(slot_error, nullptr);

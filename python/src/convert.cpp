@@ -6,14 +6,17 @@
 #include <nanobind/ndarray.h>
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <complex>
 #include <cstring>
 #include <limits>
 #include <optional>
 #include <string>
+#include <thread>
 
 namespace tessera::python {
 
@@ -249,9 +252,10 @@ array from_ndarray(const AnyArray& nd, std::optional<Dtype> dtype) {
   auto buf = allocator::malloc(bytes);
   size_t written = 0;
   if (n > 0) {
-    nb::gil_scoped_release nogil;
-    strided_copy(static_cast<const char*>(nd.data()), static_cast<char*>(buf.raw_ptr()), shape,
-                 bstrides, item, 0, written);
+    without_gil([&] {
+      strided_copy(static_cast<const char*>(nd.data()), static_cast<char*>(buf.raw_ptr()), shape,
+                   bstrides, item, 0, written);
+    });
   }
   if (complex128) {  // narrow in place: each complex<double> becomes a complex<float>
     auto* z = static_cast<std::complex<double>*>(buf.raw_ptr());
@@ -296,10 +300,7 @@ std::optional<array> copy_keeping_layout(const AnyArray& nd) {
   };
   array::Flags flags{span == size, ordered(true), ordered(false)};
   auto buf = allocator::malloc(span * item);
-  {
-    nb::gil_scoped_release nogil;
-    std::memcpy(buf.raw_ptr(), nd.data(), span * item);
-  }
+  without_gil([&] { std::memcpy(buf.raw_ptr(), nd.data(), span * item); });
   array a(allocator::Buffer(), shape, *dt, Deleter{});  // its data comes next, with the layout
   a.set_data(buf, span, std::move(strides), flags, allocator::free);
   return a;
@@ -313,6 +314,35 @@ nb::object native_numpy(nb::handle obj) {
   nb::object dt = a.attr("dtype");
   if (!nb::cast<bool>(dt.attr("isnative"))) a = a.attr("astype")(dt.attr("newbyteorder")("="));
   return a;
+}
+
+// An object that only Python's number protocol converts (a Fraction, a Decimal, a mock): the
+// narrowest of int (__index__), float (__float__) and complex (__complex__), or a null object
+// for anything else, containers and array-likes included. (MLX goes through __complex__ first,
+// which makes a Fraction a complex64 operand.)
+nb::object as_python_number(nb::handle obj) {
+  PyObject* p = obj.ptr();
+  if (is_sequence(obj) || PyObject_CheckBuffer(p) || nb::hasattr(obj, "__mlx_array__") ||
+      nb::hasattr(obj, "__array__") || nb::hasattr(obj, "__array_interface__")) {
+    return {};
+  }
+  if (PyIndex_Check(p)) {
+    PyObject* v = PyNumber_Index(p);
+    if (v == nullptr) throw nb::python_error();
+    return nb::steal(v);
+  }
+  const PyNumberMethods* methods = Py_TYPE(p)->tp_as_number;
+  if (methods != nullptr && methods->nb_float != nullptr) {
+    const double v = PyFloat_AsDouble(p);
+    if (v == -1.0 && PyErr_Occurred()) throw nb::python_error();
+    return nb::float_(v);
+  }
+  if (nb::hasattr(obj, "__complex__")) {
+    const Py_complex z = PyComplex_AsCComplex(p);
+    if (z.real == -1.0 && PyErr_Occurred()) throw nb::python_error();
+    return nb::steal(PyComplex_FromCComplex(z));
+  }
+  return {};
 }
 
 }  // namespace
@@ -344,6 +374,7 @@ array to_array(nb::handle obj, std::optional<Dtype> dtype) {
     nb::object native = native_numpy(obj);
     if (nb::try_cast<AnyArray>(native, nd)) return from_ndarray(nd, dtype);
   }
+  if (nb::object number = as_python_number(obj); number.is_valid()) return to_array(number, dtype);
   throw std::invalid_argument("[array] cannot convert an object of type " +
                               nb::cast<std::string>(nb::str(obj.type().attr("__name__"))) +
                               " to an array (expected a scalar, a nested list, an array or an "
@@ -430,6 +461,8 @@ array to_array_like(nb::handle obj, const array& like) {
     return constant_operand(obj, is_floating_point(d) ? d : float32);
   }
   if (PyComplex_Check(obj.ptr())) return to_array(obj, complex64);
+  // A number of another type takes part as the Python scalar it converts to (weakly typed).
+  if (nb::object number = as_python_number(obj); number.is_valid()) return to_array_like(number, like);
   return to_array(obj);  // MLX's __mlx_array__ protocol included
 }
 
@@ -547,7 +580,21 @@ void on_sigint(int sig) {
 
 }  // namespace
 
+std::atomic<bool> g_exiting{false};  // the interpreter is exiting (the atexit hook ran)
+std::atomic<int> g_retaking{0};      // threads between begin_retake and end_retake
+
 namespace blocking_detail {
+bool begin_retake() noexcept {
+  if (g_exiting.load()) return false;
+  g_retaking.fetch_add(1);
+  if (!g_exiting.load()) return true;  // seen before the hook's store: the hook waits for us
+  g_retaking.fetch_sub(1);
+  return false;
+}
+void end_retake() noexcept { g_retaking.fetch_sub(1); }
+void park() noexcept {
+  for (;;) ::pause();
+}
 void enter() noexcept { g_blocking.fetch_add(1, std::memory_order_relaxed); }
 void leave() noexcept { g_blocking.fetch_sub(1, std::memory_order_relaxed); }
 void check_signals() {
@@ -556,6 +603,17 @@ void check_signals() {
   if (PyErr_CheckSignals() != 0) throw nb::python_error();
 }
 }  // namespace blocking_detail
+
+void install_exit_hook() {
+  nb::module_::import_("atexit").attr("register")(nb::cpp_function([] {
+    g_exiting.store(true);
+    PyThreadState* saved = PyEval_SaveThread();
+    for (int i = 0; i < 2000 && g_retaking.load() > 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    PyEval_RestoreThread(saved);
+  }));
+}
 
 void install_sigint_handler() {
   struct sigaction cur {};

@@ -2,6 +2,7 @@
 // or byte order), buffer-protocol objects; and back: item(), tolist(), NumPy views.
 #pragma once
 
+#include <exception>
 #include <type_traits>
 
 #include "common.h"
@@ -16,30 +17,55 @@ void leave() noexcept;
 // After a blocking call: if SIGINT arrived, clears the engine's interrupt request and runs
 // Python's handler (KeyboardInterrupt by default), throwing nb::python_error if it raised.
 void check_signals();
+// Before a thread takes the GIL back: false once the interpreter is exiting (the atexit hook of
+// install_exit_hook ran), and the thread must then park() instead. Python would end a daemon
+// thread that asks for the GIL during finalization with pthread_exit, and that unwinding is
+// swallowed by nanobind's dispatcher ("FATAL: exception not rethrown": the process aborts).
+bool begin_retake() noexcept;
+void end_retake() noexcept;
+[[noreturn]] void park() noexcept;  // waits for the process to end
 }  // namespace blocking_detail
+
+// Registers the atexit hook above: it marks the interpreter as exiting, then lets the threads
+// already on their way back to the GIL take it (up to 2 s) before finalization starts.
+void install_exit_hook();
 
 // Installs (once, at import) a SIGINT handler that, while a blocking call runs, asks the engine
 // to stop (core/interrupt.h) and then chains to Python's own handler.
 void install_sigint_handler();
+
+// Runs f() without the GIL. A daemon thread whose call ends while the interpreter exits waits
+// there for the process to end (see begin_retake).
+template <typename F>
+void without_gil(F&& f) {
+  PyThreadState* saved = PyEval_SaveThread();
+  std::exception_ptr error;
+  try {
+    f();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  if (!blocking_detail::begin_retake()) blocking_detail::park();
+  PyEval_RestoreThread(saved);
+  blocking_detail::end_retake();
+  if (error) std::rethrow_exception(error);
+}
 
 // Runs f() without the GIL. A Ctrl-C meanwhile makes the engine give up within ~100 ms (the
 // kernels not started yet are skipped, a waiting collective fails and leaves its group out of
 // step) and is raised here as Python's handler decides (KeyboardInterrupt by default).
 template <typename F>
 void blocking(F&& f) {
-  struct Scope {
-    Scope() { blocking_detail::enter(); }
-    ~Scope() { blocking_detail::leave(); }
-  };
+  blocking_detail::enter();
+  std::exception_ptr error;
   try {
-    Scope scope;
-    nb::gil_scoped_release nogil;
-    f();
+    without_gil(f);
   } catch (...) {
-    blocking_detail::check_signals();  // a KeyboardInterrupt replaces the engine's error
-    throw;
+    error = std::current_exception();
   }
-  blocking_detail::check_signals();
+  blocking_detail::leave();
+  blocking_detail::check_signals();  // a KeyboardInterrupt replaces the engine's error
+  if (error) std::rethrow_exception(error);
 }
 
 // As mx.array(obj, dtype): Python bool -> bool, int -> int32 (int64 when it does not fit),

@@ -1,6 +1,7 @@
 // Devices and streams: Device, DeviceType, tessera.core.cpu / gpu, default_device, new_stream,
 // the stream(...) context manager, synchronize; mx.metal / mx.cuda availability queries.
 #include <sstream>
+#include <thread>
 
 #include "convert.h"
 
@@ -14,11 +15,17 @@ std::string device_repr(const Device& d) {
   return os.str();
 }
 
-// `with tessera.core.stream(s):` makes s (a stream or a device) the default inside the block.
+std::string stream_repr(const char* kind, const Stream& s) {
+  return std::string(kind) + "(" + device_repr(s.device) + ", " + std::to_string(s.index) + ")";
+}
+
+// `with tessera.core.stream(s):` makes s (a stream or a device) the default inside the block;
+// the block ends on the thread it began on (the defaults it restores are that thread's).
 struct PyStreamContext {
   explicit PyStreamContext(StreamOrDevice s) : target(s) {}
   StreamOrDevice target;
   std::optional<StreamContext> ctx;
+  std::thread::id owner;
 };
 
 }  // namespace
@@ -55,42 +62,71 @@ void init_device(nb::module_& m) {
       "d"_a = nb::none(),
       "A dict describing the device: device_name (the CPU's model) and architecture.");
 
-  nb::class_<Stream>(m, "Stream", "An ordered queue of work on a device.")
+  nb::class_<Stream>(m, "Stream", "A stream for running operations on a given device.")
       .def_ro("device", &Stream::device, "The stream's device.")
-      .def("__repr__", [](const Stream& s) {
-        return "Stream(" + device_repr(s.device) + ", " + std::to_string(s.index) + ")";
-      })
+      .def("__repr__", [](const Stream& s) { return stream_repr("Stream", s); })
       .def("__eq__", [](const Stream& s, nb::handle o) {
         return nb::isinstance<Stream>(o) && s == nb::cast<Stream>(o);
       }, "other"_a.none())
       .def("__hash__", [](const Stream& s) { return s.index; });
-  m.def("default_stream", &default_stream, "device"_a, "The default stream of a device.");
+  nb::class_<ThreadLocalStream>(
+      m, "ThreadLocalStream",
+      "A stream that will be unique per thread and can be used to run operations on a given "
+      "device: each thread that uses it runs on a stream of its own.")
+      .def_prop_ro("device", [](const ThreadLocalStream& s) { return s.device; }, "The device.")
+      .def("__repr__", [](const ThreadLocalStream& s) { return stream_repr("ThreadLocalStream", s); })
+      .def("__eq__", [](const ThreadLocalStream& s, nb::handle o) {
+        return nb::isinstance<ThreadLocalStream>(o) && s == nb::cast<ThreadLocalStream>(o);
+      }, "other"_a.none())
+      .def("__hash__", [](const ThreadLocalStream& s) { return s.index; });
+  m.def("default_stream", &default_stream, "device"_a,
+        "The calling thread's default stream of a device (each thread has its own).");
   m.def("set_default_stream", &set_default_stream, "stream"_a,
-        "Makes a stream the default of its device (and that device the default).");
-  m.def("new_stream", &new_stream, "device"_a, "A new stream on a device.");
+        "Makes the stream the calling thread's default for its device (the default device stays).");
+  m.def("new_stream", &new_stream, "device"_a,
+        "Make a new stream on the given device. The stream can only be used on the thread where "
+        "it was created: evaluating on it from another thread raises RuntimeError.");
+  m.def("new_thread_unsafe_stream", &new_thread_unsafe_stream, "device"_a,
+        "Make a new stream that can be used in any thread. Unlike new_stream, it can be passed "
+        "to and evaluated on from any thread; keeping two threads from racing on it is the "
+        "caller's job.");
+  m.def("new_thread_local_stream", &new_thread_local_stream, "device"_a,
+        "Make a new stream that will be unique per thread: one handle, and each thread that "
+        "uses it gets a stream of its own.");
   m.def(
       "clear_streams",
       [] {
         reset_random_state();
         detail::compile_clear_cache();
+        blocking([] { clear_streams(); });
       },
-      "As MLX's (its test runner calls it between tests): the implicit random key restarts from "
-      "this process's seed and compile's cache of traced functions is emptied. Tessera's streams "
-      "are not per thread, so none is destroyed.");
+      "Call before a thread or the process ends, as MLX: waits for the work queued on the streams "
+      "this thread made, restarts the implicit random key from this process's seed and empties "
+      "compile's cache of traced functions. Unlike MLX's, the streams stay usable.");
   m.def(
       "synchronize",
       [](StreamOrDevice s) { blocking([&] { synchronize(to_stream(s)); }); },
       "stream"_a = nb::none(),
-      "Waits until the stream's work is done (a device: its default stream; None: the default "
-      "stream).");
+      "Waits until the stream's work is done (a device: its default stream; a ThreadLocalStream: "
+      "this thread's; None: the default stream).");
 
   nb::class_<PyStreamContext>(m, "StreamContext", "Makes a stream or device the default inside a with block.")
       .def(nb::init<StreamOrDevice>(), "s"_a)
-      .def("__enter__", [](PyStreamContext& c) { c.ctx.emplace(c.target); })
-      .def("__exit__", [](PyStreamContext& c, nb::handle, nb::handle, nb::handle) { c.ctx.reset(); },
-           "exc_type"_a.none(), "exc_value"_a.none(), "traceback"_a.none());
+      .def("__enter__", [](PyStreamContext& c) {
+        c.ctx.emplace(c.target);
+        c.owner = std::this_thread::get_id();
+      })
+      .def("__exit__", [](PyStreamContext& c, nb::handle, nb::handle, nb::handle) {
+        if (c.ctx && c.owner != std::this_thread::get_id()) {
+          throw std::runtime_error(
+              "[StreamContext] Destroyed in a different thread than it was constructed in: a "
+              "`with stream(...)` block must end on the thread it began on");
+        }
+        c.ctx.reset();
+      }, "exc_type"_a.none(), "exc_value"_a.none(), "traceback"_a.none());
   m.def("stream", [](StreamOrDevice s) { return new PyStreamContext(s); }, "s"_a,
-        "A context manager: `with stream(s):` runs the block's operations on s.");
+        "A context manager: `with stream(s):` runs the block's operations on s (a Stream, a "
+        "ThreadLocalStream, a Device) on this thread.");
 
   auto metal = m.def_submodule("metal", "Apple GPUs: not available in this build.");
   metal.def("is_available", [] { return false; }, "Always False: Tessera has no Metal backend.");

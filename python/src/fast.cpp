@@ -1,7 +1,10 @@
 // tessera.core.fast: include/tessera/fast.h with MLX's mlx.core.fast signatures.
 #include "convert.h"
+#include "core/shape_checks.h"
 
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace tessera::python {
 
@@ -99,6 +102,167 @@ void init_fast(nb::module_& parent) {
       "      (there is no fused kernel). Default: ``False``.\n\n"
       "Returns:\n"
       "    array: The attention output.\n");
+
+  m.def(
+      "cross_entropy",
+      [](const array& logits, const array& targets, StreamOrDevice s) {
+        if (logits.ndim() == 0) {
+          throw std::invalid_argument("[cross_entropy] logits must have at least 1 dimension but "
+                                      "got input with 0 dimensions.");
+        }
+        if (!issubdtype(logits.dtype(), floating)) {
+          throw std::invalid_argument("[cross_entropy] Received unsupported logits type " +
+                                      dtype_name(logits.dtype()) + "; cast them to a float type");
+        }
+        if (!is_integral(targets.dtype())) {
+          throw std::invalid_argument("[cross_entropy] targets must be integer class indices but "
+                                      "got " + dtype_name(targets.dtype()) + ".");
+        }
+        const Shape batch(logits.shape().begin(), logits.shape().end() - 1);
+        if (targets.shape() != batch) {
+          throw std::invalid_argument("[cross_entropy] targets shape " + detail::shape_str(targets.shape()) +
+                                      " does not match logits shape " + detail::shape_str(logits.shape()) +
+                                      " with the last axis removed.");
+        }
+        // Composed for now (float32 throughout, where MLX's CPU build reduces in the logits'
+        // dtype); a negative target counts from the end, as MLX's.
+        const array x = astype(logits, float32, s);
+        const int classes = logits.shape().back();
+        const array t = astype(targets, int32, s);
+        const array index = where(less(t, array(0), s), add(t, array(classes), s), t, s);
+        const array picked = squeeze(take_along_axis(x, expand_dims(index, -1, s), -1, s), -1, s);
+        return subtract(logsumexp(x, -1, false, s), picked, s);
+      },
+      "logits"_a, "targets"_a, nb::kw_only(), "stream"_a = nb::none(),
+      "Cross entropy loss with class indices as targets: ``logsumexp(logits, axis=-1) - "
+      "logits[..., target]``, in float32, with the shape of ``targets`` (the shape of ``logits`` "
+      "without its last axis). Targets in ``[-C, C)``; negative ones count from the end.");
+  m.def(
+      "gated_delta_update",
+      [](const array& q, const array& k, const array& v, const array& gamma, const array& beta,
+         const std::optional<array>& initial_state, const std::optional<array>& mask,
+         StreamOrDevice s) {
+        if (q.ndim() != 4 || k.shape() != q.shape() || v.ndim() != 4) {
+          throw std::invalid_argument(
+              "[gated_delta_update] q and k must be [B, T, Hk, Dk] and v [B, T, Hv, Dv]; got q " +
+              detail::shape_str(q.shape()) + ", k " + detail::shape_str(k.shape()) + ", v " + detail::shape_str(v.shape()));
+        }
+        const int B = q.shape(0), T = q.shape(1), Hk = q.shape(2), Dk = q.shape(3);
+        const int Hv = v.shape(2), Dv = v.shape(3);
+        if (v.shape(0) != B || v.shape(1) != T || Hv % Hk != 0) {
+          throw std::invalid_argument("[gated_delta_update] v " + detail::shape_str(v.shape()) +
+                                      " must be [B, T, Hv, Dv] with Hv a multiple of q's " +
+                                      std::to_string(Hk) + " heads");
+        }
+        const Shape per_head{B, T, Hv};
+        if (beta.shape() != per_head || (gamma.shape() != per_head &&
+                                         gamma.shape() != Shape{B, T, Hv, Dk})) {
+          throw std::invalid_argument("[gated_delta_update] gamma must be [B, T, Hv] or [B, T, Hv, "
+                                      "Dk] and beta [B, T, Hv]; got " + detail::shape_str(gamma.shape()) +
+                                      " and " + detail::shape_str(beta.shape()));
+        }
+        const Shape state_shape{B, Hv, Dv, Dk};
+        if (initial_state && initial_state->shape() != state_shape) {
+          throw std::invalid_argument("[gated_delta_update] initial_state must be [B, Hv, Dv, Dk] = " +
+                                      detail::shape_str(state_shape) + ", got " +
+                                      detail::shape_str(initial_state->shape()));
+        }
+        if (mask && mask->shape() != Shape{B, T}) {
+          throw std::invalid_argument("[gated_delta_update] mask must be [B, T], got " +
+                                      detail::shape_str(mask->shape()));
+        }
+        // The recurrence step by step in float32 (composed for now): with each head's state S
+        // (Dv x Dk), S = S * g; S += outer(beta * (v - S k), k); y = S q.
+        const int rep = Hv / Hk;
+        auto heads = [&](const array& x) {
+          const array f = astype(x, float32, s);
+          return rep == 1 ? f : repeat(f, rep, 2, s);
+        };
+        const array qf = heads(q), kf = heads(k), vf = astype(v, float32, s);
+        const array gf = astype(gamma, float32, s), bf = astype(beta, float32, s);
+        array S = initial_state ? astype(*initial_state, float32, s) : zeros(state_shape, float32, s);
+        std::vector<array> ys;
+        for (int t = 0; t < T; ++t) {
+          const array qt = take(qf, t, 1, s), kt = take(kf, t, 1, s);   // [B, Hv, Dk]
+          array g = take(gf, t, 1, s);                                   // [B, Hv(, Dk)]
+          g = gamma.ndim() == 3 ? expand_dims(g, {2, 3}, s) : expand_dims(g, 2, s);
+          array next = multiply(S, g, s);
+          const array kv = squeeze(matmul(next, expand_dims(kt, -1, s), s), -1, s);  // [B, Hv, Dv]
+          const array delta = multiply(subtract(take(vf, t, 1, s), kv, s),
+                                       expand_dims(take(bf, t, 1, s), -1, s), s);
+          next = add(next, multiply(expand_dims(delta, -1, s), expand_dims(kt, 2, s), s), s);
+          array y = squeeze(matmul(next, expand_dims(qt, -1, s), s), -1, s);
+          if (mask) {
+            const array keep = reshape(not_equal(take(*mask, t, 1, s), array(0), s), {B, 1, 1, 1}, s);
+            next = where(keep, next, S, s);
+            y = where(squeeze(keep, -1, s), y, zeros_like(y, s), s);
+          }
+          S = next;
+          ys.push_back(y);
+        }
+        Dtype out = promote_types(q.dtype(), k.dtype());
+        if (out == float64) out = float32;
+        const array y = T > 0 ? astype(stack(ys, 1, s), out, s) : zeros({B, 0, Hv, Dv}, out, s);
+        return std::vector<array>{y, S};
+      },
+      "q"_a, "k"_a, "v"_a, "gamma"_a, "beta"_a, "initial_state"_a = nb::none(),
+      "mask"_a = nb::none(), "stream"_a = nb::none(),
+      "Gated delta network forward pass. q, k: [B, T, Hk, Dk]; v: [B, T, Hv, Dv] (Hv a multiple "
+      "of Hk; q and k heads are repeated); gamma: decay in linear space, [B, T, Hv] or "
+      "[B, T, Hv, Dk]; beta: update rates [B, T, Hv]; initial_state: [B, Hv, Dv, Dk]; mask: "
+      "[B, T], nonzero where a step counts (a masked step keeps the state and outputs 0). "
+      "Returns [y, state]: y [B, T, Hv, Dv] and the final state [B, Hv, Dv, Dk] in float32.");
+
+  // Custom GPU kernels: MLX's CPU build has them and says there is no back-end to run them
+  // (a Metal kernel when it is called, a CUDA kernel when it is made), as here.
+  m.def(
+      "metal_kernel",
+      [](const std::string& name, const std::vector<std::string>&,
+         const std::vector<std::string>&, const std::string&, const std::string&, bool, bool,
+         std::optional<nb::dict> options) {
+        for (auto [key, value] : options.value_or(nb::dict())) {
+          const std::string k = nb::cast<std::string>(nb::str(key));
+          if (k != "math_mode") {
+            throw std::invalid_argument("[metal_kernel] Unknown compile option `" + k +
+                                        "`; the one option is math_mode");
+          }
+          const std::string mode = nb::cast<std::string>(nb::str(value));
+          if (mode != "safe" && mode != "relaxed" && mode != "fast") {
+            throw std::invalid_argument("[metal_kernel] Expected math_mode to be 'safe', "
+                                        "'relaxed', or 'fast', got '" + mode + "'");
+          }
+        }
+        return nb::cpp_function(
+            [name](nb::kwargs) -> nb::object {
+              throw std::runtime_error("[metal_kernel] No Metal back-end: the kernel '" + name +
+                                       "' cannot run in Tessera (a CPU build); write it with "
+                                       "tessera.core ops (compile fuses elementwise chains)");
+            },
+            nb::name("metal_kernel"));
+      },
+      "name"_a, "input_names"_a, "output_names"_a, "source"_a, "header"_a = "",
+      "ensure_row_contiguous"_a = true, "atomic_outputs"_a = false,
+      "compile_options"_a = nb::none(),
+      "A jit-compiled custom Metal kernel defined from a source string. Made as MLX makes it; "
+      "calling it raises RuntimeError: there is no Metal back-end here.");
+  auto no_cuda = [](const char* what) {
+    throw std::runtime_error(std::string("[") + what + "] No CUDA back-end: Tessera's CUDA "
+                             "back-end is not built; write the kernel with tessera.core ops");
+  };
+  m.def(
+      "cuda_kernel",
+      [no_cuda](const std::string&, const std::vector<std::string>&,
+                const std::vector<std::string>&, const std::string&, const std::string&, bool,
+                int) -> nb::object { no_cuda("cuda_kernel"); return nb::none(); },
+      "name"_a, "input_names"_a, "output_names"_a, "source"_a, "header"_a = "",
+      "ensure_row_contiguous"_a = true, "shared_memory"_a = 0,
+      "A jit-compiled custom CUDA kernel defined from a source string: raises RuntimeError here "
+      "(no CUDA back-end), as MLX's CPU build.");
+  m.def(
+      "precompiled_cuda_kernel",
+      [no_cuda](nb::kwargs) -> nb::object { no_cuda("cuda_kernel"); return nb::none(); },
+      "Run a precompiled CUDA kernel defined from PTX or cubin: raises RuntimeError here (no "
+      "CUDA back-end), as MLX's CPU build.");
 }
 
 }  // namespace tessera::python

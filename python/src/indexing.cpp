@@ -412,7 +412,9 @@ void init_indexing(nb::module_& m, nb::class_<array>& cls) {
       [](array& a, nb::handle index, nb::handle value) { a = set_item(a, index, value); },
       "index"_a.none(), "value"_a.none(),
       "a[index] = value: the object now holds the updated array (repeated indices: one wins).");
-  nb::class_<ArrayAt> at(cls, "_ArrayAt", "a.at[index]: updates where repeated indices accumulate.");
+  nb::class_<ArrayAt> at(m, "ArrayAt",
+                         "A helper object to apply updates at specific indices: a.at[index], "
+                         "whose updates accumulate over repeated indices.");
   at.def("__getitem__", [](const ArrayAt& self, nb::handle index) {
     return ArrayAt{self.a, nb::borrow(index), true};
   }, "index"_a.none());

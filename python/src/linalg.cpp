@@ -151,6 +151,7 @@ void init_linalg(nb::module_& parent) {
         LINALG_DOC("The sign and log of the absolute value of the determinant.", "",
                    "tuple(array, array): ``sign`` (0 for a singular matrix) and ``logabsdet``."));
 #undef LINALG_DOC
+  parent.attr("matrix_norm") = m.attr("norm");  // as MLX 0.32: the same function
 }
 
 }  // namespace tessera::python

@@ -21,6 +21,7 @@ NB_MODULE(core, m) {
   init_io(m);
   init_distributed(m);
   install_sigint_handler();
+  install_exit_hook();
   // Arrays a program keeps to the end (globals, graphs held by custom_function rules) are
   // still alive when the interpreter finalises; nanobind's leak report would only be noise.
   nb::set_leak_warnings(false);

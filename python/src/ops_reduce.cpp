@@ -94,6 +94,16 @@ void init_ops_reduce(nb::module_& m) {
       nb::arg(), "axis"_a = nb::none(), "keepdims"_a = false, nb::kw_only(),
       "stream"_a = nb::none(), REDUCE_DOC("Maximum over the given axes."));
   m.def(
+      "minmax",
+      [](const array& a, const OptAxes& axis, bool keepdims, StreamOrDevice s) {
+        const std::vector<int> axes = axes_or_all(axis, a);
+        return nb::make_tuple(min(a, axes, keepdims, s), max(a, axes, keepdims, s));
+      },
+      nb::arg(), "axis"_a = nb::none(), "keepdims"_a = false, nb::kw_only(),
+      "stream"_a = nb::none(),
+      REDUCE_DOC("The minimum and the maximum over the given axes, as the tuple (min, max): "
+                 "min and max in one call."));
+  m.def(
       "logsumexp",
       [](const array& a, const OptAxes& axis, bool keepdims, StreamOrDevice s) {
         return logsumexp(a, axes_or_all(axis, a), keepdims, s);

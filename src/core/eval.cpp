@@ -303,6 +303,7 @@ void run_now(array& a) {
 // `a` is not such an op.
 bool eval_lone_op(const array& a) {
   if (!is_lone_op(a)) return false;
+  scheduler::check_usable(a.node()->primitive->stream());
   array handle = a;
   if (!scheduler::run_inline(a.node()->primitive->stream(), [&] { run_now(handle); })) {
     return false;
@@ -316,6 +317,7 @@ void eval_impl(std::vector<array> outputs, bool async) {
   KeptTape kept;
   std::vector<array>& tape = *kept;
   build_tape(outputs, tape);
+  for (auto& a : tape) scheduler::check_usable(a.node()->primitive->stream());
   // 3a. A blocking eval whose whole graph is on one idle stream runs it on this thread: the
   // same order and the same per-node code, without waking the worker and waiting for it.
   if (!async && !tape.empty()) {

@@ -5,6 +5,9 @@
 #include "core/fork.h"
 #include "core/trace.h"
 
+#include <pthread.h>
+
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -22,16 +25,24 @@ namespace tessera {
 
 namespace {
 
+// The stream whose worker the calling thread is (-1: none), and the stream whose tasks it is
+// running inline (scheduler::run_inline). Either may be evaluated on from this thread whoever
+// owns it: a kernel may evaluate a graph of its own.
+thread_local int tl_serving = -1;
+thread_local int tl_inline = -1;
+
 class StreamWorker {
  public:
-  StreamWorker() : thread_([this] { run(); }) {}
+  explicit StreamWorker(int index) : thread_([this, index] { run(index); }) {}
   ~StreamWorker() {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
+    stop();
+    if (thread_.joinable()) thread_.join();
+  }
+  // The stream's thread ended: the worker finishes what is queued and exits, waited for by
+  // nobody (a job blocked in a collective must not hold up the end of a thread).
+  void retire() {
+    stop();
+    thread_.detach();
   }
   void enqueue(std::function<void()> f) {
     {
@@ -69,8 +80,17 @@ class StreamWorker {
   }
 
  private:
-  void run() {
+  void stop() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+  }
+  void run(int index) {
     trace::set_thread_name("stream");
+    pthread_setname_np(pthread_self(), "tessera-stream");  // as `top -H` and gdb show it
+    tl_serving = index;
     for (;;) {
       std::function<void()> f;
       {
@@ -96,12 +116,17 @@ class StreamWorker {
   std::thread thread_;
 };
 
-// Owns every stream. Streams live until exit; only the owning main thread creates them.
+// Owns every stream, indexed by Stream::index. A worker is kept after its stream ended (its
+// detached thread may still be draining the queue).
 struct StreamRegistry {
   std::mutex mu;
   std::vector<Stream> streams;
+  // The thread that may evaluate on each stream (a default id: any thread), and whether the
+  // thread that made it has ended.
+  std::vector<std::thread::id> owners;
+  std::vector<bool> ended;
+  int thread_local_streams = 0;  // ThreadLocalStream handles made so far
   std::map<int, std::unique_ptr<StreamWorker>> workers;
-  std::map<Device, Stream> defaults;
   std::mutex active_mu;
   std::condition_variable active_cv;
   int active = 0;
@@ -115,9 +140,6 @@ struct StreamRegistry {
 // workers start on first use; the generation tells thread-local caches to look again.
 std::atomic<StreamRegistry*> g_registry{nullptr};
 std::atomic<int> g_generation{0};
-// Bumped whenever a default stream changes, so per-thread copies of the defaults know to look
-// again (every op asks for its default stream; the registry's lock is not taken for that).
-std::atomic<uint64_t> g_defaults_version{1};
 
 StreamRegistry& registry() {
   StreamRegistry* r = g_registry.load(std::memory_order_acquire);
@@ -130,12 +152,50 @@ StreamRegistry& registry() {
 // The worker of stream `index` (under r.mu), started now if this registry has none yet (after
 // a fork); null for an unknown stream.
 StreamWorker* worker_locked(StreamRegistry& r, int index) {
+  if (index < 0 || index >= static_cast<int>(r.streams.size()) || r.ended[index]) return nullptr;
   auto it = r.workers.find(index);
   if (it != r.workers.end()) return it->second.get();
-  for (const Stream& s : r.streams) {
-    if (s.index == index) return r.workers.emplace(index, std::make_unique<StreamWorker>()).first->second.get();
+  return r.workers.emplace(index, std::make_unique<StreamWorker>(index)).first->second.get();
+}
+
+Stream make_stream(Device d, std::thread::id owner, const char* what) {
+  if (!is_available(d)) {
+    throw std::invalid_argument(std::string("[") + what +
+                                "] the device is not available in this build; use Device::cpu");
   }
-  return nullptr;
+  auto& r = registry();
+  std::lock_guard<std::mutex> l(r.mu);
+  Stream s(static_cast<int>(r.streams.size()), d);
+  r.streams.push_back(s);
+  r.owners.push_back(owner);
+  r.ended.push_back(false);
+  r.workers.emplace(s.index, std::make_unique<StreamWorker>(s.index));
+  return s;
+}
+
+// The calling thread's streams: its default per device (with the last one asked for at hand,
+// as every op asks), the streams behind the ThreadLocalStream handles it used, and the streams
+// it made, which end with it.
+struct ThreadStreams {
+  std::map<Device, Stream> defaults;
+  std::optional<Stream> last_default;
+  std::map<int, Stream> local;
+  std::vector<int> made;
+  ~ThreadStreams() {
+    StreamRegistry* r = g_registry.load(std::memory_order_acquire);
+    if (r == nullptr || made.empty()) return;
+    std::lock_guard<std::mutex> l(r->mu);
+    for (int index : made) {
+      r->ended[index] = true;
+      auto it = r->workers.find(index);
+      if (it != r->workers.end()) it->second->retire();
+    }
+  }
+};
+
+ThreadStreams& thread_streams() {
+  thread_local ThreadStreams t;
+  return t;
 }
 
 Device& default_device_ref() {
@@ -162,50 +222,47 @@ void set_default_device(const Device& d) {
 }
 
 Stream new_stream(Device d) {
-  if (!is_available(d)) {
-    throw std::invalid_argument("[new_stream] the device is not available in this build; use "
-                                "Device::cpu");
-  }
-  auto& r = registry();
-  std::lock_guard<std::mutex> l(r.mu);
-  Stream s(static_cast<int>(r.streams.size()), d);
-  r.streams.push_back(s);
-  r.workers.emplace(s.index, std::make_unique<StreamWorker>());
+  Stream s = make_stream(d, std::this_thread::get_id(), "new_stream");
+  thread_streams().made.push_back(s.index);
   return s;
 }
 
-Stream default_stream(Device d) {
-  struct Cache {
-    uint64_t version = 0;
-    Stream stream{0, Device::cpu};
-  };
-  thread_local Cache kept;
-  Cache& cache = kept;  // one thread_local lookup (a call in a shared library)
-  // Read before the lookup: a default changed meanwhile makes the next call look again.
-  const uint64_t version = g_defaults_version.load(std::memory_order_acquire);
-  if (version == cache.version && cache.stream.device == d) return cache.stream;
+Stream new_thread_unsafe_stream(Device d) {
+  return make_stream(d, std::thread::id(), "new_thread_unsafe_stream");
+}
+
+ThreadLocalStream new_thread_local_stream(Device d) {
+  if (!is_available(d)) {
+    throw std::invalid_argument("[new_thread_local_stream] the device is not available in this "
+                                "build; use Device::cpu");
+  }
   auto& r = registry();
-  std::optional<Stream> found;
-  {
-    std::lock_guard<std::mutex> l(r.mu);
-    auto it = r.defaults.find(d);
-    if (it != r.defaults.end()) found = it->second;
-  }
-  if (!found) {
-    Stream s = new_stream(d);
-    std::lock_guard<std::mutex> l(r.mu);
-    found = r.defaults.emplace(d, s).first->second;
-  }
-  cache.stream = *found;
-  cache.version = version;
-  return *found;
+  std::lock_guard<std::mutex> l(r.mu);
+  return ThreadLocalStream(r.thread_local_streams++, d);
+}
+
+Stream stream_from_thread_local_stream(ThreadLocalStream s) {
+  ThreadStreams& t = thread_streams();
+  auto it = t.local.find(s.index);
+  if (it != t.local.end()) return it->second;
+  Stream made = new_stream(s.device);
+  t.local.emplace(s.index, made);
+  return made;
+}
+
+Stream default_stream(Device d) {
+  ThreadStreams& t = thread_streams();
+  if (t.last_default && t.last_default->device == d) return *t.last_default;
+  auto it = t.defaults.find(d);
+  if (it == t.defaults.end()) it = t.defaults.emplace(d, new_stream(d)).first;
+  t.last_default = it->second;
+  return it->second;
 }
 
 void set_default_stream(Stream s) {
-  auto& r = registry();
-  std::lock_guard<std::mutex> l(r.mu);
-  r.defaults.insert_or_assign(s.device, s);
-  g_defaults_version.fetch_add(1, std::memory_order_release);
+  ThreadStreams& t = thread_streams();
+  t.defaults.insert_or_assign(s.device, s);
+  t.last_default = s;
 }
 
 std::vector<Stream> get_streams() {
@@ -216,6 +273,7 @@ std::vector<Stream> get_streams() {
 
 Stream to_stream(StreamOrDevice s) {
   if (auto* st = std::get_if<Stream>(&s)) return *st;
+  if (auto* tls = std::get_if<ThreadLocalStream>(&s)) return stream_from_thread_local_stream(*tls);
   if (auto* d = std::get_if<Device>(&s)) return default_stream(*d);
   return default_stream(default_device());
 }
@@ -257,8 +315,29 @@ void synchronize(Stream s) {
 
 void synchronize() { synchronize(default_stream(default_device())); }
 
+void synchronize(ThreadLocalStream s) { synchronize(stream_from_thread_local_stream(s)); }
+
+namespace {
+
+// Drains the live streams that `pick` selects (by index, under the registry's lock).
+template <typename Pick>
+void drain_streams(Pick pick) {
+  auto& r = registry();
+  std::vector<Stream> live;
+  {
+    std::lock_guard<std::mutex> l(r.mu);
+    for (const Stream& s : r.streams) {
+      if (!r.ended[s.index] && pick(s.index)) live.push_back(s);
+    }
+  }
+  for (const Stream& s : live) drain(s);
+}
+
+}  // namespace
+
 void clear_streams() {
-  for (const Stream& s : get_streams()) drain(s);
+  const std::vector<int>& made = thread_streams().made;
+  drain_streams([&](int index) { return std::find(made.begin(), made.end(), index) != made.end(); });
 }
 
 namespace scheduler {
@@ -270,7 +349,8 @@ void enqueue(const Stream& s, std::function<void()> task) {
     std::lock_guard<std::mutex> l(r.mu);
     w = worker_locked(r, s.index);
     if (w == nullptr) {
-      throw std::invalid_argument("[scheduler] unknown stream " + std::to_string(s.index));
+      throw std::invalid_argument("[scheduler] stream " + std::to_string(s.index) +
+                                  " takes no work: it was never made, or its thread has ended");
     }
   }
   {
@@ -287,14 +367,47 @@ void enqueue(const Stream& s, std::function<void()> task) {
   });
 }
 
+void check_usable(const Stream& s) {
+  // The stream last found usable by this thread (its own or a thread-unsafe one stays so).
+  thread_local int ok_index = -1;
+  thread_local int ok_generation = -1;
+  const int generation = g_generation.load(std::memory_order_relaxed);
+  if (s.index == ok_index && generation == ok_generation) return;
+  if (s.index == tl_serving || s.index == tl_inline) return;
+  auto& r = registry();
+  std::string why;
+  {
+    std::lock_guard<std::mutex> l(r.mu);
+    if (s.index < 0 || s.index >= static_cast<int>(r.streams.size())) {
+      why = "no such stream was made";
+    } else if (r.ended[s.index]) {
+      why = "the thread that made it has ended";
+    } else if (r.owners[s.index] != std::thread::id() &&
+               r.owners[s.index] != std::this_thread::get_id()) {
+      why = "it belongs to another thread";
+    }
+  }
+  if (why.empty()) {
+    ok_index = s.index;
+    ok_generation = generation;
+    return;
+  }
+  throw std::runtime_error(
+      "There is no Stream(" + std::string(s.device.type == Device::cpu ? "cpu" : "gpu") + ", " +
+      std::to_string(s.index) + ") in current thread: " + why +
+      ". A thread evaluates on its own streams only (its default stream, those it made with "
+      "new_stream); for work shared between threads use new_thread_local_stream (one stream per "
+      "thread behind one handle) or new_thread_unsafe_stream");
+}
+
 bool run_inline(const Stream& s, const std::function<void()>& body) {
   // A task that evaluates on the stream it is running inline owns that stream already.
-  thread_local int inline_stream = -1;
+  int& inline_stream = tl_inline;
   if (inline_stream == s.index) {
     body();
     return true;
   }
-  // Workers live as long as the process, so the last one found can be remembered.
+  // Workers are never freed (an ended stream's stays), so the last one found can be remembered.
   thread_local int cached_index = -1;
   thread_local int cached_generation = -1;
   thread_local StreamWorker* cached = nullptr;
@@ -310,9 +423,10 @@ bool run_inline(const Stream& s, const std::function<void()>& body) {
     cached_generation = generation;
   }
   struct Mark {
+    int& slot;
     int prev;
-    ~Mark() { inline_stream = prev; }
-  } mark{inline_stream};
+    ~Mark() { slot = prev; }
+  } mark{inline_stream, inline_stream};
   return w->run_inline([&] {
     inline_stream = s.index;
     body();
@@ -345,7 +459,7 @@ void wait_for_one() {
 
 void detail::scheduler_prepare_fork() {
   if (g_registry.load(std::memory_order_acquire) == nullptr) return;  // no stream yet
-  clear_streams();  // the child cannot finish work queued on threads it will not have
+  drain_streams([](int) { return true; });  // the child will not have the threads to finish it
   registry().mu.lock();
 }
 
@@ -358,7 +472,9 @@ void detail::scheduler_after_fork_child() {
   if (old == nullptr) return;
   auto* fresh = new StreamRegistry();
   fresh->streams = old->streams;
-  fresh->defaults = old->defaults;
+  fresh->owners = old->owners;
+  fresh->ended = old->ended;
+  fresh->thread_local_streams = old->thread_local_streams;
   // `old` (its lock held by this thread, its workers' threads gone) is abandoned on purpose.
   for (auto& [index, worker] : old->workers) (void)worker.release();
   g_registry.store(fresh, std::memory_order_release);

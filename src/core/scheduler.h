@@ -9,6 +9,10 @@
 namespace tessera::scheduler {
 
 void enqueue(const Stream& s, std::function<void()> task);
+// Throws std::runtime_error (naming the stream and why) unless the calling thread may evaluate
+// on s: a stream it made or its default stream, a thread-unsafe stream, or the stream whose
+// task it is running.
+void check_usable(const Stream& s);
 // Runs `body` on the calling thread as the next task of stream s if s has nothing queued or
 // running (returns false, running nothing, otherwise). Tasks enqueued on s meanwhile wait until
 // body returns, so the stream's order holds. eval uses it to skip two thread hand-offs.

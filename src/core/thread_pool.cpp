@@ -1,6 +1,7 @@
 // Fixed pool of worker threads for intra-op parallelism (see thread_pool.h).
 #include "core/thread_pool.h"
 
+#include <pthread.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -53,7 +54,13 @@ bool spin_until(Ready ready) {
 class ThreadPool {
  public:
   explicit ThreadPool(int n) : n_(std::max(1, n)) {
-    for (int i = 0; i < n_ - 1; ++i) workers_.emplace_back([this] { run(); });
+    for (int i = 0; i < n_ - 1; ++i) {
+      workers_.emplace_back([this] {
+        // Named for `top -H` and gdb (a new thread would inherit its starter's name).
+        pthread_setname_np(pthread_self(), "tessera-pool");
+        run();
+      });
+    }
   }
   ~ThreadPool() {
     {

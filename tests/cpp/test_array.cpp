@@ -81,11 +81,14 @@ TEST(Eval, MillionNodeChainIsFreedWithoutRecursion) {
 
 TEST(Eval, GraphsOutliveTheThreadThatBuiltThem) {
   // Descriptors and nodes come from per-thread free lists: a graph built on a thread that has
-  // exited, then evaluated and dropped on this one, and graphs dropped on other threads.
+  // exited, then evaluated and dropped on this one, and graphs dropped on other threads. (The
+  // graph is on a thread-unsafe stream: a thread's own streams end with it.)
   constexpr int kOps = 3000;
   std::vector<array> built(2, array(0.0f));
+  const Stream shared = new_thread_unsafe_stream(Device::cpu);
   for (int t = 0; t < 2; ++t) {
-    std::thread([&built, t] {
+    std::thread([&built, t, shared] {
+      StreamContext on_shared(shared);
       array z = full({5}, static_cast<float>(t), float32);
       eval(z);
       for (int i = 0; i < kOps; ++i) z = z + 1.0f;

@@ -480,3 +480,39 @@ def test_from_dlpack_copies_and_keeps_a_views_strides():
 def test_numpy_dimension_past_int32_is_an_overflow_error():
     with pytest.raises(OverflowError, match="2147483648"):
         mx.array(np.empty(2**31, dtype=np.bool_))
+
+
+def test_objects_the_number_protocol_converts_are_operands_of_their_narrowest_kind():
+    # A Fraction, a Decimal, a mock (mlx-lm's tests pass MagicMocks through its trainer): each
+    # becomes the Python scalar it converts to, int through __index__ before float through
+    # __float__ before complex through __complex__, and takes part weakly typed like one.
+    from decimal import Decimal
+    from fractions import Fraction
+    from unittest.mock import MagicMock
+
+    class OnlyComplex:
+        def __complex__(self):
+            return 2 - 1j
+
+    x = np.array([1.0, -2.5, 4.0], dtype=np.float32)
+    a = mx.array(x, dtype=mx.bfloat16)
+    r = a + Fraction(1, 4)
+    assert r.dtype == mx.bfloat16
+    np.testing.assert_array_equal(np.array(r.astype(mx.float32)), x + 0.25)
+    np.testing.assert_array_equal(np.array(mx.array(x) * Decimal("1.5")), x * 1.5)
+    np.testing.assert_array_equal(np.array(Fraction(3, 2) - mx.array(x)), 1.5 - x)
+    np.testing.assert_array_equal(np.array(mx.maximum(mx.array(x), Fraction(1, 2))), np.maximum(x, 0.5))
+    i = mx.array([1, 2, 3])
+    total = i + MagicMock()  # MagicMock's __index__ is 1
+    assert total.dtype == mx.int32 and total.tolist() == [2, 3, 4]
+    acc = mx.array(0.0)
+    before = id(acc)
+    acc += MagicMock()
+    acc *= Fraction(5, 2)
+    assert id(acc) == before and acc.item() == 2.5
+    z = mx.array(x) * OnlyComplex()
+    assert z.dtype == mx.complex64
+    np.testing.assert_allclose(np.array(z), x * (2 - 1j))
+    assert mx.array(Fraction(3, 4)).item() == 0.75 and mx.array(Fraction(3, 4)).dtype == mx.float32
+    with pytest.raises(ValueError, match="object of type object"):
+        mx.array(x) + object()

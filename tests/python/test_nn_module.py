@@ -81,6 +81,40 @@ def test_update_is_strict_about_keys_types_and_indices():
         net.update_modules({"tail": new_head})
 
 
+class Configured(nn.Module):
+    """A model holding non-array leaves, as mlx-lm's models do (layer_types, a None slot)."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer_types = ["full_attention", "sliding_attention"]
+        self.options = {"window": 128, "missing": None}
+        self.proj = nn.Linear(2, 2)
+
+
+def test_update_leaves_non_array_leaves_alone_as_mlx_does():
+    m = Configured()
+    # The tree parameters() gives has {} where the model has a non-array leaf: update accepts
+    # its own output back (mlx-lm's load_weights / optimizer updates do this), strictly.
+    params = m.parameters()
+    assert params["layer_types"] == [{}, {}] and params["options"] == {"window": {}, "missing": {}}
+    w = mx.full((2, 2), 3.0)
+    params["proj"]["weight"] = w
+    m.update(params)
+    assert m.proj.weight is w
+    assert m.layer_types == ["full_attention", "sliding_attention"]
+    assert m.options == {"window": 128, "missing": None}
+    m.update_modules(m.children())
+    m.load_weights([("proj.weight", mx.zeros((2, 2))), ("proj.bias", mx.zeros((2,)))])
+    assert float(mx.abs(m.proj.weight).sum()) == 0
+    # Anything else where the model has a non-array leaf is still an error under strict.
+    with pytest.raises(ValueError, match="layer_types.0 is a str in the model"):
+        m.update({"layer_types": [{"x": w}]})
+    with pytest.raises(ValueError, match="options.window is a int in the model"):
+        m.update({"options": {"window": w}})
+    m.update({"options": {"window": w}}, strict=False)
+    assert m.options["window"] == 128
+
+
 def test_freeze_unfreeze_and_modes():
     net = Net()
     net.freeze(keys="bias")

@@ -7,7 +7,7 @@ from typing import Any, Callable, Optional
 
 import tessera.core as mx
 from tessera.nn.layers.base import Module
-from tessera.utils import tree_flatten, tree_map, tree_reduce
+from tessera.utils import tree_flatten, tree_map, tree_reduce, tree_unflatten  # noqa: F401 (as mlx.nn.utils)
 
 __all__ = ["value_and_grad", "checkpoint", "average_gradients", "clip_grad_norm_sharded"]
 

@@ -10,3 +10,6 @@ with :func:`tessera.utils.tree_flatten` and saved like any other tree of arrays.
 from tessera.optimizers import optimizers, schedulers
 from tessera.optimizers.optimizers import *  # noqa: F401,F403
 from tessera.optimizers.schedulers import *  # noqa: F401,F403
+# Names mlx.optimizers has through its own imports, which programs reach as optim.tree_map.
+from tessera.nn.layers.base import Module  # noqa: E402,F401
+from tessera.utils import tree_flatten, tree_map, tree_merge, tree_reduce, tree_unflatten  # noqa: E402,F401

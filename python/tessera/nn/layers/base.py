@@ -399,7 +399,9 @@ def _update(dst, src, strict, path, arrays):
             dst[key] = new
         elif isinstance(current, (dict, list)):
             _update(current, new, strict, sub, arrays)
-        elif strict and not (not arrays and isinstance(new, dict) and not new):
+        elif isinstance(new, (dict, list)) and not new:
+            continue  # what parameters() / children() give for a non-array leaf: left as it is
+        elif strict:
             raise ValueError(f"update: {sub} is a {type(current).__name__} in the model; cannot set it to a {type(new).__name__}")
 
 

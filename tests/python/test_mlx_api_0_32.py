@@ -1,0 +1,190 @@
+"""Names MLX 0.32.4 has that Tessera added for it (test_mlx_names.py lists them all): each
+against NumPy or MLX 0.32.4's observed behaviour (values, dtypes, the errors it raises)."""
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import tessera.core as mx
+
+
+def test_minmax_is_min_and_max_in_one_call():
+    x = np.random.default_rng(0).standard_normal((3, 4, 5)).astype(np.float32)
+    a = mx.array(x)
+    lo, hi = mx.minmax(a)
+    assert lo.item() == x.min() and hi.item() == x.max()
+    for axis, keepdims in [(1, False), ((0, 2), True), (-1, True)]:
+        out = mx.minmax(a, axis=axis, keepdims=keepdims)
+        assert isinstance(out, tuple) and len(out) == 2
+        np.testing.assert_array_equal(np.array(out[0]), x.min(axis=axis, keepdims=keepdims))
+        np.testing.assert_array_equal(np.array(out[1]), x.max(axis=axis, keepdims=keepdims))
+    b = mx.array([3, 1, 2], dtype=mx.uint8)
+    assert [v.item() for v in mx.minmax(b)] == [1, 3] and mx.minmax(b)[0].dtype == mx.uint8
+    with pytest.raises(ValueError):
+        mx.minmax(mx.zeros((0,)))
+
+
+def test_mT_swaps_the_last_two_axes():
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    np.testing.assert_array_equal(np.array(mx.array(x).mT), np.swapaxes(x, -1, -2))
+    with pytest.raises(ValueError, match="at least 2 dimensions"):
+        mx.arange(3).mT
+
+
+def test_array_helper_types_are_public():
+    a = mx.array([[1, 2], [3, 4], [5, 6]])
+    assert isinstance(a.at, mx.ArrayAt) and isinstance(a.at[0], mx.ArrayAt)
+    assert a.at[mx.array([0, 0, 2])].add(10).tolist() == [[21, 22], [3, 4], [15, 16]]
+    it = iter(a)
+    assert isinstance(it, mx.ArrayIterator) and iter(it) is it
+    assert next(it).tolist() == [1, 2]
+    assert [r.tolist() for r in it] == [[3, 4], [5, 6]]
+    with pytest.raises(StopIteration):
+        next(it)
+    with pytest.raises(TypeError):
+        iter(mx.array(1.0))
+    assert mx.ArrayLike(object()) is not None  # a marker type, as MLX's
+
+
+def test_matrix_norm_is_linalg_norm():
+    assert mx.matrix_norm is mx.linalg.norm
+    x = np.arange(9, dtype=np.float32).reshape(3, 3) - 4
+    for ord_ in [None, "fro", 1, np.inf]:
+        np.testing.assert_allclose(mx.matrix_norm(mx.array(x), ord=ord_).item(),
+                                   np.linalg.norm(x, ord=ord_), rtol=1e-6)
+
+
+def test_get_array_buffer_size_counts_each_buffer_once():
+    a, b = mx.ones(10), mx.ones(1000)
+    mx.eval(a, b)
+    assert mx.get_array_buffer_size(a) == 40
+    assert mx.get_array_buffer_size(a, a) == 40
+    assert mx.get_array_buffer_size({"x": [a, b], "y": (a, 3, "s")}) == 4040
+    assert mx.get_array_buffer_size() == 0 and mx.get_array_buffer_size(3, "x", None) == 0
+    view = a[2:]
+    mx.eval(view)
+    assert mx.get_array_buffer_size(view) == 40  # the whole base buffer
+    with pytest.raises(ValueError, match="must be evaluated"):
+        mx.get_array_buffer_size(a + 1)
+
+
+def test_gpu_kernels_say_there_is_no_gpu_back_end():
+    kernel = mx.fast.metal_kernel(name="k", input_names=["x"], output_names=["y"],
+                                  source="y[0] = x[0];", compile_options={"math_mode": "fast"})
+    with pytest.raises(RuntimeError, match=r"\[metal_kernel\] No Metal back-end"):
+        kernel(inputs=[mx.ones(1)], output_shapes=[(1,)], output_dtypes=[mx.float32],
+               grid=(1, 1, 1), threadgroup=(1, 1, 1))
+    with pytest.raises(ValueError, match="math_mode"):
+        mx.fast.metal_kernel(name="k", input_names=[], output_names=[], source="",
+                             compile_options={"math_mode": "reckless"})
+    with pytest.raises(ValueError, match="Unknown compile option `foo`"):
+        mx.fast.metal_kernel(name="k", input_names=[], output_names=[], source="",
+                             compile_options={"foo": 1})
+    with pytest.raises(RuntimeError, match=r"\[cuda_kernel\] No CUDA back-end"):
+        mx.fast.cuda_kernel(name="k", input_names=["x"], output_names=["y"], source="")
+    with pytest.raises(RuntimeError, match=r"\[cuda_kernel\] No CUDA back-end"):
+        mx.fast.precompiled_cuda_kernel(name="k", compiled_source=b"", inputs=[],
+                                        output_shapes=[], output_dtypes=[], scalars=[],
+                                        grid=(1, 1, 1), threadgroup=(1, 1, 1))
+
+
+def test_metal_memory_functions_forward_with_a_notice_on_stderr_once():
+    code = textwrap.dedent("""
+        import tessera.core as mx
+        a = mx.ones(1000); mx.eval(a)
+        assert mx.metal.get_active_memory() == mx.get_active_memory() >= 4000
+        mx.metal.get_active_memory()
+        assert mx.metal.device_info() == {}
+        assert mx.metal.set_wired_limit(0) == 0
+        mx.metal.start_capture("x.gputrace"); mx.metal.stop_capture()
+        print("ok")
+    """)
+    r = subprocess.run([sys.executable, "-W", "error", "-c", code], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "ok"
+    notices = [line for line in r.stderr.splitlines() if "is deprecated" in line]
+    assert notices == [
+        "mx.metal.get_active_memory is deprecated and will be removed in a future version. "
+        "Use mx.get_active_memory instead.",
+        "mx.metal.device_info is deprecated and will be removed in a future version. "
+        "Use mx.device_info instead.",
+        "mx.metal.set_wired_limit is deprecated and will be removed in a future version. "
+        "Use mx.set_wired_limit instead.",
+    ]
+
+
+def _np_cross_entropy(logits, targets):
+    x = logits.astype(np.float64)
+    m = x.max(-1, keepdims=True)
+    lse = np.log(np.exp(x - m).sum(-1)) + m[..., 0]
+    return lse - np.take_along_axis(x, (targets % x.shape[-1])[..., None], -1)[..., 0]
+
+
+def test_fast_cross_entropy_and_its_gradient_against_numpy():
+    rng = np.random.default_rng(1)
+    logits = (rng.standard_normal((2, 3, 7)) * 4).astype(np.float32)
+    targets = rng.integers(-7, 7, (2, 3)).astype(np.int32)  # negatives count from the end
+    out = mx.fast.cross_entropy(mx.array(logits), mx.array(targets))
+    assert out.shape == (2, 3) and out.dtype == mx.float32
+    np.testing.assert_allclose(np.array(out), _np_cross_entropy(logits, targets), rtol=1e-5, atol=1e-5)
+    half = mx.fast.cross_entropy(mx.array(logits, dtype=mx.bfloat16), mx.array(targets))
+    assert half.dtype == mx.float32
+    np.testing.assert_allclose(np.array(half), _np_cross_entropy(
+        np.array(mx.array(logits, dtype=mx.bfloat16).astype(mx.float32)), targets), rtol=1e-5)
+    # d/dlogits of the summed loss: softmax minus the one-hot of the target.
+    g = mx.grad(lambda x: mx.fast.cross_entropy(x, mx.array(targets)).sum())(mx.array(logits))
+    p = np.exp(logits - logits.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    p[np.arange(2)[:, None], np.arange(3)[None, :], targets % 7] -= 1
+    np.testing.assert_allclose(np.array(g), p, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="targets shape \\(2,3,1\\) does not match"):
+        mx.fast.cross_entropy(mx.array(logits), mx.array(targets[..., None]))
+    with pytest.raises(ValueError, match="integer class indices but got float32"):
+        mx.fast.cross_entropy(mx.array(logits), mx.array(targets.astype(np.float32)))
+    with pytest.raises(ValueError, match="unsupported logits type int32"):
+        mx.fast.cross_entropy(mx.array(targets), mx.array(targets[..., 0]))
+
+
+def _np_gated_delta(q, k, v, gamma, beta, state=None, mask=None):
+    B, T, Hk, Dk = q.shape
+    Hv, Dv = v.shape[2:]
+    q, k = np.repeat(q, Hv // Hk, 2), np.repeat(k, Hv // Hk, 2)
+    S = np.zeros((B, Hv, Dv, Dk)) if state is None else state.astype(np.float64)
+    ys = np.zeros((B, T, Hv, Dv))
+    for b in range(B):
+        for h in range(Hv):
+            s = S[b, h].copy()
+            for t in range(T):
+                if mask is not None and mask[b, t] == 0:
+                    continue  # the state stays, the output is 0
+                s = s * gamma[b, t, h]  # a scalar, or a Dk-vector over the columns
+                s = s + np.outer(beta[b, t, h] * (v[b, t, h] - s @ k[b, t, h]), k[b, t, h])
+                ys[b, t, h] = s @ q[b, t, h]
+            S[b, h] = s
+    return ys, S
+
+
+@pytest.mark.parametrize("per_key_decay, with_state", [(False, False), (True, True)])
+def test_fast_gated_delta_update_against_the_recurrence(per_key_decay, with_state):
+    rng = np.random.default_rng(2)
+    B, T, Hk, Hv, Dk, Dv = 2, 5, 2, 4, 3, 5
+    q, k = (rng.standard_normal((B, T, Hk, Dk)).astype(np.float32) for _ in range(2))
+    v = rng.standard_normal((B, T, Hv, Dv)).astype(np.float32)
+    gamma = rng.uniform(0.5, 1, (B, T, Hv, Dk) if per_key_decay else (B, T, Hv)).astype(np.float32)
+    beta = rng.uniform(0, 1, (B, T, Hv)).astype(np.float32)
+    state = rng.standard_normal((B, Hv, Dv, Dk)).astype(np.float32) if with_state else None
+    mask = np.array([[1, 1, 0, 1, 1], [1, 0, 1, 1, 0]]) if with_state else None
+    y, s = mx.fast.gated_delta_update(
+        mx.array(q), mx.array(k), mx.array(v), mx.array(gamma), mx.array(beta),
+        None if state is None else mx.array(state), None if mask is None else mx.array(mask))
+    want_y, want_s = _np_gated_delta(q, k, v, gamma, beta, state, mask)
+    assert y.shape == (B, T, Hv, Dv) and s.shape == (B, Hv, Dv, Dk) and s.dtype == mx.float32
+    np.testing.assert_allclose(np.array(y), want_y, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(np.array(s), want_s, rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match=r"initial_state must be \[B, Hv, Dv, Dk\]"):
+        mx.fast.gated_delta_update(mx.array(q), mx.array(k), mx.array(v), mx.array(gamma),
+                                   mx.array(beta), mx.zeros((B, Hv, Dk, Dv + 1)))
