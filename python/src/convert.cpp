@@ -462,7 +462,9 @@ array to_array_like(nb::handle obj, const array& like) {
   }
   if (PyComplex_Check(obj.ptr())) return to_array(obj, complex64);
   // A number of another type takes part as the Python scalar it converts to (weakly typed).
-  if (nb::object number = as_python_number(obj); number.is_valid()) return to_array_like(number, like);
+  if (nb::object number = as_python_number(obj); number.is_valid()) {
+    return to_array_like(number, like);
+  }
   return to_array(obj);  // MLX's __mlx_array__ protocol included
 }
 

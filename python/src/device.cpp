@@ -74,7 +74,8 @@ void init_device(nb::module_& m) {
       "A stream that will be unique per thread and can be used to run operations on a given "
       "device: each thread that uses it runs on a stream of its own.")
       .def_prop_ro("device", [](const ThreadLocalStream& s) { return s.device; }, "The device.")
-      .def("__repr__", [](const ThreadLocalStream& s) { return stream_repr("ThreadLocalStream", s); })
+      .def("__repr__",
+           [](const ThreadLocalStream& s) { return stream_repr("ThreadLocalStream", s); })
       .def("__eq__", [](const ThreadLocalStream& s, nb::handle o) {
         return nb::isinstance<ThreadLocalStream>(o) && s == nb::cast<ThreadLocalStream>(o);
       }, "other"_a.none())

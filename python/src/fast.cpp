@@ -120,9 +120,10 @@ void init_fast(nb::module_& parent) {
         }
         const Shape batch(logits.shape().begin(), logits.shape().end() - 1);
         if (targets.shape() != batch) {
-          throw std::invalid_argument("[cross_entropy] targets shape " + detail::shape_str(targets.shape()) +
-                                      " does not match logits shape " + detail::shape_str(logits.shape()) +
-                                      " with the last axis removed.");
+          throw std::invalid_argument(
+              "[cross_entropy] targets shape " + detail::shape_str(targets.shape()) +
+              " does not match logits shape " + detail::shape_str(logits.shape()) +
+              " with the last axis removed.");
         }
         // Composed for now (float32 throughout, where MLX's CPU build reduces in the logits'
         // dtype); a negative target counts from the end, as MLX's.
@@ -145,7 +146,8 @@ void init_fast(nb::module_& parent) {
         if (q.ndim() != 4 || k.shape() != q.shape() || v.ndim() != 4) {
           throw std::invalid_argument(
               "[gated_delta_update] q and k must be [B, T, Hk, Dk] and v [B, T, Hv, Dv]; got q " +
-              detail::shape_str(q.shape()) + ", k " + detail::shape_str(k.shape()) + ", v " + detail::shape_str(v.shape()));
+              detail::shape_str(q.shape()) + ", k " + detail::shape_str(k.shape()) + ", v " +
+              detail::shape_str(v.shape()));
         }
         const int B = q.shape(0), T = q.shape(1), Hk = q.shape(2), Dk = q.shape(3);
         const int Hv = v.shape(2), Dv = v.shape(3);
@@ -157,15 +159,17 @@ void init_fast(nb::module_& parent) {
         const Shape per_head{B, T, Hv};
         if (beta.shape() != per_head || (gamma.shape() != per_head &&
                                          gamma.shape() != Shape{B, T, Hv, Dk})) {
-          throw std::invalid_argument("[gated_delta_update] gamma must be [B, T, Hv] or [B, T, Hv, "
-                                      "Dk] and beta [B, T, Hv]; got " + detail::shape_str(gamma.shape()) +
-                                      " and " + detail::shape_str(beta.shape()));
+          throw std::invalid_argument(
+              "[gated_delta_update] gamma must be [B, T, Hv] or [B, T, Hv, Dk] and beta "
+              "[B, T, Hv]; got " + detail::shape_str(gamma.shape()) + " and " +
+              detail::shape_str(beta.shape()));
         }
         const Shape state_shape{B, Hv, Dv, Dk};
         if (initial_state && initial_state->shape() != state_shape) {
-          throw std::invalid_argument("[gated_delta_update] initial_state must be [B, Hv, Dv, Dk] = " +
-                                      detail::shape_str(state_shape) + ", got " +
-                                      detail::shape_str(initial_state->shape()));
+          throw std::invalid_argument(
+              "[gated_delta_update] initial_state must be [B, Hv, Dv, Dk] = " +
+              detail::shape_str(state_shape) + ", got " +
+              detail::shape_str(initial_state->shape()));
         }
         if (mask && mask->shape() != Shape{B, T}) {
           throw std::invalid_argument("[gated_delta_update] mask must be [B, T], got " +
@@ -180,7 +184,8 @@ void init_fast(nb::module_& parent) {
         };
         const array qf = heads(q), kf = heads(k), vf = astype(v, float32, s);
         const array gf = astype(gamma, float32, s), bf = astype(beta, float32, s);
-        array S = initial_state ? astype(*initial_state, float32, s) : zeros(state_shape, float32, s);
+        array S = initial_state ? astype(*initial_state, float32, s)
+                                : zeros(state_shape, float32, s);
         std::vector<array> ys;
         for (int t = 0; t < T; ++t) {
           const array qt = take(qf, t, 1, s), kt = take(kf, t, 1, s);   // [B, Hv, Dk]
@@ -193,7 +198,8 @@ void init_fast(nb::module_& parent) {
           next = add(next, multiply(expand_dims(delta, -1, s), expand_dims(kt, 2, s), s), s);
           array y = squeeze(matmul(next, expand_dims(qt, -1, s), s), -1, s);
           if (mask) {
-            const array keep = reshape(not_equal(take(*mask, t, 1, s), array(0), s), {B, 1, 1, 1}, s);
+            const array keep =
+                reshape(not_equal(take(*mask, t, 1, s), array(0), s), {B, 1, 1, 1}, s);
             next = where(keep, next, S, s);
             y = where(squeeze(keep, -1, s), y, zeros_like(y, s), s);
           }

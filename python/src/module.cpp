@@ -5,7 +5,11 @@
 NB_MODULE(core, m) {
   using namespace tessera::python;
   m.doc() = "Tessera's array framework, with the API of MLX's mlx.core.";
-  m.attr("__version__") = "0.1.0";
+  // Programs written for MLX read mx.__version__ to decide what the API offers: it is the MLX
+  // release whose API this implements (tests/python/data/mlx_0_32_4_names.json); Tessera's own
+  // version is __tessera_version__ (and tessera.__version__).
+  m.attr("__version__") = "0.32.4";
+  m.attr("__tessera_version__") = "0.1.0";
   init_dtype(m);
   init_device(m);
   init_array(m);

@@ -3,6 +3,7 @@
 #include <nanobind/stl/optional.h>
 
 #include "ops_common.h"
+#include "core/shape_checks.h"
 
 namespace tessera::python {
 
@@ -103,6 +104,85 @@ void init_ops_reduce(nb::module_& m) {
       "stream"_a = nb::none(),
       REDUCE_DOC("The minimum and the maximum over the given axes, as the tuple (min, max): "
                  "min and max in one call."));
+  m.def(
+      "unique",
+      [](const array& a, int size, bool return_index, bool return_inverse, bool return_counts,
+         nb::object fill_value, StreamOrDevice s) -> nb::object {
+        if (size < 0) {
+          throw std::invalid_argument("[unique] Received negative size " + std::to_string(size) +
+                                      "; size is how many entries the output has");
+        }
+        const int n = static_cast<int>(a.size());
+        std::optional<array> fill;
+        if (!fill_value.is_none()) {
+          fill = to_array_like(fill_value, a);
+          if (fill->size() != 1) {
+            throw std::invalid_argument("[unique] Fill value must have one element, but got shape " +
+                                        detail::shape_str(fill->shape()) + ".");
+          }
+          fill = reshape(astype(*fill, a.dtype(), s), {}, s);
+        }
+        if (n == 0 && size > 0 && !fill) {
+          throw std::invalid_argument("[unique] A fill value is required for an empty input with "
+                                      "a non-zero size.");
+        }
+        // Sorted (stably, NaNs last), a group starts wherever a value differs from the one
+        // before it (each NaN its own group; -0.0 and 0.0 one), and group g of the first `size`
+        // goes to slot g; the rest, and every position but a group's first, go to slot `size`,
+        // which is dropped.
+        const array flat = reshape(a, {n}, s);
+        const array perm = astype(argsort(flat, s), uint32, s);
+        const array sorted = take(flat, perm, 0, s);
+        array starts = ones({n}, bool_, s);
+        if (n > 1) {
+          starts = concatenate({ones({1}, bool_, s), not_equal(slice(sorted, {1}, {n}, s),
+                                                               slice(sorted, {0}, {n - 1}, s), s)},
+                               0, s);
+        }
+        const array group = subtract(cumsum(astype(starts, int32, s), 0, false, true, s),
+                                     array(1), s);
+        const array capped = minimum(group, array(size), s);
+        const array slot = where(starts, capped, array(size), s);
+        auto first_of_groups = [&](const array& per_position, const array& pad) {
+          const array buffer = broadcast_to(pad, {size + 1}, s);
+          const array filled = scatter(buffer, {slot}, reshape(per_position, {n, 1}, s), {0}, s);
+          return slice(filled, {0}, {size}, s);
+        };
+        const array values = first_of_groups(
+            sorted, fill ? *fill : (n > 0 ? take(sorted, 0, 0, s) : zeros({}, a.dtype(), s)));
+        if (!return_index && !return_inverse && !return_counts) return nb::cast(values);
+        nb::list out;
+        out.append(values);
+        if (return_index) {  // padding repeats the first entry, as MLX's
+          out.append(first_of_groups(perm, n > 0 ? take(perm, 0, 0, s) : zeros({}, uint32, s)));
+        }
+        if (return_inverse) {
+          const array position_group =
+              astype(minimum(group, array(std::max(size - 1, 0)), s), uint32, s);
+          const array inverse = n == 0 ? zeros({0}, uint32, s)
+                                       : scatter(zeros({n}, uint32, s), {perm},
+                                                 reshape(position_group, {n, 1}, s), {0}, s);
+          out.append(reshape(inverse, a.shape(), s));
+        }
+        if (return_counts) {
+          const array counts = scatter_add(zeros({size + 1}, int32, s), {capped},
+                                           reshape(ones({n}, int32, s), {n, 1}, s), {0}, s);
+          out.append(slice(counts, {0}, {size}, s));
+        }
+        return nb::tuple(out);
+      },
+      nb::arg(), "size"_a, "return_index"_a = false, "return_inverse"_a = false,
+      "return_counts"_a = false, "fill_value"_a = nb::none(), nb::kw_only(),
+      "stream"_a = nb::none(),
+      "Returns the sorted unique elements of the flattened array, ``size`` of them: the output's "
+      "shape does not depend on the values, so ``a`` is not evaluated. Entries past the last "
+      "unique element hold ``fill_value`` (default: the smallest element) with a count of 0; a "
+      "truncated output keeps the smallest ``size``, and ``inverse`` then points the dropped "
+      "elements at the last entry. ``index`` (uint32) is each element's first position in the "
+      "flattened array, ``inverse`` (uint32, the shape of ``a``) each element's entry, ``counts`` "
+      "(int32) how often each occurs. Every NaN is its own element; -0.0 and 0.0 are one.\n\n"
+      "Returns:\n    array, or the tuple (values, [index], [inverse], [counts]) when any is "
+      "asked for.");
   m.def(
       "logsumexp",
       [](const array& a, const OptAxes& axis, bool keepdims, StreamOrDevice s) {

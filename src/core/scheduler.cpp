@@ -337,7 +337,7 @@ void drain_streams(Pick pick) {
 
 void clear_streams() {
   const std::vector<int>& made = thread_streams().made;
-  drain_streams([&](int index) { return std::find(made.begin(), made.end(), index) != made.end(); });
+  drain_streams([&](int i) { return std::find(made.begin(), made.end(), i) != made.end(); });
 }
 
 namespace scheduler {

@@ -95,3 +95,17 @@ def test_mlx_shim_never_shadows_a_real_mlx_unless_forced(tmp_path):
                        capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "False True"
+
+
+def test_mlx_shim_answers_find_spec_as_an_installed_package_does(tmp_path):
+    # transformers (which mlx-lm imports) asks importlib.util.find_spec("mlx"): a module in
+    # sys.modules with no spec made that a ValueError.
+    script = tmp_path / "s.py"
+    script.write_text("import importlib.util\n"
+                      "spec = importlib.util.find_spec('mlx')\n"
+                      "print(spec.name, spec.submodule_search_locations is not None,\n"
+                      "      importlib.util.find_spec('mlx.core') is not None)\n")
+    r = subprocess.run([sys.executable, "-m", "tessera.mlx", str(script)], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["mlx", "True", "True"]

@@ -188,3 +188,52 @@ def test_fast_gated_delta_update_against_the_recurrence(per_key_decay, with_stat
     with pytest.raises(ValueError, match=r"initial_state must be \[B, Hv, Dv, Dk\]"):
         mx.fast.gated_delta_update(mx.array(q), mx.array(k), mx.array(v), mx.array(gamma),
                                    mx.array(beta), mx.zeros((B, Hv, Dk, Dv + 1)))
+
+
+def _np_unique(x, size, fill=None):
+    """MLX 0.32.4's unique through NumPy: the first `size` sorted uniques (every NaN its own),
+    first indices, inverse (clamped to size - 1), counts; padding with fill / index[0] / 0."""
+    flat = x.reshape(-1)
+    order = np.argsort(flat, kind="stable")
+    s = flat[order]
+    starts = np.ones(len(s), bool)
+    starts[1:] = ~(s[1:] == s[:-1])  # NaN != NaN: each its own group
+    group = np.cumsum(starts) - 1
+    firsts = np.flatnonzero(starts)
+    vals, idx = s[firsts][:size], order[firsts][:size]
+    counts = np.bincount(group, minlength=len(firsts))[:size]
+    pad = size - len(vals)
+    fill = s[0] if fill is None else fill
+    vals = np.concatenate([vals, np.full(pad, fill, x.dtype)])
+    idx = np.concatenate([idx, np.full(pad, idx[0] if len(idx) else 0)]).astype(np.uint32)
+    counts = np.concatenate([counts, np.zeros(pad, int)]).astype(np.int32)
+    inverse = np.empty(len(flat), np.uint32)
+    inverse[order] = np.minimum(group, max(size - 1, 0))
+    return vals, idx, inverse.reshape(x.shape), counts
+
+
+def test_unique_matches_its_numpy_definition():
+    a = np.array([2, 1, 2, 3, 1], dtype=np.int32)
+    assert mx.unique(mx.array(a), 3).tolist() == [1, 2, 3]
+    assert mx.unique(mx.array(a), 5).tolist() == [1, 2, 3, 1, 1]
+    v, i, inv, c = mx.unique(mx.array(a), 4, True, True, True, fill_value=0)
+    assert (v.tolist(), i.tolist(), inv.tolist(), c.tolist()) == (
+        [1, 2, 3, 0], [1, 0, 3, 1], [1, 0, 1, 2, 0], [2, 2, 1, 0])
+    assert (i.dtype, inv.dtype, c.dtype) == (mx.uint32, mx.uint32, mx.int32)
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 7, (4, 5)).astype(np.float32)
+    x[0, 0], x[2, 3], x[1, 1], x[3, 4] = np.nan, np.nan, -0.0, 0.0
+    for size in [0, 2, 6, 12]:
+        got = mx.unique(mx.array(x), size, return_index=True, return_inverse=True,
+                        return_counts=True)
+        want = _np_unique(x, size)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(np.array(g), w)
+        assert got[2].shape == x.shape
+    with pytest.raises(ValueError, match="negative size -1"):
+        mx.unique(mx.array(a), -1)
+    with pytest.raises(ValueError, match="Fill value must have one element"):
+        mx.unique(mx.array(a), 3, fill_value=mx.array([1, 2]))
+    with pytest.raises(ValueError, match="fill value is required for an empty input"):
+        mx.unique(mx.zeros((0,)), 2)
+    assert mx.unique(mx.zeros((0,)), 2, fill_value=5).tolist() == [5.0, 5.0]

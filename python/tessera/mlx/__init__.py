@@ -5,6 +5,7 @@ unmodified MLX script. A real MLX installation is never shadowed unless ``--forc
 ``install(force=True)``) asks for it.
 """
 
+import importlib.machinery
 import importlib.util
 import sys
 import types
@@ -37,6 +38,8 @@ def install(force: bool = False) -> None:
 
     pkg = types.ModuleType("mlx", "Tessera standing in for MLX (tessera.mlx).")
     pkg.__path__ = []  # a package, so that `import mlx.core` looks in sys.modules
+    # importlib.util.find_spec("mlx") (transformers asks it) needs a spec.
+    pkg.__spec__ = importlib.machinery.ModuleSpec("mlx", None, is_package=True)
     pkg.__tessera__ = True
     pkg.core = core
     sys.modules["mlx"] = pkg
