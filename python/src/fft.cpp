@@ -1,7 +1,9 @@
 // tessera.core.fft: include/tessera/fft.h with MLX's signatures.
 #include "convert.h"
 
+#include <algorithm>
 #include <optional>
+#include <vector>
 #include <string>
 
 #include "tessera/fft.h"
@@ -89,6 +91,49 @@ void def_n(nb::module_& m, const char* name, Fn1 fn, FnAxes fn_axes, FnAll fn_al
       "norm"_a = "backward", "stream"_a = nb::none(), doc);
 }
 
+// The analysis window of stft / istft: `window` (win_length then unused) or a rectangle of
+// win_length (default n_fft), zero-padded to n_fft with its centre at n_fft / 2.
+array stft_window(const std::optional<array>& window, std::optional<int> win_length, int n_fft,
+                  const char* op, StreamOrDevice s) {
+  array w = window ? astype(*window, float32, s) : ones({win_length.value_or(n_fft)}, float32, s);
+  if (w.ndim() != 1) {
+    throw std::invalid_argument(std::string("[") + op + "] window must be a one-dimensional "
+                                "array; got " + std::to_string(w.ndim()) + " dimensions");
+  }
+  const int length = w.shape(0);
+  if (length > n_fft) {
+    throw std::invalid_argument(std::string("[") + op + "] window length " +
+                                std::to_string(length) + " must not exceed n_fft " +
+                                std::to_string(n_fft));
+  }
+  const int left = (n_fft - length) / 2;
+  return pad(w, {0}, {left}, {n_fft - length - left}, array(0.0f), "constant", s);
+}
+
+// Indices into `length` samples of the signal padded by `pad` on each side with NumPy's
+// "reflect" (repeated when the pad is longer than the signal) or "edge".
+array padding_indices(int length, int pad, const std::string& mode) {
+  std::vector<int> index(static_cast<size_t>(length + 2 * pad));
+  const int period = 2 * (length - 1);
+  for (int p = -pad; p < length + pad; ++p) {
+    int i = 0;
+    if (mode == "edge") {
+      i = std::clamp(p, 0, length - 1);
+    } else if (length > 1) {
+      const int q = ((p % period) + period) % period;
+      i = q < length ? q : period - q;
+    }
+    index[static_cast<size_t>(p + pad)] = i;
+  }
+  return array(index.begin(), Shape{length + 2 * pad}, int32);
+}
+
+// The frame starts (frames x n_fft) sample indices: frame f covers [f * hop, f * hop + n_fft).
+array frame_indices(int frames, int hop, int n_fft, StreamOrDevice s) {
+  return add(expand_dims(multiply(arange(frames, int32, s), array(hop), s), 1, s),
+             expand_dims(arange(n_fft, int32, s), 0, s), s);
+}
+
 }  // namespace
 
 void init_fft(nb::module_& parent) {
@@ -130,6 +175,118 @@ void init_fft(nb::module_& parent) {
         return fft::ifftshift(a, std::get<std::vector<int>>(*axes), s);
       },
       "a"_a, "axes"_a = nb::none(), "stream"_a = nb::none(), "The inverse of fftshift.");
+  m.def(
+      "stft",
+      [](const array& x, int n_fft, std::optional<int> hop_length, std::optional<int> win_length,
+         const std::optional<array>& window, bool center, const std::string& pad_mode,
+         const std::string& norm, std::optional<bool> onesided, StreamOrDevice s) {
+        if (x.ndim() == 0) {
+          throw std::invalid_argument("[stft] Input must have at least one dimension.");
+        }
+        if (n_fft <= 0) throw std::invalid_argument("[stft] n_fft must be positive.");
+        const int hop = hop_length.value_or(n_fft / 4);
+        if (hop <= 0) throw std::invalid_argument("[stft] hop_length must be positive.");
+        const fft::FFTNorm nm = parse_norm(norm, "stft");
+        const bool is_complex = x.dtype() == complex64;
+        const bool one = onesided.value_or(!is_complex);
+        const array w = stft_window(window, win_length, n_fft, "stft", s);
+        // A one-sided transform of a complex signal takes its real part, as MLX's.
+        array signal = astype(is_complex && one ? real(x, s) : x,
+                              is_complex && !one ? complex64 : float32, s);
+        const int axis = static_cast<int>(x.ndim()) - 1;
+        if (center) {
+          const int half = n_fft / 2;
+          if (pad_mode == "constant") {
+            signal = pad(signal, {axis}, {half}, {half}, array(0.0f), "constant", s);
+          } else if (pad_mode == "reflect" || pad_mode == "edge") {
+            signal = take(signal, padding_indices(x.shape(axis), half, pad_mode), axis, s);
+          } else {
+            throw std::invalid_argument("[stft] pad_mode must be 'reflect', 'constant' or "
+                                        "'edge'; got '" + pad_mode + "'");
+          }
+        }
+        const int length = signal.shape(axis);
+        if (length < n_fft) {
+          throw std::invalid_argument("[stft] Input is too short for the given n_fft: " +
+                                      std::to_string(length) + " samples, n_fft " +
+                                      std::to_string(n_fft));
+        }
+        const int frames = 1 + (length - n_fft) / hop;
+        // (..., frames, n_fft) windowed frames, transformed along the last axis.
+        const array framed = multiply(take(signal, frame_indices(frames, hop, n_fft, s), axis, s),
+                                      w, s);
+        const array spectrum = one ? fft::rfft(framed, n_fft, -1, nm, s)
+                                   : fft::fft(framed, n_fft, -1, nm, s);
+        return astype(swapaxes(spectrum, -1, -2, s), complex64, s);
+      },
+      "x"_a, "n_fft"_a = 2048, "hop_length"_a = nb::none(), "win_length"_a = nb::none(),
+      "window"_a = nb::none(), "center"_a = true, "pad_mode"_a = "reflect", "norm"_a = "backward",
+      "onesided"_a = nb::none(), "stream"_a = nb::none(),
+      "Short-Time Fourier Transform. Splits the last axis of ``x`` into overlapping frames of "
+      "length ``n_fft`` (``hop_length`` apart, default ``n_fft // 4``), applies ``window`` "
+      "(centred and zero-padded to ``n_fft``; default a rectangle of ``win_length``, default "
+      "``n_fft``), and takes the Fourier transform of each frame. ``center`` pads both ends by "
+      "``n_fft // 2`` (``pad_mode``: ``'reflect'``, ``'constant'`` or ``'edge'``); ``onesided`` "
+      "(default: for real input) keeps the non-negative frequencies.\n\n"
+      "Returns:\n    array: complex64, shape ``(..., n_freq, n_frames)``.");
+  m.def(
+      "istft",
+      [](const array& stft_matrix, std::optional<int> n_fft_arg, std::optional<int> hop_length,
+         std::optional<int> win_length, const std::optional<array>& window, bool center,
+         const std::string& norm, std::optional<bool> onesided, std::optional<int> length,
+         StreamOrDevice s) {
+        if (stft_matrix.ndim() < 2) {
+          throw std::invalid_argument("[istft] Input must have at least two dimensions (freq, "
+                                      "frames).");
+        }
+        const int nd = static_cast<int>(stft_matrix.ndim());
+        const int freqs = stft_matrix.shape(nd - 2), frames = stft_matrix.shape(nd - 1);
+        const bool one = onesided.value_or(true);
+        const int n_fft = n_fft_arg.value_or(one ? 2 * (freqs - 1) : freqs);
+        const int hop = hop_length.value_or(n_fft / 4);
+        if (hop <= 0) throw std::invalid_argument("[istft] hop_length must be positive.");
+        const fft::FFTNorm nm = parse_norm(norm, "istft");
+        const array w = stft_window(window, win_length, n_fft, "istft", s);
+        // (..., frames, n_fft) frames, windowed again, overlap-added and divided by the summed
+        // squared window (floored at 1e-8, as MLX's).
+        const array spectra = swapaxes(stft_matrix, -1, -2, s);
+        array framed = one ? fft::irfft(spectra, n_fft, -1, nm, s)
+                           : real(fft::ifft(spectra, n_fft, -1, nm, s), s);
+        framed = multiply(astype(framed, float32, s), w, s);
+        const int total = n_fft + hop * (frames - 1);
+        const array positions =
+            reshape(frame_indices(frames, hop, n_fft, s), {frames * n_fft}, s);
+        Shape batch(stft_matrix.shape().begin(), stft_matrix.shape().end() - 2);
+        Shape flat_shape = batch;
+        flat_shape.push_back(frames * n_fft);
+        Shape out_shape = batch;
+        out_shape.push_back(total);
+        const array sum = scatter_add_axis(zeros(out_shape, float32, s),
+                                           broadcast_to(positions, flat_shape, s),
+                                           reshape(framed, flat_shape, s), -1, s);
+        const array envelope = scatter_add_axis(
+            zeros({total}, float32, s), positions,
+            reshape(broadcast_to(square(w, s), {frames, n_fft}, s), {frames * n_fft}, s), 0, s);
+        array y = divide(sum, maximum(envelope, array(1e-8f), s), s);
+        const int start = center ? n_fft / 2 : 0;
+        const int want = length ? std::max(*length, 0) : std::max(total - 2 * start, 0);
+        const int have = std::clamp(total - start, 0, want);
+        Shape lo(y.ndim(), 0), hi = y.shape();
+        lo.back() = start;
+        hi.back() = start + have;
+        y = slice(y, lo, hi, s);
+        const int last = static_cast<int>(y.ndim()) - 1;
+        return have < want ? pad(y, {last}, {0}, {want - have}, array(0.0f), "constant", s) : y;
+      },
+      "stft_matrix"_a, "n_fft"_a = nb::none(), "hop_length"_a = nb::none(),
+      "win_length"_a = nb::none(), "window"_a = nb::none(), "center"_a = true,
+      "norm"_a = "backward", "onesided"_a = nb::none(), "length"_a = nb::none(),
+      "stream"_a = nb::none(),
+      "Inverse Short-Time Fourier Transform: overlap-adds the windowed inverse transform of each "
+      "frame of ``stft_matrix`` (``(..., n_freq, n_frames)``), divided by the summed squared "
+      "window. ``n_fft`` defaults to ``2 * (n_freq - 1)`` (one-sided, the default) or "
+      "``n_freq``; ``length`` trims or zero-pads the output.\n\n"
+      "Returns:\n    array: The real float32 signal.");
   parent.def("hadamard_transform", &hadamard_transform, "a"_a, "scale"_a = nb::none(),
              "stream"_a = nb::none(),
              "The Hadamard transform along the last axis, times ``scale`` (default\n"

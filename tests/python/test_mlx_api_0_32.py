@@ -237,3 +237,61 @@ def test_unique_matches_its_numpy_definition():
     with pytest.raises(ValueError, match="fill value is required for an empty input"):
         mx.unique(mx.zeros((0,)), 2)
     assert mx.unique(mx.zeros((0,)), 2, fill_value=5).tolist() == [5.0, 5.0]
+
+
+def _np_stft(x, n_fft, hop, window, center=True, pad_mode="reflect", norm="backward",
+             onesided=True):
+    w = np.zeros(n_fft)
+    left = (n_fft - len(window)) // 2
+    w[left:left + len(window)] = window
+    if center:
+        x = np.pad(x, [(0, 0)] * (x.ndim - 1) + [(n_fft // 2, n_fft // 2)], mode=pad_mode)
+    frames = 1 + (x.shape[-1] - n_fft) // hop
+    framed = np.stack([x[..., f * hop:f * hop + n_fft] * w for f in range(frames)], -2)
+    spec = np.fft.rfft(framed, n_fft, norm=norm) if onesided else np.fft.fft(framed, n_fft, norm=norm)
+    return np.swapaxes(spec, -1, -2)
+
+
+def test_stft_and_istft_against_numpy():
+    # MLX 0.32.4's worked example (window centred, reflect padding) and its inverse.
+    x = np.arange(8, dtype=np.float32)
+    w = np.array([0, 0.5, 1, 0.5], np.float32)
+    S = mx.fft.stft(mx.array(x), n_fft=4, hop_length=2, window=mx.array(w))
+    assert S.shape == (3, 5) and S.dtype == mx.complex64
+    np.testing.assert_allclose(np.array(S), [[1, 4, 8, 12, 12], [0, -2 + 1j, -4 + 1j, -6 + 1j, -6 - 1j],
+                                             [-1, 0, 0, 0, 0]], atol=1e-5)
+    back = mx.fft.istft(S, n_fft=4, hop_length=2, window=mx.array(w))
+    assert back.dtype == mx.float32
+    np.testing.assert_allclose(np.array(back), x, atol=1e-5)
+    # A batch, a short rectangular window, each padding mode and norm.
+    rng = np.random.default_rng(4)
+    sig = rng.standard_normal((2, 50)).astype(np.float32)
+    for mode, norm in [("reflect", "ortho"), ("edge", "forward"), ("constant", "backward")]:
+        got = mx.fft.stft(mx.array(sig), n_fft=16, hop_length=4, win_length=10, pad_mode=mode,
+                          norm=norm)
+        want = _np_stft(sig, 16, 4, np.ones(10), pad_mode=mode, norm=norm)
+        np.testing.assert_allclose(np.array(got), want, rtol=1e-4, atol=1e-4)
+    # Two-sided, no centering; complex input defaults to two-sided.
+    z = (sig[0] + 1j * sig[1]).astype(np.complex64)
+    got = mx.fft.stft(mx.array(z), n_fft=8, hop_length=3, center=False)
+    np.testing.assert_allclose(np.array(got), _np_stft(z, 8, 3, np.ones(8), center=False,
+                                                        onesided=False), rtol=1e-4, atol=1e-4)
+    # A Hann window at a quarter hop inverts exactly; length trims or pads with zeros.
+    hann = np.hanning(32).astype(np.float32)
+    spec = mx.fft.stft(mx.array(sig), n_fft=32, hop_length=8, window=mx.array(hann))
+    rec = mx.fft.istft(spec, hop_length=8, window=mx.array(hann), length=50)
+    np.testing.assert_allclose(np.array(rec), sig, atol=1e-4)
+    # 7 frames span 80 padded samples, 64 past the centring offset: a longer output continues
+    # into the reflected padding, then zeros.
+    longer = np.array(mx.fft.istft(spec, hop_length=8, window=mx.array(hann), length=70))
+    assert longer.shape == (2, 70) and not np.any(longer[:, 64:])
+    padded = np.pad(sig, ((0, 0), (16, 16)), mode="reflect")
+    np.testing.assert_allclose(longer[:, :63], padded[:, 16:79], atol=1e-4)  # w = 0 at 63
+    with pytest.raises(ValueError, match="hop_length must be positive"):
+        mx.fft.stft(mx.array(sig), n_fft=16, hop_length=0)
+    with pytest.raises(ValueError, match="too short"):
+        mx.fft.stft(mx.array(sig[:, :5]), n_fft=16, center=False)
+    with pytest.raises(ValueError, match="must not exceed n_fft"):
+        mx.fft.stft(mx.array(sig), n_fft=8, window=mx.ones(9))
+    with pytest.raises(ValueError, match="at least two dimensions"):
+        mx.fft.istft(mx.ones(4))

@@ -14,7 +14,6 @@ NAMES = json.loads((pathlib.Path(__file__).parent / "data" / "mlx_0_32_4_names.j
 
 NOT_YET = {
     "mlx.core": {"FunctionExporter", "export_function", "exporter", "import_function"},
-    "mlx.core.fft": {"istft", "stft"},
 }
 
 
