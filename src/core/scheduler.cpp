@@ -402,8 +402,7 @@ void check_usable(const Stream& s) {
 
 bool run_inline(const Stream& s, const std::function<void()>& body) {
   // A task that evaluates on the stream it is running inline owns that stream already.
-  int& inline_stream = tl_inline;
-  if (inline_stream == s.index) {
+  if (tl_inline == s.index) {
     body();
     return true;
   }
@@ -423,12 +422,12 @@ bool run_inline(const Stream& s, const std::function<void()>& body) {
     cached_generation = generation;
   }
   struct Mark {
-    int& slot;
     int prev;
-    ~Mark() { slot = prev; }
-  } mark{inline_stream, inline_stream};
+    ~Mark() { tl_inline = prev; }
+  } mark{tl_inline};
+  // Captures two references: within std::function's inline buffer, no allocation per op.
   return w->run_inline([&] {
-    inline_stream = s.index;
+    tl_inline = s.index;
     body();
   });
 }

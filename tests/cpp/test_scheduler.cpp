@@ -212,9 +212,12 @@ TEST(StreamThreads, AThreadLocalStreamIsOneStreamPerThread) {
 // thread per request does not pile up threads).
 TEST(StreamThreads, AThreadsStreamsEndWithItAndTheirWorkersExit) {
   mx::eval(mx::array(1.0f) + 1.0f);
-  int before = stream_threads();
-  for (int i = 0; i < 500 && before == 0; ++i) {  // this thread's worker names itself on start
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // Settled: this thread's worker has named itself, and the workers of threads that ended in
+  // earlier tests of this process have exited.
+  int before = -1;
+  for (int i = 0, last = -2; i < 100 && !(before == last && before >= 1); ++i) {
+    last = before;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
     before = stream_threads();
   }
   ASSERT_GE(before, 1);
