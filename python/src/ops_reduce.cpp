@@ -117,8 +117,8 @@ void init_ops_reduce(nb::module_& m) {
         if (!fill_value.is_none()) {
           fill = to_array_like(fill_value, a);
           if (fill->size() != 1) {
-            throw std::invalid_argument("[unique] Fill value must have one element, but got shape " +
-                                        detail::shape_str(fill->shape()) + ".");
+            throw std::invalid_argument("[unique] Fill value must have one element, but got "
+                                        "shape " + detail::shape_str(fill->shape()) + ".");
           }
           fill = reshape(astype(*fill, a.dtype(), s), {}, s);
         }

@@ -322,19 +322,21 @@ TEST(ClusterLaunch, PrefixInstallRunsOnEveryHostWithoutLdLibraryPath) {
   ASSERT_EQ(r.code, 0) << r.out;
   const std::string cli = "env -u LD_LIBRARY_PATH " + moved + "/bin/tessera";
   const std::string hostfile = ssh.dir() + "/hosts.json", marker = job_marker(c);
-  std::ofstream(hostfile) << "[{\"ssh\": \"" << Cluster::ip(0) << "\"}, {\"ssh\": \"" << Cluster::ip(1)
-                          << "\"}]";
-  Process& l = c.start(0, "unset LD_LIBRARY_PATH; " + ssh.path_env() +
-                              " TESSERA_DIST_CONNECT_TIMEOUT=20 timeout -s KILL 120 " + cli +
-                              " launch --hostfile " + hostfile + " -- " + kWorker + " join " + marker);
+  std::ofstream(hostfile) << "[{\"ssh\": \"" << Cluster::ip(0) << "\"}, {\"ssh\": \""
+                          << Cluster::ip(1) << "\"}]";
+  const std::string no_ld_path = "unset LD_LIBRARY_PATH; " + ssh.path_env();
+  Process& l = c.start(0, no_ld_path + " TESSERA_DIST_CONNECT_TIMEOUT=20 timeout -s KILL 120 " +
+                              cli + " launch --hostfile " + hostfile + " -- " + kWorker +
+                              " join " + marker);
   ASSERT_EQ(l.wait(90), 0) << l.output();
   for (int rank = 0; rank < 2; ++rank) {
-    EXPECT_EQ(count_of(l.output(), "rank " + std::to_string(rank) + ": all_sum 3"), 1) << l.output();
+    EXPECT_EQ(count_of(l.output(), "rank " + std::to_string(rank) + ": all_sum 3"), 1)
+        << l.output();
   }
   EXPECT_TRUE(none_left(marker, 5));
   const std::string written = ssh.dir() + "/found.json";
-  Process& p = c.start(0, "unset LD_LIBRARY_PATH; " + ssh.path_env() + " timeout -s KILL 90 " + cli +
-                              " config --hosts " + host_list(2) + " --output " + written);
+  Process& p = c.start(0, no_ld_path + " timeout -s KILL 90 " + cli + " config --hosts " +
+                              host_list(2) + " --output " + written);
   ASSERT_EQ(p.wait(60), 0) << p.output();
   std::ifstream f(written);
   const auto j = nlohmann::json::parse(std::string(std::istreambuf_iterator<char>(f), {}));
