@@ -158,11 +158,15 @@ StreamWorker* worker_locked(StreamRegistry& r, int index) {
   return r.workers.emplace(index, std::make_unique<StreamWorker>(index)).first->second.get();
 }
 
-Stream make_stream(Device d, std::thread::id owner, const char* what) {
+void require_available(Device d, const char* what) {
   if (!is_available(d)) {
     throw std::invalid_argument(std::string("[") + what +
                                 "] the device is not available in this build; use Device::cpu");
   }
+}
+
+Stream make_stream(Device d, std::thread::id owner, const char* what) {
+  require_available(d, what);
   auto& r = registry();
   std::lock_guard<std::mutex> l(r.mu);
   Stream s(static_cast<int>(r.streams.size()), d);
@@ -232,10 +236,7 @@ Stream new_thread_unsafe_stream(Device d) {
 }
 
 ThreadLocalStream new_thread_local_stream(Device d) {
-  if (!is_available(d)) {
-    throw std::invalid_argument("[new_thread_local_stream] the device is not available in this "
-                                "build; use Device::cpu");
-  }
+  require_available(d, "new_thread_local_stream");
   auto& r = registry();
   std::lock_guard<std::mutex> l(r.mu);
   return ThreadLocalStream(r.thread_local_streams++, d);

@@ -46,7 +46,10 @@ def test_array_helper_types_are_public():
         next(it)
     with pytest.raises(TypeError):
         iter(mx.array(1.0))
-    assert mx.ArrayLike(object()) is not None  # a marker type, as MLX's
+    # A marker type whose constructor takes any object, as MLX's; not an array.
+    assert isinstance(mx.ArrayLike(object()), mx.ArrayLike)
+    with pytest.raises(ValueError):
+        mx.array(mx.ArrayLike(1))
 
 
 def test_matrix_norm_is_linalg_norm():
