@@ -1,0 +1,89 @@
+"""A float64 NumPy reference of the models tools/make_llm.py writes (Llama, Qwen2).
+
+Reads the folder itself (its own safetensors reader, float32 and bfloat16) so that nothing of
+Tessera's is in the reference's path.
+"""
+
+import json
+import os
+import struct
+
+import numpy as np
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    body = memoryview(data)[8 + n:]
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        lo, hi = info["data_offsets"]
+        raw = body[lo:hi]
+        if info["dtype"] == "F32":
+            values = np.frombuffer(raw, dtype="<f4").astype(np.float64)
+        elif info["dtype"] == "BF16":
+            bits = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
+            values = bits.view(np.float32).astype(np.float64)
+        else:
+            raise ValueError(f"{path}: {name} has dtype {info['dtype']}; the reference reads F32, BF16")
+        out[name] = values.reshape(info["shape"])
+    return out
+
+
+class Reference:
+    def __init__(self, folder):
+        with open(os.path.join(folder, "config.json")) as f:
+            self.cfg = json.load(f)
+        self.w = read_safetensors(os.path.join(folder, "model.safetensors"))
+
+    def _norm(self, x, weight):
+        eps = self.cfg["rms_norm_eps"]
+        return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight
+
+    def _rope(self, x):
+        # x: (heads, L, D), rotating the two halves of each head (mlx-lm's non-traditional RoPE).
+        d = x.shape[-1]
+        freqs = self.cfg["rope_theta"] ** (-np.arange(0, d, 2) / d)
+        angles = np.arange(x.shape[1])[:, None] * freqs[None, :]
+        cos, sin = np.cos(angles), np.sin(angles)
+        a, b = x[..., : d // 2], x[..., d // 2:]
+        return np.concatenate([a * cos - b * sin, a * sin + b * cos], axis=-1)
+
+    def _linear(self, x, name):
+        y = x @ self.w[name + ".weight"].T
+        bias = self.w.get(name + ".bias")
+        return y if bias is None else y + bias
+
+    def logits(self, tokens):
+        """Logits (L, vocab) of every position of one sequence."""
+        c = self.cfg
+        heads, kv_heads = c["num_attention_heads"], c["num_key_value_heads"]
+        d = c["hidden_size"] // heads
+        length = len(tokens)
+        x = self.w["model.embed_tokens.weight"][np.asarray(tokens)]
+        causal = np.triu(np.full((length, length), -np.inf), k=1)
+        for i in range(c["num_hidden_layers"]):
+            p = f"model.layers.{i}."
+            h = self._norm(x, self.w[p + "input_layernorm.weight"])
+            q = self._linear(h, p + "self_attn.q_proj").reshape(length, heads, d).transpose(1, 0, 2)
+            k = self._linear(h, p + "self_attn.k_proj").reshape(length, kv_heads, d).transpose(1, 0, 2)
+            v = self._linear(h, p + "self_attn.v_proj").reshape(length, kv_heads, d).transpose(1, 0, 2)
+            q, k = self._rope(q), self._rope(k)
+            rep = heads // kv_heads
+            k, v = np.repeat(k, rep, axis=0), np.repeat(v, rep, axis=0)
+            s = q @ k.transpose(0, 2, 1) / np.sqrt(d) + causal
+            s = np.exp(s - s.max(-1, keepdims=True))
+            s /= s.sum(-1, keepdims=True)
+            o = (s @ v).transpose(1, 0, 2).reshape(length, heads * d)
+            x = x + self._linear(o, p + "self_attn.o_proj")
+            h = self._norm(x, self.w[p + "post_attention_layernorm.weight"])
+            g = self._linear(h, p + "mlp.gate_proj")
+            u = self._linear(h, p + "mlp.up_proj")
+            x = x + self._linear(g / (1 + np.exp(-g)) * u, p + "mlp.down_proj")
+        x = self._norm(x, self.w["model.norm.weight"])
+        head = self.w.get("lm_head.weight", self.w["model.embed_tokens.weight"])
+        return x @ head.T
