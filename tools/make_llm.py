@@ -134,7 +134,8 @@ def main(argv=None):
         ap.error(f"--hidden ({args.hidden}) must be a multiple of --heads ({args.heads}) and "
                  f"--heads of --kv-heads ({args.kv_heads})")
     if args.vocab < 300:
-        ap.error(f"--vocab must be at least 300 (256 bytes and the special tokens), got {args.vocab}")
+        ap.error(f"--vocab must be at least 300 (256 bytes and the special tokens), "
+                 f"got {args.vocab}")
 
     import tessera.core as mx
 

@@ -11,6 +11,7 @@
 #include "tessera/distributed.h"
 #include "tessera/dtype.h"
 #include "tessera/einsum.h"
+#include "tessera/export.h"
 #include "tessera/fast.h"
 #include "tessera/fft.h"
 #include "tessera/io.h"

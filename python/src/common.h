@@ -99,6 +99,7 @@ void init_fft(nb::module_& m);
 void init_fast(nb::module_& m);
 void init_memory(nb::module_& m);
 void init_io(nb::module_& m);
+void init_export(nb::module_& m);
 void init_distributed(nb::module_& m);
 
 // The implicit key (mx.random.state) back to the one this process started with (random.cpp).

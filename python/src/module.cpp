@@ -23,6 +23,7 @@ NB_MODULE(core, m) {
   init_fast(m);
   init_memory(m);
   init_io(m);
+  init_export(m);
   init_distributed(m);
   install_sigint_handler();
   install_exit_hook();

@@ -18,9 +18,62 @@
 
 namespace tessera {
 
+namespace compile_detail {
+
+std::vector<array> replay(const Graph& g, const std::vector<array>& inputs, bool shapeless,
+                          const std::vector<Shape>* shapes, std::vector<Shape>* shapes_out) {
+  std::vector<std::optional<array>> values(g.shapes.size());
+  for (int i = 0; i < g.num_inputs; ++i) values[i] = inputs[i];
+  for (auto& [v, a] : g.constants) values[v] = a;
+  std::vector<array> args;
+  for (auto& n : g.nodes) {
+    args.clear();
+    for (int v : n.inputs) args.push_back(*values[v]);
+    std::vector<Shape> out_shapes;
+    std::shared_ptr<Primitive> prim = n.primitive;
+    if (shapes) {
+      for (int v : n.outputs) out_shapes.push_back((*shapes)[v]);
+      if (!n.shape_inputs.empty()) {
+        std::vector<Shape> read;
+        for (int v : n.shape_inputs) read.push_back((*shapes)[v]);
+        prim = n.primitive->bind_input_shapes(read);
+      }
+    } else if (shapeless && !n.shape_sources.empty()) {
+      std::vector<Shape> sources;
+      for (int v : n.shape_sources) sources.push_back(values[v]->shape());
+      out_shapes = n.primitive->shapeless_output_shapes(args, sources);
+    } else if (shapeless) {
+      out_shapes = n.primitive->output_shapes(args);
+    } else {
+      for (int v : n.outputs) out_shapes.push_back(g.shapes[v]);
+    }
+    if (n.outputs.size() == 1) {
+      values[n.outputs[0]].emplace(std::move(out_shapes[0]), g.dtypes[n.outputs[0]],
+                                   std::move(prim), args);
+    } else {
+      std::vector<Dtype> dtypes;
+      for (int v : n.outputs) dtypes.push_back(g.dtypes[v]);
+      auto outs = array::make_arrays(std::move(out_shapes), dtypes, std::move(prim), args);
+      for (size_t k = 0; k < outs.size(); ++k) values[n.outputs[k]] = outs[k];
+    }
+  }
+  if (shapes_out) {
+    shapes_out->assign(values.size(), Shape{});
+    for (size_t v = 0; v < values.size(); ++v) {
+      if (values[v]) (*shapes_out)[v] = values[v]->shape();
+    }
+  }
+  std::vector<array> res;
+  for (int v : g.outputs) res.push_back(*values[v]);
+  return res;
+}
+
+}  // namespace compile_detail
+
 namespace {
 
 using compile_detail::Graph;
+using compile_detail::replay;
 
 constexpr int kModeUnset = -1;
 std::atomic<int> g_mode{kModeUnset};
@@ -85,57 +138,6 @@ std::shared_ptr<const Entry> trace(const CompileFn& fun, const std::vector<array
     compile_detail::fuse(*e->fused);
   }
   return e;
-}
-
-// The graph's nodes as new arrays on `inputs`. Output shapes are the traced ones, or those of
-// `shapes` (per value), or with `shapeless` and no table, recomputed node by node.
-std::vector<array> replay(const Graph& g, const std::vector<array>& inputs, bool shapeless,
-                          const std::vector<Shape>* shapes = nullptr,
-                          std::vector<Shape>* shapes_out = nullptr) {
-  std::vector<std::optional<array>> values(g.shapes.size());
-  for (int i = 0; i < g.num_inputs; ++i) values[i] = inputs[i];
-  for (auto& [v, a] : g.constants) values[v] = a;
-  std::vector<array> args;
-  for (auto& n : g.nodes) {
-    args.clear();
-    for (int v : n.inputs) args.push_back(*values[v]);
-    std::vector<Shape> out_shapes;
-    std::shared_ptr<Primitive> prim = n.primitive;
-    if (shapes) {
-      for (int v : n.outputs) out_shapes.push_back((*shapes)[v]);
-      if (!n.shape_inputs.empty()) {
-        std::vector<Shape> read;
-        for (int v : n.shape_inputs) read.push_back((*shapes)[v]);
-        prim = n.primitive->bind_input_shapes(read);
-      }
-    } else if (shapeless && !n.shape_sources.empty()) {
-      std::vector<Shape> sources;
-      for (int v : n.shape_sources) sources.push_back(values[v]->shape());
-      out_shapes = n.primitive->shapeless_output_shapes(args, sources);
-    } else if (shapeless) {
-      out_shapes = n.primitive->output_shapes(args);
-    } else {
-      for (int v : n.outputs) out_shapes.push_back(g.shapes[v]);
-    }
-    if (n.outputs.size() == 1) {
-      values[n.outputs[0]].emplace(std::move(out_shapes[0]), g.dtypes[n.outputs[0]],
-                                   std::move(prim), args);
-    } else {
-      std::vector<Dtype> dtypes;
-      for (int v : n.outputs) dtypes.push_back(g.dtypes[v]);
-      auto outs = array::make_arrays(std::move(out_shapes), dtypes, std::move(prim), args);
-      for (size_t k = 0; k < outs.size(); ++k) values[n.outputs[k]] = outs[k];
-    }
-  }
-  if (shapes_out) {
-    shapes_out->assign(values.size(), Shape{});
-    for (size_t v = 0; v < values.size(); ++v) {
-      if (values[v]) (*shapes_out)[v] = values[v]->shape();
-    }
-  }
-  std::vector<array> res;
-  for (int v : g.outputs) res.push_back(*values[v]);
-  return res;
 }
 
 // The fused graph on `inputs` with shapeless shapes: a fused run hides the values that the

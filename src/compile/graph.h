@@ -59,4 +59,11 @@ void fuse_rows(Graph& g);
 // after its inputs' producers.
 void prune_and_sort(Graph& g);
 
+// The graph's nodes as new arrays on `inputs`. Output shapes are the traced ones, or those of
+// `shapes` (per value), or with `shapeless` and no table, recomputed node by node; `shapes_out`
+// receives every value's shape (compile.cpp; export.cpp replays imported graphs with it).
+std::vector<array> replay(const Graph& g, const std::vector<array>& inputs, bool shapeless,
+                          const std::vector<Shape>* shapes = nullptr,
+                          std::vector<Shape>* shapes_out = nullptr);
+
 }  // namespace tessera::compile_detail

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/export_state.h"
 #include "tessera/array.h"
 #include "tessera/stream.h"
 
@@ -98,6 +99,10 @@ class Primitive {
   virtual std::shared_ptr<Primitive> bind_input_shapes(const std::vector<Shape>& shapes) const {
     return nullptr;
   }
+  // Export (tessera/export.h): writes the parameters the constructor takes after the stream and
+  // returns true; false (the default) for a primitive that cannot be exported (one that holds a
+  // function or a group). Defined by TESSERA_STATE.
+  virtual bool write_state(export_detail::StateWriter& w) const { return false; }
 
  private:
   Stream stream_;
@@ -128,11 +133,23 @@ class UnaryPrimitive : public Primitive {
 // vjp, jvp and vmap together.
 #define TESSERA_DECLARE_TRANSFORMS TESSERA_DECLARE_VJP TESSERA_DECLARE_JVP TESSERA_DECLARE_VMAP
 
-// Declares name() and a parameterless is_equivalent for simple primitives.
+// In a primitive's class body: its parameters, the fields its constructor takes after the
+// stream in the constructor's order (nothing for a parameterless one). Defines state(), a tuple
+// of them, and write_state; src/core/export_registry.cpp lists the class so import can rebuild
+// it (export_state.h).
+#define TESSERA_STATE(...)                                                   \
+  auto state() const { return std::make_tuple(__VA_ARGS__); }                \
+  bool write_state(export_detail::StateWriter& w) const override {          \
+    export_detail::put(w, state());                                          \
+    return true;                                                             \
+  }
+
+// Declares name(), a parameterless is_equivalent and an empty state for simple primitives.
 #define TESSERA_PRIMITIVE_NAME(NAME)                                \
   const char* name() const override { return #NAME; }              \
   bool is_equivalent(const Primitive& other) const override {       \
     return dynamic_cast<const NAME*>(&other) != nullptr;            \
-  }
+  }                                                                 \
+  TESSERA_STATE()
 
 }  // namespace tessera

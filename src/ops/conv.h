@@ -4,6 +4,7 @@
 // in x, so each one's derivatives are the other two (the map (x, w) -> y is bilinear).
 #pragma once
 
+#include <tuple>
 #include <vector>
 
 #include "core/primitive.h"
@@ -17,6 +18,25 @@ struct ConvParams {
   bool flip = false;
   bool operator==(const ConvParams&) const = default;
 };
+
+// ConvParams in exported files (export_state.h): its fields in declaration order.
+namespace export_detail {
+template <>
+struct Codec<ConvParams> {
+  using Fields = std::tuple<std::vector<int>, std::vector<int>, std::vector<int>, std::vector<int>,
+                            std::vector<int>, int, bool>;
+  static void put(StateWriter& w, const ConvParams& p) {
+    export_detail::put(w, Fields(p.stride, p.padding_lo, p.padding_hi, p.kernel_dilation,
+                                 p.input_dilation, p.groups, p.flip));
+  }
+  static ConvParams get(StateReader& r) {
+    auto [stride, lo, hi, kernel_dilation, input_dilation, groups, flip] =
+        export_detail::get<Fields>(r);
+    return ConvParams{std::move(stride), std::move(lo), std::move(hi), std::move(kernel_dilation),
+                      std::move(input_dilation), groups, flip};
+  }
+};
+}  // namespace export_detail
 
 // The base of the three: the parameters, equivalence and printing.
 class ConvPrimitive : public UnaryPrimitive {
@@ -38,6 +58,7 @@ class Convolution : public ConvPrimitive {
   TESSERA_DECLARE_TRANSFORMS
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
   const char* name() const override { return "Convolution"; }
+  TESSERA_STATE(params_)
 };
 
 // dw (O, k..., C / groups) from x (N, in..., C) and dy (N, out..., O); k is the kernel's
@@ -50,6 +71,7 @@ class ConvWeightGrad : public ConvPrimitive {
   TESSERA_DECLARE_TRANSFORMS
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
   const char* name() const override { return "ConvWeightGrad"; }
+  TESSERA_STATE(params_, kernel_)
   bool is_equivalent(const Primitive& other) const override;
 
  private:
@@ -66,6 +88,7 @@ class ConvInputGrad : public ConvPrimitive {
   TESSERA_DECLARE_TRANSFORMS
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
   const char* name() const override { return "ConvInputGrad"; }
+  TESSERA_STATE(params_, input_)
   bool is_equivalent(const Primitive& other) const override;
 
  private:

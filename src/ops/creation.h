@@ -17,6 +17,7 @@ class Full : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Full"; }
+  TESSERA_STATE(shape_)
   bool is_equivalent(const Primitive& other) const override;
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
   std::vector<array> shape_sources() const override { return sources_; }
@@ -35,6 +36,7 @@ class Arange : public UnaryPrimitive {
       : UnaryPrimitive(s), start_(start), stop_(stop), step_(step) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   const char* name() const override { return "Arange"; }
+  TESSERA_STATE(start_, stop_, step_)
   bool is_equivalent(const Primitive& other) const override;
 
  private:
@@ -47,6 +49,7 @@ class AsType : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "AsType"; }
+  TESSERA_STATE(dtype_)
   bool is_equivalent(const Primitive& other) const override;
   // Fusion table entry: CastOp<T> of backend/cpu/unary_ops.h, T the target's C++ type.
   const char* fused_functor() const override;
@@ -66,6 +69,7 @@ class Copy : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Copy"; }
+  TESSERA_STATE(share_)
   bool is_equivalent(const Primitive& other) const override {
     auto* o = dynamic_cast<const Copy*>(&other);
     return o && o->share_ == share_;

@@ -16,6 +16,7 @@ class Linspace : public UnaryPrimitive {
       : UnaryPrimitive(s), start_(start), stop_(stop), endpoint_(endpoint) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   const char* name() const override { return "Linspace"; }
+  TESSERA_STATE(start_, stop_, endpoint_)
   bool is_equivalent(const Primitive& other) const override;
 
  private:
@@ -30,6 +31,7 @@ class Eye : public UnaryPrimitive {
       : UnaryPrimitive(s), k_(k), lower_triangle_(lower_triangle) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   const char* name() const override { return lower_triangle_ ? "Tri" : "Eye"; }
+  TESSERA_STATE(k_, lower_triangle_)
   bool is_equivalent(const Primitive& other) const override;
 
  private:
@@ -44,6 +46,7 @@ class Triangular : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return upper_ ? "Triu" : "Tril"; }
+  TESSERA_STATE(k_, upper_)
   bool is_equivalent(const Primitive& other) const override;
 
  private:
@@ -58,6 +61,7 @@ class View : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_VMAP
   const char* name() const override { return "View"; }
+  TESSERA_STATE(dtype_)
   bool is_equivalent(const Primitive& other) const override;
 
  private:
@@ -73,6 +77,7 @@ class AsStrided : public UnaryPrimitive {
   TESSERA_DECLARE_VJP
   TESSERA_DECLARE_JVP
   const char* name() const override { return "AsStrided"; }
+  TESSERA_STATE(shape_, strides_, offset_)
   bool is_equivalent(const Primitive& other) const override;
 
  private:
@@ -88,6 +93,7 @@ class Contiguous : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Contiguous"; }
+  TESSERA_STATE(allow_col_major_)
   bool is_equivalent(const Primitive& other) const override;
 
  private:

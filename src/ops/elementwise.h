@@ -80,6 +80,7 @@ class Sqrt : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_ELEMENTWISE_TRANSFORMS
   const char* name() const override { return recip_ ? "Rsqrt" : "Sqrt"; }
+  TESSERA_STATE(recip_)
   const char* fused_functor() const override {
     return recip_ ? TESSERA_FUNCTOR(RsqrtOp) : TESSERA_FUNCTOR(SqrtOp);
   }
@@ -97,6 +98,7 @@ class Log : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_ELEMENTWISE_TRANSFORMS
   const char* name() const override;
+  TESSERA_STATE(base_)
   bool is_equivalent(const Primitive& other) const override;
   const char* fused_functor() const override {
     switch (base_) {
@@ -138,6 +140,7 @@ class Equal : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_ELEMENTWISE_TRANSFORMS
   const char* name() const override { return equal_nan_ ? "NaNEqual" : "Equal"; }
+  TESSERA_STATE(equal_nan_)
   const char* fused_functor() const override {
     return equal_nan_ ? TESSERA_FUNCTOR(NaNEqualOp) : TESSERA_FUNCTOR(EqualOp);
   }
@@ -155,6 +158,7 @@ class BitwiseBinary : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_ELEMENTWISE_TRANSFORMS
   const char* name() const override;
+  TESSERA_STATE(op_)
   bool is_equivalent(const Primitive& other) const override;
   const char* fused_functor() const override {
     switch (op_) {

@@ -28,6 +28,7 @@ class SVD : public Primitive {
   TESSERA_DECLARE_VMAP
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
   const char* name() const override { return "SVD"; }
+  TESSERA_STATE(compute_uv_)
   bool is_equivalent(const Primitive& other) const override;
 
  private:
@@ -43,6 +44,7 @@ class Inverse : public UnaryPrimitive {
   TESSERA_DECLARE_TRANSFORMS
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
   const char* name() const override { return "Inverse"; }
+  TESSERA_STATE(triangular_, upper_)
   bool is_equivalent(const Primitive& other) const override;
 
  private:
@@ -58,6 +60,7 @@ class Cholesky : public UnaryPrimitive {
   TESSERA_DECLARE_VMAP
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
   const char* name() const override { return "Cholesky"; }
+  TESSERA_STATE(upper_)
   bool is_equivalent(const Primitive& other) const override;
 
  private:
@@ -72,6 +75,7 @@ class Eig : public Primitive {
   TESSERA_DECLARE_VMAP
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
   const char* name() const override { return "Eig"; }
+  TESSERA_STATE(vectors_)
   bool is_equivalent(const Primitive& other) const override;
 
  private:
@@ -88,6 +92,7 @@ class Eigh : public Primitive {
   TESSERA_DECLARE_VMAP
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
   const char* name() const override { return "Eigh"; }
+  TESSERA_STATE(uplo_, vectors_)
   bool is_equivalent(const Primitive& other) const override;
 
  private:

@@ -24,6 +24,7 @@ class FFT : public UnaryPrimitive {
   TESSERA_DECLARE_TRANSFORMS
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
   const char* name() const override { return "FFT"; }
+  TESSERA_STATE(axes_, inverse_, real_, real_length_)
   bool is_equivalent(const Primitive& other) const override;
 
   // The transform of x by this primitive's parameters (axes shifted by `axis_shift`).
@@ -49,6 +50,7 @@ class Hadamard : public UnaryPrimitive {
     return {inputs[0].shape()};
   }
   const char* name() const override { return "Hadamard"; }
+  TESSERA_STATE(scale_, transposed_)
   bool is_equivalent(const Primitive& other) const override {
     auto* o = dynamic_cast<const Hadamard*>(&other);
     return o && o->scale_ == scale_ && o->transposed_ == transposed_;

@@ -19,6 +19,7 @@ class Slice : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Slice"; }
+  TESSERA_STATE(start_, strides_, out_shape_)
   bool is_equivalent(const Primitive& other) const override;
 
  private:
@@ -36,6 +37,7 @@ class SliceUpdate : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "SliceUpdate"; }
+  TESSERA_STATE(start_, strides_)
   bool is_equivalent(const Primitive& other) const override;
   // The source's shape, when the update still fits at start_ (shapeless compile).
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
@@ -54,6 +56,7 @@ class DynamicSlice : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "DynamicSlice"; }
+  TESSERA_STATE(axes_, slice_size_)
   bool is_equivalent(const Primitive& other) const override;
 
  private:
@@ -70,6 +73,7 @@ class DynamicSliceUpdate : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "DynamicSliceUpdate"; }
+  TESSERA_STATE(axes_)
   bool is_equivalent(const Primitive& other) const override;
 
  private:
@@ -86,6 +90,7 @@ class Gather : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Gather"; }
+  TESSERA_STATE(axes_, slice_sizes_)
   bool is_equivalent(const Primitive& other) const override;
   // The indices' broadcast shape, then the slice sizes (which must fit the new input).
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
@@ -107,6 +112,7 @@ class Scatter : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Scatter"; }
+  TESSERA_STATE(reduce_, axes_)
   void print(std::ostream& os) const override;
   bool is_equivalent(const Primitive& other) const override;
 
@@ -123,6 +129,7 @@ class GatherAxis : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "GatherAxis"; }
+  TESSERA_STATE(axis_)
   bool is_equivalent(const Primitive& other) const override;
 
  private:
@@ -139,6 +146,7 @@ class ScatterAxis : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "ScatterAxis"; }
+  TESSERA_STATE(reduce_, axis_)
   bool is_equivalent(const Primitive& other) const override;
 
  private:

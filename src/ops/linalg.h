@@ -26,6 +26,7 @@ class AddMM : public UnaryPrimitive {
   TESSERA_DECLARE_TRANSFORMS
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
   const char* name() const override { return "AddMM"; }
+  TESSERA_STATE(alpha_, beta_)
   bool is_equivalent(const Primitive& other) const override;
 
  private:

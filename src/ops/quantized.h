@@ -38,6 +38,7 @@ class AffineQuantize : public Primitive, public QuantizedPrimitive {
   TESSERA_DECLARE_VMAP
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
   const char* name() const override { return "AffineQuantize"; }
+  TESSERA_STATE(group_size_, bits_)
   bool is_equivalent(const Primitive& other) const override;
 };
 
@@ -52,6 +53,7 @@ class AffineDequantize : public UnaryPrimitive, public QuantizedPrimitive {
   TESSERA_DECLARE_VMAP
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
   const char* name() const override { return "AffineDequantize"; }
+  TESSERA_STATE(group_size_, bits_)
   bool is_equivalent(const Primitive& other) const override;
 };
 
@@ -65,6 +67,7 @@ class FPQuantize : public Primitive, public QuantizedPrimitive {
   TESSERA_DECLARE_VMAP
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
   const char* name() const override { return "FPQuantize"; }
+  TESSERA_STATE(group_size_, bits_, mode_)
   bool is_equivalent(const Primitive& other) const override;
 };
 
@@ -77,6 +80,7 @@ class FPDequantize : public UnaryPrimitive, public QuantizedPrimitive {
   TESSERA_DECLARE_VMAP
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
   const char* name() const override { return "FPDequantize"; }
+  TESSERA_STATE(group_size_, bits_, mode_, out_)
   bool is_equivalent(const Primitive& other) const override;
 
  private:
@@ -94,6 +98,7 @@ class QuantizedMatmul : public UnaryPrimitive, public QuantizedPrimitive {
   TESSERA_DECLARE_TRANSFORMS
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
   const char* name() const override { return "QuantizedMatmul"; }
+  TESSERA_STATE(group_size_, bits_, mode_, transpose_)
   bool is_equivalent(const Primitive& other) const override;
 
  private:
@@ -111,6 +116,7 @@ class GatherQMM : public UnaryPrimitive, public QuantizedPrimitive {
   TESSERA_DECLARE_VJP
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
   const char* name() const override { return "GatherQMM"; }
+  TESSERA_STATE(group_size_, bits_, mode_, transpose_)
   bool is_equivalent(const Primitive& other) const override;
 
  private:
@@ -128,6 +134,7 @@ class ConvertFP8 : public UnaryPrimitive {
     return {inputs[0].shape()};
   }
   const char* name() const override { return to_ ? "ToFP8" : "FromFP8"; }
+  TESSERA_STATE(to_, out_)
   bool is_equivalent(const Primitive& other) const override {
     auto* o = dynamic_cast<const ConvertFP8*>(&other);
     return o && o->to_ == to_ && o->out_ == out_;

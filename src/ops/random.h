@@ -15,6 +15,7 @@ class RandomBits : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_VMAP
   const char* name() const override { return "RandomBits"; }
+  TESSERA_STATE(shape_, width_)
   bool is_equivalent(const Primitive& other) const override;
   const Shape& shape() const { return shape_; }
   int width() const { return width_; }

@@ -19,6 +19,7 @@ class Reduce : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override;
+  TESSERA_STATE(type_, axes_)
   bool is_equivalent(const Primitive& other) const override;
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
   ReduceType type() const { return type_; }
@@ -41,11 +42,14 @@ class Reduce : public UnaryPrimitive {
 // (bind_input_shapes) it has no input.
 class NumberOfElements : public UnaryPrimitive {
  public:
-  NumberOfElements(Stream s, std::vector<int> axes, bool inverted, Dtype dtype)
-      : UnaryPrimitive(s), axes_(std::move(axes)), inverted_(inverted), dtype_(dtype) {}
+  // `bound`: the value of one bound to a shape (see bind_input_shapes); -1 for one with an input.
+  NumberOfElements(Stream s, std::vector<int> axes, bool inverted, Dtype dtype, double bound = -1)
+      : UnaryPrimitive(s), axes_(std::move(axes)), inverted_(inverted), dtype_(dtype),
+        bound_(bound) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "NumberOfElements"; }
+  TESSERA_STATE(axes_, inverted_, dtype_, bound_)
   bool is_equivalent(const Primitive& other) const override;
   std::vector<Shape> output_shapes(const std::vector<array>&) override { return {Shape{}}; }
   std::shared_ptr<Primitive> bind_input_shapes(const std::vector<Shape>& shapes) const override;
@@ -56,7 +60,7 @@ class NumberOfElements : public UnaryPrimitive {
   std::vector<int> axes_;
   bool inverted_;
   Dtype dtype_;
-  double bound_ = -1;  // the value, once bound to a shape (then there is no input)
+  double bound_;  // the value, once bound to a shape (then there is no input); else -1
 };
 
 // Index (uint32) of the first min/max along `axis`; the output keeps the axis with size 1.
@@ -67,6 +71,7 @@ class ArgReduce : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return type_ == ArgMin ? "ArgMin" : "ArgMax"; }
+  TESSERA_STATE(type_, axis_)
   bool is_equivalent(const Primitive& other) const override;
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {
     Shape out = inputs[0].shape();
@@ -88,6 +93,7 @@ class Scan : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override;
+  TESSERA_STATE(type_, axis_, reverse_, inclusive_)
   bool is_equivalent(const Primitive& other) const override;
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {
     return {inputs[0].shape()};
@@ -107,6 +113,7 @@ class Softmax : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Softmax"; }
+  TESSERA_STATE(precise_)
   bool is_equivalent(const Primitive& other) const override;
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {
     return {inputs[0].shape()};

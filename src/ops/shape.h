@@ -15,6 +15,9 @@ namespace tessera {
 class Broadcast : public UnaryPrimitive {
  public:
   Broadcast(Stream s, Shape shape) : UnaryPrimitive(s), shape_(std::move(shape)) {}
+  // An imported one (export): the shape sources are edges of the imported graph.
+  Broadcast(Stream s, Shape shape, int keep_last)
+      : UnaryPrimitive(s), shape_(std::move(shape)), keep_last_(keep_last) {}
   // `sources` (kept while compile traces): the arrays the output shape follows. Their last
   // `keep_last` dims do not count: the input keeps its own (a batched product's matrix dims).
   Broadcast(Stream s, Shape shape, std::initializer_list<const array*> sources, int keep_last = 0);
@@ -22,6 +25,7 @@ class Broadcast : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Broadcast"; }
+  TESSERA_STATE(shape_, keep_last_)
   bool is_equivalent(const Primitive& other) const override;
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
   std::vector<array> shape_sources() const override { return sources_; }
@@ -60,6 +64,7 @@ class Reshape : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Reshape"; }
+  TESSERA_STATE(shape_, infer_)
   bool is_equivalent(const Primitive& other) const override;
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
 
@@ -75,6 +80,7 @@ class Transpose : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Transpose"; }
+  TESSERA_STATE(axes_)
   bool is_equivalent(const Primitive& other) const override;
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
   const std::vector<int>& axes() const { return axes_; }
@@ -90,6 +96,7 @@ class ExpandDims : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "ExpandDims"; }
+  TESSERA_STATE(axes_)
   bool is_equivalent(const Primitive& other) const override;
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
   static Shape output_shape(const Shape& in, const std::vector<int>& axes);
@@ -107,6 +114,7 @@ class Squeeze : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Squeeze"; }
+  TESSERA_STATE(axes_)
   bool is_equivalent(const Primitive& other) const override;
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
   static Shape output_shape(const Shape& in, const std::vector<int>& axes);
@@ -124,6 +132,7 @@ class Concatenate : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Concatenate"; }
+  TESSERA_STATE(axis_)
   bool is_equivalent(const Primitive& other) const override;
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
 
@@ -139,6 +148,7 @@ class Split : public Primitive {
   void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Split"; }
+  TESSERA_STATE(indices_, axis_)
   bool is_equivalent(const Primitive& other) const override;
 
  private:
@@ -153,6 +163,7 @@ class Flip : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Flip"; }
+  TESSERA_STATE(axes_)
   bool is_equivalent(const Primitive& other) const override;
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
 
@@ -170,6 +181,7 @@ class Pad : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Pad"; }
+  TESSERA_STATE(axes_, low_, high_)
   bool is_equivalent(const Primitive& other) const override;
 
  private:
@@ -186,6 +198,7 @@ class Depends : public Primitive {
   TESSERA_DECLARE_VJP
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
   const char* name() const override { return "Depends"; }
+  TESSERA_STATE(n_)
   bool is_equivalent(const Primitive& other) const override;
 
  private:

@@ -12,6 +12,7 @@ class Sort : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Sort"; }
+  TESSERA_STATE(axis_)
   bool is_equivalent(const Primitive& other) const override;
 
  private:
@@ -25,6 +26,7 @@ class ArgSort : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_VMAP
   const char* name() const override { return "ArgSort"; }
+  TESSERA_STATE(axis_)
   bool is_equivalent(const Primitive& other) const override;
 
  private:
@@ -37,6 +39,7 @@ class Partition : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "Partition"; }
+  TESSERA_STATE(kth_, axis_)
   bool is_equivalent(const Primitive& other) const override;
 
  private:
@@ -50,6 +53,7 @@ class ArgPartition : public UnaryPrimitive {
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   TESSERA_DECLARE_VMAP
   const char* name() const override { return "ArgPartition"; }
+  TESSERA_STATE(kth_, axis_)
   bool is_equivalent(const Primitive& other) const override;
 
  private:
@@ -69,6 +73,7 @@ class SearchSorted : public UnaryPrimitive {
     return {inputs[1].shape()};
   }
   const char* name() const override { return "SearchSorted"; }
+  TESSERA_STATE(right_)
   bool is_equivalent(const Primitive& other) const override {
     auto* o = dynamic_cast<const SearchSorted*>(&other);
     return o && o->right_ == right_;

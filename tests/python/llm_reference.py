@@ -29,7 +29,8 @@ def read_safetensors(path):
             bits = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
             values = bits.view(np.float32).astype(np.float64)
         else:
-            raise ValueError(f"{path}: {name} has dtype {info['dtype']}; the reference reads F32, BF16")
+            raise ValueError(f"{path}: {name} has dtype {info['dtype']}; "
+                             "the reference reads F32 and BF16")
         out[name] = values.reshape(info["shape"])
     return out
 
@@ -69,9 +70,12 @@ class Reference:
         for i in range(c["num_hidden_layers"]):
             p = f"model.layers.{i}."
             h = self._norm(x, self.w[p + "input_layernorm.weight"])
-            q = self._linear(h, p + "self_attn.q_proj").reshape(length, heads, d).transpose(1, 0, 2)
-            k = self._linear(h, p + "self_attn.k_proj").reshape(length, kv_heads, d).transpose(1, 0, 2)
-            v = self._linear(h, p + "self_attn.v_proj").reshape(length, kv_heads, d).transpose(1, 0, 2)
+            def heads_of(name, n):
+                return self._linear(h, p + name).reshape(length, n, d).transpose(1, 0, 2)
+
+            q = heads_of("self_attn.q_proj", heads)
+            k = heads_of("self_attn.k_proj", kv_heads)
+            v = heads_of("self_attn.v_proj", kv_heads)
             q, k = self._rope(q), self._rope(k)
             rep = heads // kv_heads
             k, v = np.repeat(k, rep, axis=0), np.repeat(v, rep, axis=0)

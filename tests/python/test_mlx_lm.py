@@ -149,3 +149,24 @@ def test_architecture_loads_and_its_cached_decode_matches_the_full_forward(arch,
     assert np.isfinite(full).all()
     assert np.abs(full).max() > 1e-3
     np.testing.assert_allclose(np.stack(steps), full[0], rtol=1e-4, atol=1e-4 * np.abs(full).max())
+
+
+def test_module_form_runs_mlx_lm_and_every_mlx_path_is_one_module(llama_f32):
+    r = subprocess.run([sys.executable, "-m", "tessera.mlx", "-m", "mlx_lm", "generate", "--model",
+                        str(llama_f32), "--prompt", "x", "--max-tokens", "3", "--temp", "0"],
+                       capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, HF_HUB_OFFLINE="1"))
+    assert r.returncode == 0, r.stderr
+    assert "Generation: 3 tokens" in r.stdout, r.stdout
+    # Submodules imported by their mlx path are Tessera's module objects, not second copies.
+    import mlx.nn as nn
+    import mlx.nn.layers.distributed as dist
+    import mlx.nn.layers.quantized as quantized
+    import mlx.optimizers.optimizers as optimizers
+    import tessera.nn.layers.distributed
+    import tessera.optimizers
+
+    assert dist is tessera.nn.layers.distributed
+    assert quantized.QuantizedLinear is nn.QuantizedLinear
+    assert optimizers.Adam is tessera.optimizers.Adam
+    assert isinstance(nn.QuantizedLinear(64, 8), quantized.QuantizedLinear)

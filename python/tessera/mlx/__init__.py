@@ -5,6 +5,7 @@ unmodified MLX script. A real MLX installation is never shadowed unless ``--forc
 ``install(force=True)``) asks for it.
 """
 
+import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
@@ -24,6 +25,25 @@ def _real_mlx_installed() -> bool:
         mod = sys.modules.get("mlx")
         if mod is not None and not getattr(mod, "__tessera__", False) and getattr(mod, "__file__", None) is None:
             del sys.modules["mlx"]  # the namespace package find_spec imported
+
+
+class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds ``mlx.<path>`` below the registered packages (``mlx.nn.layers.linear``,
+    ``mlx.optimizers.optimizers``, ...) as the very module ``tessera.<path>``: one copy of each
+    module, so ``isinstance`` holds whichever path a program imported a class by."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if not fullname.startswith("mlx.") or fullname in sys.modules:
+            return None
+        if importlib.util.find_spec("tessera." + fullname[4:]) is None:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, self)
+
+    def create_module(self, spec):
+        return importlib.import_module("tessera." + spec.name[4:])
+
+    def exec_module(self, module):
+        pass  # tessera.<path> ran when create_module imported it
 
 
 def install(force: bool = False) -> None:
@@ -54,3 +74,5 @@ def install(force: bool = False) -> None:
             mod = importlib.import_module("tessera." + name)
             sys.modules["mlx." + name] = mod
             setattr(pkg, name, mod)
+    if not any(isinstance(f, _Alias) for f in sys.meta_path):
+        sys.meta_path.insert(0, _Alias())

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -130,12 +131,28 @@ template <typename T>
 void batched_gemm(const array& a, const array& b, array& out, float alpha, float beta,
                   const Gathered* gathered = nullptr) {
   const int nd = static_cast<int>(out.ndim());
-  const int m = out.shape(nd - 2), n = out.shape(nd - 1);
+  int m = out.shape(nd - 2);
+  const int n = out.shape(nd - 1);
   const int k = a.shape(-1);
   Shape batch_shape(out.shape().begin(), out.shape().end() - 2);
-  const size_t batch = detail::shape_size(batch_shape);
+  size_t batch = detail::shape_size(batch_shape);
   Operand pa = gathered ? prepare_gathered(a, gathered->lhs, batch) : prepare(a, batch_shape, batch);
   Operand pb = gathered ? prepare_gathered(b, gathered->rhs, batch) : prepare(b, batch_shape, batch);
+  // One b for every batch and a's matrices stacked row after row ((..., M, K) @ (K, N) as
+  // compile traces it, b broadcast): one product of batch * M rows.
+  if (batch > 1 && !pa.layout.trans &&
+      static_cast<int64_t>(batch) * m <= std::numeric_limits<int>::max()) {
+    bool stacked = true;
+    const int64_t step = static_cast<int64_t>(m) * pa.layout.ld;
+    for (size_t i = 1; stacked && i < batch; ++i) {
+      stacked = pb.batch_offsets[i] == pb.batch_offsets[0] &&
+                pa.batch_offsets[i] == pa.batch_offsets[0] + static_cast<int64_t>(i) * step;
+    }
+    if (stacked) {
+      m *= static_cast<int>(batch);
+      batch = 1;
+    }
+  }
   const T* ap = pa.arr.template data<T>();
   const T* bp = pb.arr.template data<T>();
   T* cp = out.data<T>();
