@@ -104,3 +104,40 @@ def test_an_unknown_isa_is_an_error_naming_the_variable():
                        timeout=120)
     assert r.returncode != 0
     assert "TESSERA_CPU_ISA=sse9" in r.stderr and "avx512" in r.stderr
+
+
+HALF_WORKER = r"""
+import json
+import numpy as np
+import tessera.core as mx
+
+rng = np.random.default_rng(3)
+x, w = rng.standard_normal((3, 301)), rng.standard_normal((133, 301))
+out = {}
+for name in ("bfloat16", "float16"):
+    dt = getattr(mx, name)
+    a, b = mx.array(x).astype(dt), mx.array(w).astype(dt)
+    out[name + "_wt"] = (a @ b.T).astype(mx.float32)          # a Linear layer's decode step
+    out[name + "_rowmajor"] = (a[:1] @ mx.contiguous(b.T)).astype(mx.float32)
+    out[name + "_in"] = [np.asarray(a.astype(mx.float32)).tolist(),
+                         np.asarray(b.astype(mx.float32)).tolist()]
+print(json.dumps({k: v if isinstance(v, list) else np.asarray(v).tolist() for k, v in out.items()}))
+"""
+
+
+def test_half_precision_products_of_few_rows_on_every_isa():
+    # The decode-sized products (half_gemm.cpp) have a path per instruction set; each must give
+    # the float64 product of the same rounded values, to the half type's rounding.
+    for isa in isas():
+        env = dict(os.environ, TESSERA_CPU_ISA=isa)
+        r = subprocess.run([sys.executable, "-c", HALF_WORKER], env=env, capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        got = json.loads(r.stdout)
+        for name, rtol in (("bfloat16", 2 ** -8), ("float16", 2 ** -10)):
+            a, b = (np.array(v, dtype=np.float64) for v in got[name + "_in"])
+            want = a @ b.T
+            tol = rtol * np.abs(want) + 1e-5 * np.abs(a) @ np.abs(b).T
+            wt, rowmajor = np.array(got[name + "_wt"]), np.array(got[name + "_rowmajor"])
+            assert np.all(np.abs(wt - want) <= tol), (isa, name)
+            assert np.all(np.abs(rowmajor - want[:1]) <= tol[:1]), (isa, name)

@@ -18,6 +18,7 @@
 #include "backend/cpu/copy.h"
 #include "backend/cpu/elementwise.h"
 #include "backend/cpu/gemm.h"
+#include "backend/cpu/half_gemm.h"
 #include "core/thread_pool.h"
 #include "ops/linalg.h"
 
@@ -218,6 +219,35 @@ void scale_in_place(array& out, float beta) {
   });
 }
 
+// A half-precision product of at most kHalfSkinnyRows rows per matrix (decode steps): the
+// weights read once in their own dtype (half_gemm.h); false for taller products.
+template <typename T>
+bool half_skinny(const array& a, const array& b, array& out, float alpha, float beta,
+                 const Gathered* gathered) {
+  const int nd = static_cast<int>(out.ndim());
+  const int m = out.shape(nd - 2), n = out.shape(nd - 1), k = a.shape(-1);
+  if (m > cpu::kHalfSkinnyRows) return false;
+  Shape batch_shape(out.shape().begin(), out.shape().end() - 2);
+  const size_t batch = detail::shape_size(batch_shape);
+  auto prep = [&](const array& x, const uint32_t* index) {
+    return index ? prepare_gathered(x, index, batch) : prepare(x, batch_shape, batch);
+  };
+  // a's rows must be contiguous (a small copy otherwise).
+  Operand pa = prep(a, gathered ? gathered->lhs : nullptr);
+  if (pa.layout.trans) pa = prep(cpu::ensure_row_contiguous(a), gathered ? gathered->lhs : nullptr);
+  const Operand pb = prep(b, gathered ? gathered->rhs : nullptr);
+  const int64_t lda = pa.layout.ld;
+  const T* ap = pa.arr.template data<T>();
+  const T* bp = pb.arr.template data<T>();
+  T* cp = out.data<T>();
+  for (size_t i = 0; i < batch; ++i) {
+    cpu::half_skinny_gemm<T>(m, n, k, alpha, ap + pa.batch_offsets[i], lda,
+                             bp + pb.batch_offsets[i], pb.layout.ld, pb.layout.trans, beta,
+                             cp + i * static_cast<size_t>(m) * n, n);
+  }
+  return true;
+}
+
 // The shared body of Matmul (c == nullptr), AddMM and GatherMM (`gathered`).
 void matmul_cpu(const array& a, const array& b, const array* c, array& out, float alpha,
                 float beta, const Gathered* gathered = nullptr) {
@@ -243,6 +273,10 @@ void matmul_cpu(const array& a, const array& b, const array* c, array& out, floa
     batched_gemm<double>(a, b, out, alpha, beta, gathered);
   } else if (dt == complex64) {
     batched_gemm<complex64_t>(a, b, out, alpha, beta, gathered);
+  } else if (dt == float16 && half_skinny<float16_t>(a, b, out, alpha, beta, gathered)) {
+    return;
+  } else if (dt == bfloat16 && half_skinny<bfloat16_t>(a, b, out, alpha, beta, gathered)) {
+    return;
   } else if (dt == float16 || dt == bfloat16) {
     array a32 = to_float32(a), b32 = to_float32(b);
     array out32(allocator::malloc(out.size() * sizeof(float)), out.shape(), float32,
