@@ -17,6 +17,7 @@
 #include "ops/creation.h"
 #include "ops/creation_extra.h"
 #include "ops/elementwise.h"
+#include "ops/fast.h"
 #include "ops/factorizations.h"
 #include "ops/fft.h"
 #include "ops/indexing.h"
@@ -167,6 +168,7 @@ const Registry& registry() {
     TESSERA_EXPORTABLE(ArgReduce);
     TESSERA_EXPORTABLE(Scan);
     TESSERA_EXPORTABLE(Softmax);
+    TESSERA_EXPORTABLE(RoPE);
     TESSERA_EXPORTABLE(LogSumExp);
     // ops/shape.h
     TESSERA_EXPORTABLE(Broadcast);

@@ -1,14 +1,17 @@
-// tessera::fast on the CPU: rms_norm, layer_norm, rope and scaled_dot_product_attention as
-// composites of elementwise / reduce / shape / indexing ops and matmul (the same math as MLX's
-// reference fallbacks). Autodiff and vmap come from the ops they are built of.
+// tessera::fast on the CPU: rms_norm, layer_norm and scaled_dot_product_attention as composites
+// of elementwise / reduce / shape / indexing ops and matmul (the same math as MLX's reference
+// fallbacks; autodiff and vmap come from the ops they are built of); rope as one primitive
+// (ops/fast.h) whose transforms are those of its composite.
 #include <cfloat>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
 
+#include "ops/fast.h"
 #include "ops/utils.h"
 #include "tessera/fast.h"
 #include "tessera/linalg.h"
+#include "tessera/transforms.h"
 #include "tessera/ops.h"
 
 namespace tessera::fast {
@@ -136,15 +139,25 @@ array rope(const array& x_in, int dims, bool traditional, std::optional<float> b
   } else if (x.ndim() > 4) {
     x = flatten(x, 1, static_cast<int>(x.ndim()) - 3, s);
   }
+  std::vector<array> inputs{x, astype(offset_in, int32, s)};
+  if (freqs) inputs.push_back(astype(*freqs, float32, s));
+  array out(x.shape(), x.dtype(),
+            std::make_shared<RoPE>(to_stream(s), dims, traditional, base, scale), inputs);
+  return reshape(out, orig_shape, s);
+}
+
+array rope_composite(const array& x, const array& offset_in, const std::optional<array>& freqs,
+                     int dims, bool traditional, std::optional<float> base, float scale,
+                     StreamOrDevice s) {
+  const int half = dims / 2;
   const int B = x.shape(0), N = x.shape(1), T = x.shape(2), D = x.shape(3);
   const Dtype t = x.dtype();
-
-  array offset = astype(offset_in, int32, s);
+  array offset = offset_in;
   if (offset.size() > 1) offset = expand_dims(offset, {-1, -2}, s);  // (B, 1, 1)
   array positions =
       multiply(add(arange(static_cast<double>(T), float32, s), offset, s), array(scale), s);
   array inv_freqs =
-      freqs ? reciprocal(astype(*freqs, float32, s), s)
+      freqs ? reciprocal(*freqs, s)
             : exp(multiply(arange(0.0, static_cast<double>(-half), -1.0, float32, s),
                            array(static_cast<float>(std::log(*base) / half)), s),
                   s);
@@ -156,22 +169,20 @@ array rope(const array& x_in, int dims, bool traditional, std::optional<float> b
                               add(multiply(x1, sinv, s), multiply(x2, cosv, s), s)};
   };
 
-  array out = x;
   if (traditional) {
     array x1 = slice(x, Shape{0, 0, 0, 0}, Shape{B, N, T, dims}, Shape{1, 1, 1, 2}, s);
     array x2 = slice(x, Shape{0, 0, 0, 1}, Shape{B, N, T, dims}, Shape{1, 1, 1, 2}, s);
     auto r = rotate(x1, x2);
-    out = reshape(concatenate({expand_dims(r[0], -1, s), expand_dims(r[1], -1, s)}, -1, s),
-                  {B, N, T, dims}, s);
+    array out = reshape(concatenate({expand_dims(r[0], -1, s), expand_dims(r[1], -1, s)}, -1, s),
+                        {B, N, T, dims}, s);
     if (dims < D) out = concatenate({out, slice(x, Shape{0, 0, 0, dims}, x.shape(), s)}, -1, s);
-  } else {
-    array x1 = slice(x, Shape{0, 0, 0, 0}, Shape{B, N, T, half}, s);
-    array x2 = slice(x, Shape{0, 0, 0, half}, Shape{B, N, T, dims}, s);
-    auto parts = rotate(x1, x2);
-    if (dims < D) parts.push_back(slice(x, Shape{0, 0, 0, dims}, x.shape(), s));
-    out = concatenate(parts, -1, s);
+    return out;
   }
-  return reshape(out, orig_shape, s);
+  array x1 = slice(x, Shape{0, 0, 0, 0}, Shape{B, N, T, half}, s);
+  array x2 = slice(x, Shape{0, 0, 0, half}, Shape{B, N, T, dims}, s);
+  auto parts = rotate(x1, x2);
+  if (dims < D) parts.push_back(slice(x, Shape{0, 0, 0, dims}, x.shape(), s));
+  return concatenate(parts, -1, s);
 }
 
 array rope(const array& x, int dims, bool traditional, std::optional<float> base, float scale,
@@ -308,3 +319,53 @@ array scaled_dot_product_attention(const array& queries, const array& keys, cons
 }
 
 }  // namespace tessera::fast
+
+namespace tessera {
+
+array RoPE::composite(const std::vector<array>& inputs) const {
+  std::optional<array> freqs;
+  if (inputs.size() > 2) freqs = inputs[2];
+  return fast::rope_composite(inputs[0], inputs[1], freqs, dims_, traditional_, base_,
+                                      scale_, stream());
+}
+
+bool RoPE::is_equivalent(const Primitive& other) const {
+  auto* o = dynamic_cast<const RoPE*>(&other);
+  return o && o->state() == state();
+}
+
+// The transforms are the composite's: only x (input 0) carries derivatives.
+std::vector<array> RoPE::vjp(const std::vector<array>& primals,
+                             const std::vector<array>& cotangents, const std::vector<int>& argnums,
+                             const std::vector<array>& outputs) {
+  auto fn = [&](const std::vector<array>& x) {
+    std::vector<array> in = primals;
+    in[0] = x[0];
+    return std::vector<array>{composite(in)};
+  };
+  array dx = tessera::vjp(fn, {primals[0]}, cotangents).second[0];
+  std::vector<array> out;
+  for (int a : argnums) out.push_back(a == 0 ? dx : zeros_like(primals[a], stream()));
+  return out;
+}
+
+std::vector<array> RoPE::jvp(const std::vector<array>& primals, const std::vector<array>& tangents,
+                             const std::vector<int>& argnums) {
+  for (size_t i = 0; i < argnums.size(); ++i) {
+    if (argnums[i] == 0) {
+      std::vector<array> in = primals;
+      in[0] = tangents[i];  // rope is linear in x
+      return {composite(in)};
+    }
+  }
+  return {zeros_like(primals[0], stream())};
+}
+
+std::pair<std::vector<array>, std::vector<int>> RoPE::vmap(const std::vector<array>& inputs,
+                                                           const std::vector<int>& axes) {
+  std::vector<int> in_axes = axes;
+  auto fn = [this](const std::vector<array>& in) { return std::vector<array>{composite(in)}; };
+  return {tessera::vmap(fn, in_axes, {0})(inputs), {0}};
+}
+
+}  // namespace tessera

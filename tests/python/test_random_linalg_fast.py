@@ -822,3 +822,44 @@ def test_clear_streams_restarts_the_implicit_key():
     np.testing.assert_array_equal(np.array(mx.random.uniform(shape=(4,))), a)
     assert not np.array_equal(a, b)
     mx.random.seed(0)  # leave the state as other tests expect it: seeded
+
+
+def _rope_ops(x, dims, traditional, base, scale, offset):
+    """mx.fast.rope spelled out in ops, rounding where the one-pass kernel must round."""
+    B, N, T, D = x.shape
+    half = dims // 2
+    pos = (mx.arange(T, dtype=mx.float32) + offset) * mx.array(scale, mx.float32)
+    inv = mx.exp(mx.arange(0, -half, -1, dtype=mx.float32) * np.float32(np.log(base) / half))
+    theta = pos[:, None] * inv
+    c, s = mx.cos(theta).astype(x.dtype), mx.sin(theta).astype(x.dtype)
+    if traditional:
+        x1, x2 = x[..., 0:dims:2], x[..., 1:dims:2]
+    else:
+        x1, x2 = x[..., :half], x[..., half:dims]
+    r1, r2 = x1 * c - x2 * s, x1 * s + x2 * c
+    if traditional:
+        rot = mx.stack([r1, r2], -1).reshape(B, N, T, dims)
+    else:
+        rot = mx.concatenate([r1, r2], -1)
+    return mx.concatenate([rot, x[..., dims:]], -1)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("traditional", [False, True])
+def test_rope_kernel_equals_its_ops_bit_for_bit_and_differentiates(dtype, traditional):
+    dt = getattr(mx, dtype)
+    x = mx.swapaxes(mx.array(randn(2, 7, 3, 12)), 1, 2).astype(dt)  # strided, as mlx-lm's q / k
+    got = mx.fast.rope(x, 8, traditional=traditional, base=10000.0, scale=0.5, offset=5)
+    want = _rope_ops(x, 8, traditional, 10000.0, 0.5, 5)
+    np.testing.assert_array_equal(np.array(got.astype(mx.float32)),
+                                  np.array(want.astype(mx.float32)))
+    # Gradient, vmap and compile go through the same function.
+    if dtype == "float32":
+        ct = mx.array(randn(*x.shape))
+        g = mx.grad(lambda a: mx.sum(mx.fast.rope(a, 8, traditional=traditional, base=1e4,
+                                                  scale=0.5, offset=5) * ct))(x)
+        g_ops = mx.grad(lambda a: mx.sum(_rope_ops(a, 8, traditional, 1e4, 0.5, 5) * ct))(x)
+        np.testing.assert_allclose(np.array(g), np.array(g_ops), rtol=1e-6, atol=1e-6)
+        f = lambda a: mx.fast.rope(a, 8, traditional=traditional, base=1e4, scale=0.5, offset=5)
+        np.testing.assert_array_equal(np.array(mx.vmap(f)(x[None])[0]), np.array(f(x)))
+        np.testing.assert_array_equal(np.array(mx.compile(f)(x)), np.array(f(x)))

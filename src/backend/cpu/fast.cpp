@@ -1,0 +1,89 @@
+// CPU kernels of the tessera::fast primitives (ops/fast.h). Each rounds where its composite's ops
+// round, with the same functors (unary_ops.h), so a primitive and its composite agree bit for bit.
+#include <cmath>
+
+#include "backend/cpu/copy.h"
+#include "backend/cpu/numeric.h"
+#include "backend/cpu/unary_ops.h"
+#include "core/thread_pool.h"
+#include "ops/fast.h"
+#include "tessera/ops.h"
+
+namespace tessera {
+
+namespace {
+
+// x (B, N, T, D) row-contiguous; cos / sin tables per batch entry (the offset may differ).
+template <typename T>
+void rope_rows(const array& x, const int32_t* offset, size_t n_offsets, const float* freqs,
+               int dims, bool traditional, std::optional<float> base, float scale, T* out) {
+  using C = cpu::compute_t<T>;
+  const int B = x.shape(0), N = x.shape(1), L = x.shape(2), D = x.shape(3), half = dims / 2;
+  const T* xp = x.data<T>();
+  // The composite: inv_freq = exp(-i * (log(base) / half)) or 1 / freqs[i], theta = position *
+  // inv_freq, all float32; cos and sin rounded to T; the rotation in T's arithmetic.
+  std::vector<float> inv_freq(half);
+  const float step = base ? static_cast<float>(std::log(*base) / half) : 0.0f;
+  for (int i = 0; i < half; ++i) {
+    inv_freq[i] = base ? cpu::ops::ExpOp{}(static_cast<float>(-i) * step) : 1.0f / freqs[i];
+  }
+  auto mul = [](T a, T b) { return static_cast<T>(static_cast<C>(a) * static_cast<C>(b)); };
+  auto add = [](T a, T b) { return static_cast<T>(static_cast<C>(a) + static_cast<C>(b)); };
+  auto sub = [](T a, T b) { return static_cast<T>(static_cast<C>(a) - static_cast<C>(b)); };
+  std::vector<T> cos_t(static_cast<size_t>(L) * half), sin_t(cos_t.size());
+  for (int b = 0; b < B; ++b) {
+    if (b == 0 || n_offsets > 1) {
+      const float off = static_cast<float>(offset[n_offsets > 1 ? b : 0]);
+      for (int t = 0; t < L; ++t) {
+        const float pos = (static_cast<float>(t) + off) * scale;
+        for (int i = 0; i < half; ++i) {
+          const float theta = pos * inv_freq[i];
+          cos_t[static_cast<size_t>(t) * half + i] = static_cast<T>(cpu::ops::CosOp{}(theta));
+          sin_t[static_cast<size_t>(t) * half + i] = static_cast<T>(cpu::ops::SinOp{}(theta));
+        }
+      }
+    }
+    detail::parallel_for(static_cast<size_t>(N) * L, 64, [&](size_t r0, size_t r1) {
+      for (size_t r = r0; r < r1; ++r) {
+        const size_t row = static_cast<size_t>(b) * N * L + r;
+        const T* in = xp + row * D;
+        T* o = out + row * D;
+        const T* c = cos_t.data() + (r % L) * half;
+        const T* s = sin_t.data() + (r % L) * half;
+        for (int i = 0; i < half; ++i) {
+          const int i1 = traditional ? 2 * i : i, i2 = traditional ? 2 * i + 1 : half + i;
+          const T x1 = in[i1], x2 = in[i2];
+          o[i1] = sub(mul(x1, c[i]), mul(x2, s[i]));
+          o[i2] = add(mul(x1, s[i]), mul(x2, c[i]));
+        }
+        for (int i = dims; i < D; ++i) o[i] = in[i];
+      }
+    });
+  }
+}
+
+}  // namespace
+
+void RoPE::eval_cpu(const std::vector<array>& inputs, array& out) {
+  const array x = cpu::ensure_row_contiguous(inputs[0]);
+  const array offset = cpu::ensure_row_contiguous(inputs[1]);
+  const float* freqs = nullptr;
+  array f = inputs.size() > 2 ? cpu::ensure_row_contiguous(inputs[2]) : array(0.0f);
+  if (inputs.size() > 2) freqs = f.data<float>();
+  out.set_data(allocator::malloc(out.nbytes()));
+  const auto run = [&](auto tag) {
+    using T = decltype(tag);
+    rope_rows<T>(x, offset.data<int32_t>(), offset.size(), freqs, dims_, traditional_, base_,
+                 scale_, out.data<T>());
+  };
+  switch (out.dtype()) {
+    case Dtype::Val::float32: run(float{}); break;
+    case Dtype::Val::float16: run(float16_t{}); break;
+    case Dtype::Val::bfloat16: run(bfloat16_t{}); break;
+    case Dtype::Val::float64: run(double{}); break;
+    default:
+      throw std::invalid_argument("[rope] no kernel for dtype " + dtype_name(out.dtype()));
+  }
+}
+
+}  // namespace tessera

@@ -1,0 +1,44 @@
+// Primitives of tessera::fast (front ends in fast.cpp, kernels in backend/cpu/fast.cpp). Each
+// computes in one pass what its composite in fast.cpp computes op by op, with the composite's
+// roundings (so the results agree bit for bit, or to the order of a sum), and takes its
+// derivatives and batching from that composite.
+#pragma once
+
+#include <optional>
+
+#include "core/primitive.h"
+
+namespace tessera {
+
+namespace fast {
+// rope as ops: x (B, N, T, D), offset int32 (1 or B values), freqs float32 (dims / 2) or none.
+array rope_composite(const array& x, const array& offset, const std::optional<array>& freqs,
+                     int dims, bool traditional, std::optional<float> base, float scale,
+                     StreamOrDevice s);
+}  // namespace fast
+
+// Rotary position embedding of x (B, N, T, D): inputs x, offset (int32, 1 or B values) and,
+// without a base, freqs (float32, dims / 2 values).
+class RoPE : public UnaryPrimitive {
+ public:
+  RoPE(Stream s, int dims, bool traditional, std::optional<float> base, float scale)
+      : UnaryPrimitive(s), dims_(dims), traditional_(traditional), base_(base), scale_(scale) {}
+  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  TESSERA_DECLARE_TRANSFORMS
+  const char* name() const override { return "RoPE"; }
+  TESSERA_STATE(dims_, traditional_, base_, scale_)
+  bool is_equivalent(const Primitive& other) const override;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {
+    return {inputs[0].shape()};
+  }
+
+ private:
+  // The composite on `inputs`, as transforms replay it.
+  array composite(const std::vector<array>& inputs) const;
+  int dims_;
+  bool traditional_;
+  std::optional<float> base_;
+  float scale_;
+};
+
+}  // namespace tessera
