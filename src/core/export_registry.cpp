@@ -169,6 +169,7 @@ const Registry& registry() {
     TESSERA_EXPORTABLE(Scan);
     TESSERA_EXPORTABLE(Softmax);
     TESSERA_EXPORTABLE(RoPE);
+    TESSERA_EXPORTABLE(RMSNorm);
     TESSERA_EXPORTABLE(LogSumExp);
     // ops/shape.h
     TESSERA_EXPORTABLE(Broadcast);

@@ -63,6 +63,13 @@ array rms_norm(const array& x, const std::optional<array>& weight, float eps, St
   check_affine("rms_norm", "weight", weight, x);
   Dtype out_type = weight ? promote_types(x.dtype(), weight->dtype()) : x.dtype();
   check_real_floating("rms_norm", out_type);
+  std::vector<array> inputs{x};
+  if (weight) inputs.push_back(astype(*weight, out_type, s));
+  return array(x.shape(), out_type, std::make_shared<RMSNorm>(to_stream(s), eps), inputs);
+}
+
+array rms_norm_composite(const array& x, const std::optional<array>& weight, float eps,
+                         Dtype out_type, StreamOrDevice s) {
   array xf = astype(x, float32, s);
   array ms = mean(square(xf, s), -1, true, s);
   array y = astype(multiply(xf, rsqrt(add(ms, array(eps, float32), s), s), s), out_type, s);
@@ -366,6 +373,51 @@ std::pair<std::vector<array>, std::vector<int>> RoPE::vmap(const std::vector<arr
   std::vector<int> in_axes = axes;
   auto fn = [this](const std::vector<array>& in) { return std::vector<array>{composite(in)}; };
   return {tessera::vmap(fn, in_axes, {0})(inputs), {0}};
+}
+
+// ---- RMSNorm: the composite's transforms ----
+
+array RMSNorm::composite(const std::vector<array>& inputs, Dtype out_type) const {
+  std::optional<array> weight;
+  if (inputs.size() > 1) weight = inputs[1];
+  return fast::rms_norm_composite(inputs[0], weight, eps_, out_type, stream());
+}
+
+bool RMSNorm::is_equivalent(const Primitive& other) const {
+  auto* o = dynamic_cast<const RMSNorm*>(&other);
+  return o && o->eps_ == eps_;
+}
+
+std::vector<array> RMSNorm::vjp(const std::vector<array>& primals,
+                                const std::vector<array>& cotangents,
+                                const std::vector<int>& argnums,
+                                const std::vector<array>& outputs) {
+  const Dtype t = outputs[0].dtype();
+  auto fn = [&](const std::vector<array>& in) { return std::vector<array>{composite(in, t)}; };
+  auto grads = tessera::vjp(fn, primals, cotangents).second;
+  std::vector<array> out;
+  for (int a : argnums) out.push_back(grads[a]);
+  return out;
+}
+
+std::vector<array> RMSNorm::jvp(const std::vector<array>& primals,
+                                const std::vector<array>& tangents,
+                                const std::vector<int>& argnums) {
+  const Dtype t = primals.size() > 1 ? primals[1].dtype() : primals[0].dtype();
+  std::vector<array> all;
+  for (size_t i = 0; i < primals.size(); ++i) all.push_back(zeros_like(primals[i], stream()));
+  for (size_t i = 0; i < argnums.size(); ++i) all[argnums[i]] = tangents[i];
+  auto fn = [&](const std::vector<array>& in) { return std::vector<array>{composite(in, t)}; };
+  return tessera::jvp(fn, primals, all).second;
+}
+
+std::pair<std::vector<array>, std::vector<int>> RMSNorm::vmap(const std::vector<array>& inputs,
+                                                              const std::vector<int>& axes) {
+  const Dtype t = inputs.size() > 1 ? inputs[1].dtype() : inputs[0].dtype();
+  auto fn = [this, t](const std::vector<array>& in) {
+    return std::vector<array>{composite(in, t)};
+  };
+  return {tessera::vmap(fn, axes, {0})(inputs), {0}};
 }
 
 }  // namespace tessera

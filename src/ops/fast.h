@@ -15,7 +15,28 @@ namespace fast {
 array rope_composite(const array& x, const array& offset, const std::optional<array>& freqs,
                      int dims, bool traditional, std::optional<float> base, float scale,
                      StreamOrDevice s);
+// rms_norm as ops: float32 x * rsqrt(mean(x^2) + eps) rounded to out_type, times weight.
+array rms_norm_composite(const array& x, const std::optional<array>& weight, float eps,
+                         Dtype out_type, StreamOrDevice s);
 }  // namespace fast
+
+// RMS normalisation over the last axis: inputs x and, optionally, weight (1-D, the last axis).
+class RMSNorm : public UnaryPrimitive {
+ public:
+  RMSNorm(Stream s, float eps) : UnaryPrimitive(s), eps_(eps) {}
+  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  TESSERA_DECLARE_TRANSFORMS
+  const char* name() const override { return "RMSNorm"; }
+  TESSERA_STATE(eps_)
+  bool is_equivalent(const Primitive& other) const override;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {
+    return {inputs[0].shape()};
+  }
+
+ private:
+  array composite(const std::vector<array>& inputs, Dtype out_type) const;
+  float eps_;
+};
 
 // Rotary position embedding of x (B, N, T, D): inputs x, offset (int32, 1 or B values) and,
 // without a base, freqs (float32, dims / 2 values).

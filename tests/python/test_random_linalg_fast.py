@@ -863,3 +863,31 @@ def test_rope_kernel_equals_its_ops_bit_for_bit_and_differentiates(dtype, tradit
         f = lambda a: mx.fast.rope(a, 8, traditional=traditional, base=1e4, scale=0.5, offset=5)
         np.testing.assert_array_equal(np.array(mx.vmap(f)(x[None])[0]), np.array(f(x)))
         np.testing.assert_array_equal(np.array(mx.compile(f)(x)), np.array(f(x)))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_rms_norm_kernel_equals_its_ops_and_differentiates(dtype):
+    dt = getattr(mx, dtype)
+    x = (mx.array(randn(3, 5, 96)) * 3).astype(dt)
+    w = mx.array(RNG.uniform(0.5, 1.5, 96).astype(np.float32)).astype(dt)
+
+    def ops(a, weight):
+        y = a.astype(mx.float32)
+        y = (y * mx.rsqrt(mx.mean(y * y, -1, keepdims=True) + 1e-5)).astype(dt)
+        return y * weight
+
+    got = np.array(mx.fast.rms_norm(x, w, 1e-5).astype(mx.float32))
+    want = np.array(ops(x, w).astype(mx.float32))
+    # The sum of squares may be added in another order: a rounding or two of the output apart.
+    ulp = 2.0 ** -7 if dtype == "bfloat16" else 2.0 ** -20
+    np.testing.assert_allclose(got, want, rtol=ulp, atol=0)
+    if dtype == "float32":
+        ct = mx.array(randn(3, 5, 96))
+        loss = lambda f: (lambda a, b: mx.sum(f(a, b) * ct))  # noqa: E731
+        g = mx.grad(loss(lambda a, b: mx.fast.rms_norm(a, b, 1e-5)), argnums=(0, 1))(x, w)
+        g_ops = mx.grad(loss(ops), argnums=(0, 1))(x, w)
+        for a, b in zip(g, g_ops):
+            np.testing.assert_allclose(np.array(a), np.array(b), rtol=1e-5, atol=1e-5)
+        f = lambda a: mx.fast.rms_norm(a, w, 1e-5)  # noqa: E731
+        np.testing.assert_allclose(np.array(mx.vmap(f, in_axes=1)(x)),
+                                   np.array(mx.swapaxes(f(x), 0, 1)), rtol=1e-6)

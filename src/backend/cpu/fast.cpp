@@ -1,5 +1,6 @@
 // CPU kernels of the tessera::fast primitives (ops/fast.h). Each rounds where its composite's ops
 // round, with the same functors (unary_ops.h), so a primitive and its composite agree bit for bit.
+#include <algorithm>
 #include <cmath>
 
 #include "backend/cpu/copy.h"
@@ -62,7 +63,64 @@ void rope_rows(const array& x, const int32_t* offset, size_t n_offsets, const fl
   }
 }
 
+// Rows of x (row-contiguous, D per row) to out_type: the composite's float32 sum of squares
+// times 1/D, plus eps, 1/sqrt, the product rounded to T, then times the weight in T's arithmetic.
+template <typename In, typename T>
+void rms_rows(const array& x, const T* weight, float eps, T* out) {
+  using C = cpu::compute_t<T>;
+  const int D = x.shape(-1);
+  const size_t rows = D ? x.size() / D : 0;
+  const In* xp = x.data<In>();
+  const float inv_d = 1.0f / static_cast<float>(D);
+  const size_t grain = std::max<size_t>(1, 16384 / std::max(D, 1));
+  detail::parallel_for(rows, grain, [&](size_t r0, size_t r1) {
+    for (size_t r = r0; r < r1; ++r) {
+      const In* in = xp + r * D;
+      T* o = out + r * D;
+      float ss = 0.0f;
+      for (int i = 0; i < D; ++i) {
+        const float v = static_cast<float>(in[i]);
+        ss += v * v;
+      }
+      const float scale = cpu::ops::RsqrtOp{}(ss * inv_d + eps);
+      for (int i = 0; i < D; ++i) {
+        const T y = static_cast<T>(static_cast<float>(in[i]) * scale);
+        o[i] = weight ? static_cast<T>(static_cast<C>(y) * static_cast<C>(weight[i])) : y;
+      }
+    }
+  });
+}
+
 }  // namespace
+
+void RMSNorm::eval_cpu(const std::vector<array>& inputs, array& out) {
+  const array x = cpu::ensure_row_contiguous(inputs[0]);
+  const array w = inputs.size() > 1 ? cpu::ensure_row_contiguous(inputs[1]) : array(0.0f);
+  out.set_data(allocator::malloc(out.nbytes()));
+  const auto run = [&](auto out_tag) {
+    using T = decltype(out_tag);
+    const T* wp = inputs.size() > 1 ? w.data<T>() : nullptr;
+    const auto in = [&](auto in_tag) {
+      rms_rows<decltype(in_tag), T>(x, wp, eps_, out.data<T>());
+    };
+    switch (x.dtype()) {
+      case Dtype::Val::float32: in(float{}); break;
+      case Dtype::Val::float16: in(float16_t{}); break;
+      case Dtype::Val::bfloat16: in(bfloat16_t{}); break;
+      case Dtype::Val::float64: in(double{}); break;
+      default:
+        throw std::invalid_argument("[rms_norm] no kernel for dtype " + dtype_name(x.dtype()));
+    }
+  };
+  switch (out.dtype()) {
+    case Dtype::Val::float32: run(float{}); break;
+    case Dtype::Val::float16: run(float16_t{}); break;
+    case Dtype::Val::bfloat16: run(bfloat16_t{}); break;
+    case Dtype::Val::float64: run(double{}); break;
+    default:
+      throw std::invalid_argument("[rms_norm] no kernel for dtype " + dtype_name(out.dtype()));
+  }
+}
 
 void RoPE::eval_cpu(const std::vector<array>& inputs, array& out) {
   const array x = cpu::ensure_row_contiguous(inputs[0]);
