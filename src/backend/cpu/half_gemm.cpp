@@ -138,15 +138,13 @@ TESSERA_HALF_AVX512 inline __m512 widen16(const T* p, __mmask16 mask) {
   }
 }
 
-// (Through memory: g++ 12 warns on the register forms' undefined pass-through operands; this
-// runs once per output value.)
-TESSERA_HALF_AVX512 inline float hsum16(__m512 v) {
-  alignas(64) float t[16];
-  _mm512_store_ps(t, v);
-  float s = 0.0f;
-  for (float x : t) s += x;
-  return s;
-}
+// g++ 12 warns that _mm512_reduce_add_ps's helpers read an undefined register (their pass-through
+// operand); the lanes they read are all defined.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+TESSERA_HALF_AVX512 inline float hsum16(__m512 v) { return _mm512_reduce_add_ps(v); }
+#pragma GCC diagnostic pop
 
 template <typename T, int MB, int NB>
 TESSERA_HALF_AVX512 void dot_block_avx512(const Job<T>& J, int i0, int j) {
@@ -256,30 +254,28 @@ TESSERA_HALF_AVX2 void axpy_avx2(const Job<T>& J, int j0, int j1) {
 }
 #endif  // x86-64
 
-// Rows [j0, j1) of W against every row of a, blocks of 4 W rows x 4 a rows through `block`.
+// Rows [j0, j1) of W against every row of a through Block<MB, NB>: blocks of NB W rows x MB <= 4
+// a rows. One or two rows of a (decode) take 8 W rows at a time, more streams in flight.
+template <typename T, template <int, int> class Block, int NB>
+void dot_rows_by(const Job<T>& J, int& j, int j1) {
+  for (; j + NB <= j1; j += NB) {
+    int i0 = 0;
+    for (; i0 + 4 <= J.m; i0 += 4) Block<4, NB>::run(J, i0, j);
+    switch (J.m - i0) {
+      case 3: Block<3, NB>::run(J, i0, j); break;
+      case 2: Block<2, NB>::run(J, i0, j); break;
+      case 1: Block<1, NB>::run(J, i0, j); break;
+      default: break;
+    }
+  }
+}
+
 template <typename T, template <int, int> class Block>
 void dot_rows(const Job<T>& J, int j0, int j1) {
   int j = j0;
-  for (; j + 4 <= j1; j += 4) {
-    int i0 = 0;
-    for (; i0 + 4 <= J.m; i0 += 4) Block<4, 4>::run(J, i0, j);
-    switch (J.m - i0) {
-      case 3: Block<3, 4>::run(J, i0, j); break;
-      case 2: Block<2, 4>::run(J, i0, j); break;
-      case 1: Block<1, 4>::run(J, i0, j); break;
-      default: break;
-    }
-  }
-  for (; j < j1; ++j) {
-    int i0 = 0;
-    for (; i0 + 4 <= J.m; i0 += 4) Block<4, 1>::run(J, i0, j);
-    switch (J.m - i0) {
-      case 3: Block<3, 1>::run(J, i0, j); break;
-      case 2: Block<2, 1>::run(J, i0, j); break;
-      case 1: Block<1, 1>::run(J, i0, j); break;
-      default: break;
-    }
-  }
+  if (J.m <= 2) dot_rows_by<T, Block, 8>(J, j, j1);
+  dot_rows_by<T, Block, 4>(J, j, j1);
+  dot_rows_by<T, Block, 1>(J, j, j1);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -381,7 +377,7 @@ void half_skinny_gemm(HalfIsa isa, int m, int n, int k, float alpha, const T* a,
   constexpr int kChunk = 64;
   const int chunks = (n + kChunk - 1) / kChunk;
   const double bytes = static_cast<double>(n) * k * sizeof(T);
-  const size_t grain = bytes < (1 << 18)
+  const size_t grain = bytes < (1 << 16)
                            ? static_cast<size_t>(chunks)
                            : std::max<size_t>(1, chunks / (4 * detail::num_threads()));
   detail::parallel_for(static_cast<size_t>(chunks), grain, [&](size_t c0, size_t c1) {

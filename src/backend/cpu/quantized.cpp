@@ -262,9 +262,11 @@ constexpr int kLanes = 16;
 // affine 4 bits, x comes de-interleaved (even elements then odd ones per group) so both nibble
 // streams read x contiguously; the other formats decode the group into q first (fp4 by a table
 // of byte pairs).
+// (Always inlined: the few-rows loop below is compiled again for AVX2 and AVX-512, and this
+// body must vectorise inside each copy.)
 template <typename A>
-void group_dot(A* lanes, A scale, const A* xg, const uint8_t* row, int64_t first, const Codec& c,
-               float* q) {
+[[gnu::always_inline]] inline void group_dot(A* lanes, A scale, const A* xg, const uint8_t* row,
+                                             int64_t first, const Codec& c, float* q) {
   A acc[kLanes] = {};
   const int group_size = c.group_size;
   if (c.affine() && c.bits == 4) {
@@ -341,21 +343,25 @@ void qmm_transposed(const T* x, const uint8_t* packed, const S* scales, const S*
   }
   cpu::parallel_blocks(static_cast<size_t>(n), 64, [&](size_t n0, size_t n1) {
     std::vector<float> q(static_cast<size_t>(group_size));
-    for (size_t col = n0; col < n1; ++col) {
-      const uint8_t* row = packed + col * row_bytes;
-      for (int64_t r = 0; r < m; ++r) {
-        const A* xr = xa.data() + r * k;
-        A lanes[kLanes] = {}, total = 0;
-        for (int64_t g = 0; g < groups; ++g) {
-          const int64_t i = static_cast<int64_t>(col) * groups + g;
-          group_dot(lanes, group_scale<A>(c, scales[i]), xr + g * group_size, row, g * group_size,
-                    c, q.data());
-          if (biases) total += to_acc<A>(biases[i]) * xsum[r * groups + g];
+    // The widest vectors this CPU has (a baseline build's copies for AVX2 and AVX-512): the lanes
+    // are the same partial sums in the same order in every copy, so the results are too.
+    cpu::run_widest([&]() __attribute__((always_inline)) {
+      for (size_t col = n0; col < n1; ++col) {
+        const uint8_t* row = packed + col * row_bytes;
+        for (int64_t r = 0; r < m; ++r) {
+          const A* xr = xa.data() + r * k;
+          A lanes[kLanes] = {}, total = 0;
+          for (int64_t g = 0; g < groups; ++g) {
+            const int64_t i = static_cast<int64_t>(col) * groups + g;
+            group_dot(lanes, group_scale<A>(c, scales[i]), xr + g * group_size, row,
+                      g * group_size, c, q.data());
+            if (biases) total += to_acc<A>(biases[i]) * xsum[r * groups + g];
+          }
+          for (int l = 0; l < kLanes; ++l) total += lanes[l];
+          out[r * n + col] = from_acc<T>(total);
         }
-        for (int l = 0; l < kLanes; ++l) total += lanes[l];
-        out[r * n + col] = from_acc<T>(total);
       }
-    }
+    });
   });
 }
 
