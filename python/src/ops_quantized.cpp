@@ -84,13 +84,15 @@ void init_ops_quantized(nb::module_& m) {
       [](const array& x, const array& w, const array& scales, const std::optional<array>& biases,
          const std::optional<array>& lhs_indices, const std::optional<array>& rhs_indices,
          bool transpose, std::optional<int> group_size, std::optional<int> bits,
-         const std::string& mode, bool sorted_indices, StreamOrDevice s) {
+         const std::string& mode, const std::optional<array>& global_scale, bool sorted_indices,
+         StreamOrDevice s) {
         return gather_qmm(x, w, scales, biases, lhs_indices, rhs_indices, transpose, group_size,
-                          bits, mode, sorted_indices, s);
+                          bits, mode, global_scale, sorted_indices, s);
       },
       nb::arg(), nb::arg(), "scales"_a, "biases"_a = nb::none(), "lhs_indices"_a = nb::none(),
       "rhs_indices"_a = nb::none(), "transpose"_a = true, "group_size"_a = nb::none(),
-      "bits"_a = nb::none(), "mode"_a = "affine", nb::kw_only(), "sorted_indices"_a = false,
+      "bits"_a = nb::none(), "mode"_a = "affine", "global_scale"_a = nb::none(), nb::kw_only(),
+      "sorted_indices"_a = false,
       "stream"_a = nb::none(),
       "Quantized matrix multiplication with matrix-level gather (the quantized\n"
       ":func:`gather_mm`).\n\n"
@@ -108,6 +110,7 @@ void init_ops_quantized(nb::module_& m) {
       "    group_size (int, optional): Default: the mode's.\n"
       "    bits (int, optional): Default: the mode's.\n"
       "    mode (str, optional): ``'affine'``, ``'mxfp4'``, ``'mxfp8'`` or ``'nvfp4'``.\n"
+      "    global_scale (array, optional): nvfp4's global scale (see :func:`quantize`).\n"
       "    sorted_indices (bool, optional): ``rhs_indices`` is sorted (a hint; the result\n"
       "        does not depend on it). Default: ``False``.\n\n"
       "Returns:\n"

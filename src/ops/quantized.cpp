@@ -260,6 +260,25 @@ array gather_qmm(const array& x, const array& w, const array& scales,
                  const std::optional<array>& biases, const std::optional<array>& lhs_indices,
                  const std::optional<array>& rhs_indices, bool transpose,
                  std::optional<int> group_size, std::optional<int> bits, const std::string& mode,
+                 const std::optional<array>& global_scale, bool sorted_indices, StreamOrDevice s) {
+  if (!global_scale) {
+    return gather_qmm(x, w, scales, biases, lhs_indices, rhs_indices, transpose, group_size, bits,
+                      mode, sorted_indices, s);
+  }
+  // nvfp4 with a global scale (mlx-lm's quantized expert layers pass it, None or not): the
+  // weights dequantized with it, then gather_mm.
+  const Format f = quant_format("gather_qmm", mode, group_size, bits);
+  check_global_scale("gather_qmm", f, global_scale);
+  Dtype t = issubdtype(x.dtype(), floating) ? x.dtype() : float32;
+  array wd = dequantize(w, scales, biases, group_size, bits, mode, global_scale, t, s);
+  return gather_mm(x, transpose ? swapaxes(wd, -1, -2, s) : wd, lhs_indices, rhs_indices,
+                   sorted_indices, s);
+}
+
+array gather_qmm(const array& x, const array& w, const array& scales,
+                 const std::optional<array>& biases, const std::optional<array>& lhs_indices,
+                 const std::optional<array>& rhs_indices, bool transpose,
+                 std::optional<int> group_size, std::optional<int> bits, const std::string& mode,
                  bool /*sorted_indices: a hint for MLX's GPU kernels*/, StreamOrDevice s) {
   if (!lhs_indices && !rhs_indices) {
     return quantized_matmul(x, w, scales, biases, transpose, group_size, bits, mode, s);

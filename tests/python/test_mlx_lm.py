@@ -118,6 +118,12 @@ ARCHITECTURES = {
                 "rope_theta": 10000, "layer_types": ["sliding_attention", "full_attention"]},
     "gemma3_text": {"query_pre_attn_scalar": 16, "sliding_window": 4, "sliding_window_pattern": 2,
                     "num_attention_heads": 4, "num_key_value_heads": 1},
+    # A mixture of experts, 4-bit: mlx-lm's quantized expert layers call gather_qmm with
+    # global_scale (None), which MLX 0.32 takes.
+    "qwen3_moe-4bit": {"model_type": "qwen3_moe", "num_experts": 4, "num_experts_per_tok": 2,
+                       "moe_intermediate_size": 32, "decoder_sparse_step": 1,
+                       "mlp_only_layers": [], "norm_topk_prob": True, "rope_theta": 10000.0,
+                       "max_position_embeddings": 256, "tie_word_embeddings": False},
 }
 
 
@@ -131,6 +137,7 @@ def test_architecture_loads_and_its_cached_decode_matches_the_full_forward(arch,
 
     cfg = dict(TINY, model_type=arch)
     cfg.update(ARCHITECTURES[arch])
+    quantized = arch.endswith("-4bit")
     module = importlib.import_module("mlx_lm.models." + cfg["model_type"])
     args = module.ModelArgs.from_dict(cfg)
     mx.random.seed(3)
@@ -141,6 +148,10 @@ def test_architecture_loads_and_its_cached_decode_matches_the_full_forward(arch,
     mx.save_safetensors(path, dict(tree_flatten(model.parameters())))
     model = module.Model(args)
     model.load_weights(path)
+    if quantized:
+        import mlx.nn as nn
+
+        nn.quantize(model, group_size=32, bits=4)
 
     tokens = mx.array(np.random.default_rng(1).integers(0, cfg["vocab_size"], size=(1, 10)))
     full = np.array(model(tokens))

@@ -1574,3 +1574,14 @@ def test_device_info_names_the_cpu_and_its_architecture():
     assert info["device_name"] == (names[0] if names else "unknown")
     with pytest.raises(ValueError, match="not available"):
         mx.device_info(mx.gpu)
+
+
+def test_argpartition_puts_tied_values_in_index_order_around_kth():
+    # MLX's CPU order for ties (mlx-lm routes tokens to the top-k of expert scores that are all
+    # equal in a freshly initialised mixture of experts): the lowest indices come first.
+    out = np.array(mx.argpartition(-mx.zeros((1, 4)), kth=1))
+    np.testing.assert_array_equal(out, [[0, 1, 2, 3]])
+    v = np.array([3, 1, 1, 1, 0, 1, 2, 1], np.float32)
+    got = np.array(mx.argpartition(mx.array(v), kth=3))
+    stable = np.argsort(v, kind="stable")
+    assert set(got[:3]) == set(stable[:3]) and got[3] == stable[3]

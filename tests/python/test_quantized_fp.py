@@ -284,3 +284,29 @@ def test_qqmm_errors():
         mx.qqmm(x, mx.quantize(w, mode="nvfp4")[0])
     with pytest.raises(ValueError, match="float32, float16 or bfloat16"):
         mx.qqmm(x.astype(mx.float64), w)
+
+
+def test_gather_qmm_takes_nvfp4s_global_scale_and_none():
+    rng = np.random.default_rng(11)
+    w = rng.standard_normal((3, 8, 32)).astype(np.float32)
+    x = rng.standard_normal((2, 1, 32)).astype(np.float32)
+    idx = np.array([[2], [0]], np.uint32)
+    g = mx.array(np.float32(np.abs(w).max()))
+    wq, scales = mx.quantize(mx.array(w), mode="nvfp4", global_scale=g)
+    lhs = mx.array(np.array([[0], [1]], np.uint32))
+    got = mx.gather_qmm(mx.array(x), wq, scales, lhs_indices=lhs, rhs_indices=mx.array(idx),
+                        transpose=True, mode="nvfp4", global_scale=g)
+    # The reference: this file's own decoding of the packed values, times x, per chosen matrix.
+    wd = np.stack([decode(np.array(wq[e]), np.array(scales[e]), "nvfp4", float(g.item()))
+                   for e in range(3)])
+    want = np.stack([x[b] @ wd[idx[b, 0]].T for b in range(2)])
+    np.testing.assert_allclose(np.array(got).reshape(want.shape), want, rtol=1e-5, atol=1e-5)
+    # None (what mlx-lm passes for affine experts) is the call without it.
+    aq = mx.quantize(mx.array(w), group_size=32, bits=4)
+    a = mx.gather_qmm(mx.array(x), *aq, rhs_indices=mx.array(idx), group_size=32, bits=4,
+                      global_scale=None)
+    b = mx.gather_qmm(mx.array(x), *aq, rhs_indices=mx.array(idx), group_size=32, bits=4)
+    np.testing.assert_array_equal(np.array(a), np.array(b))
+    with pytest.raises(ValueError, match="global_scale belongs to mode 'nvfp4'"):
+        mx.gather_qmm(mx.array(x), *aq, rhs_indices=mx.array(idx), group_size=32, bits=4,
+                      global_scale=g)

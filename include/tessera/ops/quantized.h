@@ -55,6 +55,13 @@ array gather_qmm(const array& x, const array& w, const array& scales,
                  std::optional<int> group_size = std::nullopt,
                  std::optional<int> bits = std::nullopt, const std::string& mode = "affine",
                  bool sorted_indices = false, StreamOrDevice s = {});
+// MLX 0.32's form with nvfp4's global scale (none: the form above).
+array gather_qmm(const array& x, const array& w, const array& scales,
+                 const std::optional<array>& biases, const std::optional<array>& lhs_indices,
+                 const std::optional<array>& rhs_indices, bool transpose,
+                 std::optional<int> group_size, std::optional<int> bits, const std::string& mode,
+                 const std::optional<array>& global_scale, bool sorted_indices = false,
+                 StreamOrDevice s = {});
 
 // Both operands quantized (MLX's qqmm): x is quantized in `mode` (one of the fp modes; with
 // global_scale_x for nvfp4) and multiplied, as its dequantized values, by w^T, which is either

@@ -76,15 +76,18 @@ void sort_values(const array& in_any, array& out, int axis) {
   });
 }
 
-// Fills idx[0..n) with the order of v (argsort, stable) or an argpartition around kth.
+// Fills idx[0..n) with the order of v (argsort, stable) or an argpartition around kth. Equal
+// values are ordered by index in both, so a partition of ties is the stable sort's: the lowest
+// indices before kth (MLX on the CPU, e.g. mlx-lm's top-k routing over tied expert scores).
 template <typename T>
 void order_indices(const T* v, uint32_t* idx, size_t n, int kth) {
   std::iota(idx, idx + n, 0u);
-  auto cmp = [v](uint32_t a, uint32_t b) { return nan_less(v[a], v[b]); };
   if (kth < 0) {
-    std::stable_sort(idx, idx + n, cmp);
+    std::stable_sort(idx, idx + n, [v](uint32_t a, uint32_t b) { return nan_less(v[a], v[b]); });
   } else {
-    std::nth_element(idx, idx + kth, idx + n, cmp);
+    std::nth_element(idx, idx + kth, idx + n, [v](uint32_t a, uint32_t b) {
+      return nan_less(v[a], v[b]) || (!nan_less(v[b], v[a]) && a < b);
+    });
   }
 }
 
