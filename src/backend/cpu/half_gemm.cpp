@@ -255,7 +255,9 @@ TESSERA_HALF_AVX2 void axpy_avx2(const Job<T>& J, int j0, int j1) {
 #endif  // x86-64
 
 // Rows [j0, j1) of W against every row of a through Block<MB, NB>: blocks of NB W rows x MB <= 4
-// a rows. One or two rows of a (decode) take 8 W rows at a time, more streams in flight.
+// a rows. One or two rows of a (decode) read W one row after the other: a single sequential
+// stream, which the hardware prefetchers follow (measured on one core, 1 x 576 x 1536 bf16: 4
+// or 8 rows interleaved 11-16 GB/s, row by row 26 GB/s, as fast as a plain sum over memory).
 template <typename T, template <int, int> class Block, int NB>
 void dot_rows_by(const Job<T>& J, int& j, int j1) {
   for (; j + NB <= j1; j += NB) {
@@ -273,7 +275,7 @@ void dot_rows_by(const Job<T>& J, int& j, int j1) {
 template <typename T, template <int, int> class Block>
 void dot_rows(const Job<T>& J, int j0, int j1) {
   int j = j0;
-  if (J.m <= 2) dot_rows_by<T, Block, 8>(J, j, j1);
+  if (J.m <= 2) dot_rows_by<T, Block, 1>(J, j, j1);
   dot_rows_by<T, Block, 4>(J, j, j1);
   dot_rows_by<T, Block, 1>(J, j, j1);
 }
