@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
-#include <cstdio>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -31,8 +30,8 @@
 #include "io/byte_io.h"
 #include "io/npy.h"
 #include "tessera/ops.h"
-#include "tessera/transforms.h"
 #include "tessera/stream.h"
+#include "tessera/transforms.h"
 
 namespace tessera {
 
@@ -48,7 +47,7 @@ using export_detail::StateWriter;
 constexpr char kMagic[] = "TESSERA-FN\n";
 constexpr size_t kMagicSize = sizeof(kMagic) - 1;
 constexpr uint32_t kFormatVersion = 1;
-constexpr char kWriterVersion[] = "tessera 0.1.0";
+constexpr char kWriterVersion[] = "tessera " TESSERA_VERSION_STRING;
 
 std::vector<std::string> sorted_keys(const Kwargs& kwargs) {
   std::vector<std::string> keys;
@@ -187,24 +186,31 @@ struct FunctionExporter::Impl {
   ConstantPool constants;
   bool closed = false;
 
+  // The whole file again (a trace adds constants to the table before the traces); the
+  // constants' bytes go straight from the arrays to the file.
   void write() const {
-    StateWriter w;
-    w.raw(kMagic, kMagicSize);
-    put(w, kFormatVersion);
-    put(w, std::string(kWriterVersion));
-    put(w, metadata);
-    put(w, shapeless);
-    put<uint64_t>(w, constants.arrays.size());
+    detail::io::FileWriter f(file, "[export_function]");
+    auto flush = [&f](const StateWriter& w) { f.write(w.bytes().data(), w.bytes().size()); };
+    StateWriter head;
+    head.raw(kMagic, kMagicSize);
+    put(head, kFormatVersion);
+    put(head, std::string(kWriterVersion));
+    put(head, metadata);
+    put(head, shapeless);
+    put<uint64_t>(head, constants.arrays.size());
+    flush(head);
     for (const array& c : constants.arrays) {
+      StateWriter w;
       put(w, c.dtype());
       put(w, c.shape());
       put<uint64_t>(w, c.nbytes());
-      if (c.nbytes() > 0) w.raw(c.data<char>(), c.nbytes());
+      flush(w);
+      if (c.nbytes() > 0) f.write(c.data<char>(), c.nbytes());
     }
-    put<uint64_t>(w, traces.size());
-    for (const auto& t : traces) w.raw(t.data(), t.size());
-    detail::io::FileWriter f(file, "[export_function]");
-    f.write(w.bytes().data(), w.bytes().size());
+    StateWriter tail;
+    put<uint64_t>(tail, traces.size());
+    for (const auto& t : traces) tail.raw(t.data(), t.size());
+    flush(tail);
     f.close();
   }
 };
@@ -337,15 +343,17 @@ array decode_constant(StateReader& r) {
   Dtype dtype = get<Dtype>(r);
   Shape shape = get<Shape>(r);
   auto nbytes = get<uint64_t>(r);
-  size_t expect = dtype.size();
+  uint64_t expect = dtype.size();
   for (int d : shape) {
     if (d < 0) throw std::invalid_argument(r.where() + ": a negative dimension (corrupt file)");
-    expect *= static_cast<size_t>(d);
+    const uint64_t cap = uint64_t{1} << 62;  // past any file: the check below fails
+    expect = d != 0 && expect > cap / static_cast<uint64_t>(d) ? cap : expect * d;
   }
   if (nbytes != expect) {
     throw std::invalid_argument(r.where() + ": a constant of " + describe(shape, dtype) +
                                 " holds " + std::to_string(nbytes) + " bytes (corrupt file)");
   }
+  r.need(nbytes);
   auto buf = allocator::malloc(nbytes);
   try {
     r.raw(buf.raw_ptr(), nbytes);

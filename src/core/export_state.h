@@ -36,11 +36,14 @@ class StateReader {
  public:
   StateReader(std::string_view bytes, std::string where)
       : bytes_(bytes), where_(std::move(where)) {}
-  void raw(void* p, size_t n) {
+  // Throws unless n more bytes are there.
+  void need(uint64_t n) const {
     if (n > bytes_.size() - pos_) {
-      throw std::invalid_argument(where_ + ": the file ends inside a primitive's parameters "
-                                  "(truncated or corrupt)");
+      throw std::invalid_argument(where_ + ": the file ends early (truncated or corrupt)");
     }
+  }
+  void raw(void* p, size_t n) {
+    need(n);
     std::memcpy(p, bytes_.data() + pos_, n);
     pos_ += n;
   }
@@ -96,7 +99,9 @@ struct Codec<std::string> {
     w.raw(s.data(), s.size());
   }
   static std::string get(StateReader& r) {
-    std::string s(static_cast<size_t>(tessera::export_detail::get<uint64_t>(r)), '\0');
+    const auto n = tessera::export_detail::get<uint64_t>(r);
+    r.need(n);  // before allocating: a corrupt length must not ask for gigabytes
+    std::string s(static_cast<size_t>(n), '\0');
     r.raw(s.data(), s.size());
     return s;
   }

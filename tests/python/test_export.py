@@ -291,3 +291,24 @@ def test_every_exportable_primitive_round_trips_through_a_file(tmp_path):
     for k, v in expected.items():
         # The same kernels on the same inputs: the same bits.
         np.testing.assert_array_equal(got[k], v, err_msg=k)
+
+
+def test_every_truncation_and_corrupted_byte_is_an_error_not_a_crash(tmp_path):
+    path = tmp_path / "f.mlxfn"
+    mx.export_function(str(path), lambda x, y: [mx.sin(x) @ y, x.T], mx.ones((2, 3)),
+                       mx.ones((3, 2)), metadata="m")
+    data = path.read_bytes()
+    bad = tmp_path / "bad.mlxfn"
+    for cut in range(len(data)):
+        bad.write_bytes(data[:cut])
+        with pytest.raises(ValueError):
+            mx.import_function(str(bad))
+    rng = np.random.default_rng(0)
+    for pos in rng.integers(0, len(data), 300):
+        corrupt = bytearray(data)
+        corrupt[pos] ^= 0xFF
+        bad.write_bytes(bytes(corrupt))
+        try:
+            mx.import_function(str(bad))  # a flipped constant or shape may still read
+        except ValueError:
+            pass
