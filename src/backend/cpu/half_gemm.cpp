@@ -1,7 +1,7 @@
 // Half-precision products with few rows (half_gemm.h). Two layouts of b:
 //  - rows are n (a Linear weight W (n, k) read as W.T, what mlx-lm's layers multiply by): dot
-//    products of a's rows with W's rows, blocks of 4 W rows x up to 4 a rows in registers, so each
-//    weight byte is read once from memory;
+//    products of a's rows with W's rows, each weight byte read once from memory (one W row at a
+//    time for one or two rows of a, blocks of 4 W rows x 4 a rows in registers for more);
 //  - row-major (k, n): a's values broadcast against 32-column strips of b's rows.
 // Every path accumulates float32 products of the exact half values (bfloat16 pairs through
 // vdpbf16ps with AVX512_BF16; otherwise the weights widened to float32 and multiplied with FMA), so
