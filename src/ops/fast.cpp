@@ -370,9 +370,8 @@ std::vector<array> RoPE::jvp(const std::vector<array>& primals, const std::vecto
 
 std::pair<std::vector<array>, std::vector<int>> RoPE::vmap(const std::vector<array>& inputs,
                                                            const std::vector<int>& axes) {
-  std::vector<int> in_axes = axes;
   auto fn = [this](const std::vector<array>& in) { return std::vector<array>{composite(in)}; };
-  return {tessera::vmap(fn, in_axes, {0})(inputs), {0}};
+  return {tessera::vmap(fn, axes, {0})(inputs), {0}};
 }
 
 // ---- RMSNorm: the composite's transforms ----

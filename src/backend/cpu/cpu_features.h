@@ -25,4 +25,10 @@ inline bool cpu_has_avx512f() { return false; }
 inline bool cpu_has_avx512_skx() { return false; }
 #endif
 
+// TESSERA_CPU_ISA, validated (loop_isa.cpp): what the kernels with per-ISA copies may use. A
+// value this CPU cannot run (avx2 without AVX2 + FMA + F16C, avx512 without AVX-512 F / BW / DQ /
+// VL) or an unknown one throws, naming the variable.
+enum class RequestedIsa { automatic, baseline, avx2, avx512 };
+RequestedIsa requested_isa();
+
 }  // namespace tessera::cpu

@@ -2,6 +2,8 @@
 // round, with the same functors (unary_ops.h), so a primitive and its composite agree bit for bit.
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 #include "backend/cpu/copy.h"
 #include "backend/cpu/numeric.h"
@@ -91,35 +93,33 @@ void rms_rows(const array& x, const T* weight, float eps, T* out) {
   });
 }
 
+// f(T{}) for the floating dtype d (the dtypes of the fast ops' composites).
+template <typename F>
+void dispatch_floating(const char* op, Dtype d, F f) {
+  switch (d) {
+    case Dtype::Val::float32: return f(float{});
+    case Dtype::Val::float16: return f(float16_t{});
+    case Dtype::Val::bfloat16: return f(bfloat16_t{});
+    case Dtype::Val::float64: return f(double{});
+    default:
+      throw std::invalid_argument(std::string("[") + op + "] no kernel for dtype " +
+                                  dtype_name(d));
+  }
+}
+
 }  // namespace
 
 void RMSNorm::eval_cpu(const std::vector<array>& inputs, array& out) {
   const array x = cpu::ensure_row_contiguous(inputs[0]);
   const array w = inputs.size() > 1 ? cpu::ensure_row_contiguous(inputs[1]) : array(0.0f);
   out.set_data(allocator::malloc(out.nbytes()));
-  const auto run = [&](auto out_tag) {
+  dispatch_floating("rms_norm", out.dtype(), [&](auto out_tag) {
     using T = decltype(out_tag);
     const T* wp = inputs.size() > 1 ? w.data<T>() : nullptr;
-    const auto in = [&](auto in_tag) {
+    dispatch_floating("rms_norm", x.dtype(), [&](auto in_tag) {
       rms_rows<decltype(in_tag), T>(x, wp, eps_, out.data<T>());
-    };
-    switch (x.dtype()) {
-      case Dtype::Val::float32: in(float{}); break;
-      case Dtype::Val::float16: in(float16_t{}); break;
-      case Dtype::Val::bfloat16: in(bfloat16_t{}); break;
-      case Dtype::Val::float64: in(double{}); break;
-      default:
-        throw std::invalid_argument("[rms_norm] no kernel for dtype " + dtype_name(x.dtype()));
-    }
-  };
-  switch (out.dtype()) {
-    case Dtype::Val::float32: run(float{}); break;
-    case Dtype::Val::float16: run(float16_t{}); break;
-    case Dtype::Val::bfloat16: run(bfloat16_t{}); break;
-    case Dtype::Val::float64: run(double{}); break;
-    default:
-      throw std::invalid_argument("[rms_norm] no kernel for dtype " + dtype_name(out.dtype()));
-  }
+    });
+  });
 }
 
 void RoPE::eval_cpu(const std::vector<array>& inputs, array& out) {
@@ -129,19 +129,11 @@ void RoPE::eval_cpu(const std::vector<array>& inputs, array& out) {
   array f = inputs.size() > 2 ? cpu::ensure_row_contiguous(inputs[2]) : array(0.0f);
   if (inputs.size() > 2) freqs = f.data<float>();
   out.set_data(allocator::malloc(out.nbytes()));
-  const auto run = [&](auto tag) {
+  dispatch_floating("rope", out.dtype(), [&](auto tag) {
     using T = decltype(tag);
     rope_rows<T>(x, offset.data<int32_t>(), offset.size(), freqs, dims_, traditional_, base_,
                  scale_, out.data<T>());
-  };
-  switch (out.dtype()) {
-    case Dtype::Val::float32: run(float{}); break;
-    case Dtype::Val::float16: run(float16_t{}); break;
-    case Dtype::Val::bfloat16: run(bfloat16_t{}); break;
-    case Dtype::Val::float64: run(double{}); break;
-    default:
-      throw std::invalid_argument("[rope] no kernel for dtype " + dtype_name(out.dtype()));
-  }
+  });
 }
 
 }  // namespace tessera

@@ -18,7 +18,6 @@
 
 #include "backend/cpu/cpu_features.h"
 #include "core/thread_pool.h"
-#include "tessera/config.h"
 
 namespace tessera::cpu {
 
@@ -322,24 +321,14 @@ void run_range(HalfIsa isa, bool b_rows_are_n, const Job<T>& J, int j0, int j1) 
 }
 
 HalfIsa choose_isa() {
-  const std::string want = config::get_string("TESSERA_CPU_ISA").value_or("auto");
-  if (want != "auto" && want != "baseline" && want != "avx2" && want != "avx512") {
-    throw std::invalid_argument("TESSERA_CPU_ISA=" + want +
-                                " is not one of auto, baseline, avx2, avx512");
-  }
+  const RequestedIsa want = requested_isa();
 #if defined(__x86_64__) && defined(__GNUC__)
   const bool avx2 = cpu_has_avx2_fma() && __builtin_cpu_supports("f16c");
   const bool avx512 = avx2 && cpu_has_avx512_skx();
-  const bool bf16 = avx512 && __builtin_cpu_supports("avx512bf16");
-  if ((want == "avx2" && !avx2) || (want == "avx512" && !avx512)) {
-    throw std::invalid_argument("TESSERA_CPU_ISA=" + want + ": this CPU does not have " +
-                                (want == "avx2" ? "AVX2 + FMA + F16C" : "AVX-512 (F, BW, DQ, VL)") +
-                                "; use auto");
-  }
-  if (want == "baseline") return HalfIsa::scalar;
-  if (want == "avx2") return HalfIsa::avx2;
-  return bf16 ? HalfIsa::avx512_bf16 : avx512 ? HalfIsa::avx512 : avx2 ? HalfIsa::avx2
-                                                                      : HalfIsa::scalar;
+  if (want == RequestedIsa::baseline) return HalfIsa::scalar;
+  if (want == RequestedIsa::avx2) return HalfIsa::avx2;
+  if (avx512 && __builtin_cpu_supports("avx512bf16")) return HalfIsa::avx512_bf16;
+  return avx512 ? HalfIsa::avx512 : avx2 ? HalfIsa::avx2 : HalfIsa::scalar;
 #else
   return HalfIsa::scalar;
 #endif
