@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 """Writes a small LLM with random weights in mlx-lm's folder layout.
 
-    python tools/make_llm.py OUT [--arch llama|qwen2] [--hidden 64] [--layers 2] [--heads 4]
+    python tools/make_llm.py OUT [--arch llama|qwen2|ministral3] [--hidden 64] [--layers 2] [--heads 4]
                                  [--kv-heads 2] [--mlp 128] [--vocab 512] [--dtype float32|bfloat16]
                                  [--scale 1.0] [--seed 0] [--tie]
 
 OUT gets config.json, model.safetensors (Hugging Face tensor names, which mlx-lm's loaders
-read), tokenizer.json (a byte-level BPE trained with the `tokenizers` package on the Python
+read) with its model.safetensors.index.json (which mlx-lm's pipelined loader reads), tokenizer.json (a byte-level BPE trained with the `tokenizers` package on the Python
 standard library's own sources, which every machine has) and tokenizer_config.json with a chat
-template. `llama` is the Llama architecture; `qwen2` is Llama with biased q/k/v projections, an
-architecture mlx-lm can also run pipelined (`--pipeline`). Weights are normal with standard
+template. `llama` is the Llama architecture; `qwen2` is Llama with biased q/k/v projections;
+`ministral3` is Llama's weights with Llama 4's attention scaling, an architecture mlx-lm can run
+pipelined as well as tensor-parallel (sharded_load with a pipeline group). Weights are normal with standard
 deviation scale / sqrt(fan_in) (embeddings: scale), norms 1 + 0.1 * scale * normal, so a larger
 scale spreads the logits (and widens the gaps between the top tokens, which sharded-generation
 checks need). The result depends only on the arguments (and the standard library's text).
@@ -91,7 +92,8 @@ def make_weights(args, vocab):
 def config(args, vocab, tok):
     cfg = {
         "model_type": args.arch,
-        "architectures": ["LlamaForCausalLM" if args.arch == "llama" else "Qwen2ForCausalLM"],
+        "architectures": [{"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
+                           "ministral3": "Ministral3ForCausalLM"}[args.arch]],
         "hidden_size": args.hidden,
         "num_hidden_layers": args.layers,
         "intermediate_size": args.mlp,
@@ -109,13 +111,17 @@ def config(args, vocab, tok):
     }
     if args.arch == "qwen2":
         del cfg["head_dim"]  # qwen2 derives it from hidden_size / heads
+    if args.arch == "ministral3":
+        cfg["rope_parameters"] = {"rope_type": "default", "rope_theta": cfg.pop("rope_theta"),
+                                  "llama_4_scaling_beta": 0.1,
+                                  "original_max_position_embeddings": 64}
     return cfg
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
-    ap.add_argument("--arch", choices=("llama", "qwen2"), default="llama")
+    ap.add_argument("--arch", choices=("llama", "qwen2", "ministral3"), default="llama")
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--heads", type=int, default=4)
@@ -154,6 +160,9 @@ def main(argv=None):
                for k, v in make_weights(args, vocab).items()}
     mx.save_safetensors(os.path.join(args.out, "model.safetensors"), weights,
                         metadata={"format": "pt"})
+    with open(os.path.join(args.out, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": sum(v.nbytes for v in weights.values())},
+                   "weight_map": {k: "model.safetensors" for k in sorted(weights)}}, f, indent=1)
     n = sum(v.size for v in weights.values())
     print(f"{args.out}: {args.arch}, {n} parameters ({args.dtype}), vocabulary {vocab}")
 

@@ -1,4 +1,5 @@
-"""The ``tessera`` command installed with the wheel: runs the bundled C++ tool (launch, env, ...).
+"""The ``tessera`` command installed with the wheel: runs the bundled C++ tool (launch, env, ...),
+and ``tessera mlx enable | disable | status`` here (it concerns this Python environment).
 
 Python ranks started by ``tessera launch`` run with this environment's interpreter
 (TESSERA_PYTHON), not whichever ``python3`` comes first on PATH.
@@ -9,6 +10,10 @@ import sys
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["mlx"]:
+        from tessera.mlx._enable import main as mlx_main
+
+        sys.exit(mlx_main(sys.argv[2:]))
     exe = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", "tessera")
     if not os.access(exe, os.X_OK):
         sys.exit(f"tessera: the bundled command {exe} is missing; reinstall the package")

@@ -2,8 +2,8 @@
 // elementwise nodes of one shape and stream join regions, each region of two
 // or more nodes becomes one Compiled node (a region feeding only a sum / max / min becomes one
 // CompiledReduce with it). A node joins the regions of its producers only when
-// no path leaves those regions and comes back into them through other nodes, so the fused graph
-// has no cycle. Which primitives are elementwise comes from the fusion table (fused_functor()),
+// no path leaves those regions and comes back into them through other nodes or other regions,
+// so the fused graph has no cycle. Which primitives are elementwise comes from the fusion table (fused_functor()),
 // never from a list here.
 #include <algorithm>
 #include <unordered_set>
@@ -18,9 +18,32 @@ namespace {
 struct Regions {
   std::vector<int> parent;                  // union-find over region ids (a region's first node)
   std::vector<std::vector<int>> external;   // per root: values its members read from outside
+  std::vector<std::vector<int>> upstream;   // per root: regions its members' inputs come from
   int find(int r) {
     while (parent[r] != r) r = parent[r] = parent[parent[r]];
     return r;
+  }
+  // Whether a path of regions leads from any of `roots` to one of `from` (their upstream, then
+  // theirs, ...): a region one of whose members reads the roots' values while another leads on.
+  bool reaches(std::vector<int> from, const std::vector<int>& roots) {
+    std::vector<char> seen(parent.size(), 0);
+    for (int& r : from) {
+      r = find(r);
+      seen[r] = 1;
+    }
+    while (!from.empty()) {
+      const int cur = from.back();
+      from.pop_back();
+      if (std::find(roots.begin(), roots.end(), cur) != roots.end()) return true;
+      for (int u : upstream[cur]) {
+        const int fu = find(u);
+        if (!seen[fu]) {
+          seen[fu] = 1;
+          from.push_back(fu);
+        }
+      }
+    }
+    return false;
   }
 };
 
@@ -63,30 +86,26 @@ void fuse(Graph& g) {
   rg.parent.resize(nn);
   for (size_t i = 0; i < nn; ++i) rg.parent[i] = static_cast<int>(i);
   rg.external.resize(nn);
+  rg.upstream.resize(nn);
   std::vector<int> region(nn, -1);
   std::vector<std::vector<int>> anc(nv);  // regions upstream of each value (ids, not roots)
   auto member_of = [&](int v, const std::vector<int>& roots) {
     const int p = producer[v];
     return p >= 0 && region[p] >= 0 && contains(roots, rg.find(region[p]));
   };
-  // No path from `roots` to `v` other than through the members themselves.
-  auto clear_of = [&](int v, const std::vector<int>& roots) {
-    for (int r : anc[v]) {
-      if (contains(roots, rg.find(r))) return false;
-    }
-    return true;
-  };
-  // Whether node i may join the union of `roots`.
+  // Whether node i may join the union of `roots`: no path from the roots to a value they would
+  // read from outside, neither directly nor through another region (two regions that each read
+  // the other's values through outside nodes would each have to run first).
   auto may_join = [&](size_t i, const std::vector<int>& roots) {
-    for (int v : g.nodes[i].inputs) {
-      if (!member_of(v, roots) && !clear_of(v, roots)) return false;
-    }
+    std::vector<int> from;
+    auto upstream_of = [&](int v) {
+      if (!member_of(v, roots)) from.insert(from.end(), anc[v].begin(), anc[v].end());
+    };
+    for (int v : g.nodes[i].inputs) upstream_of(v);
     for (int r : roots) {
-      for (int v : rg.external[r]) {
-        if (!member_of(v, roots) && !clear_of(v, roots)) return false;
-      }
+      for (int v : rg.external[r]) upstream_of(v);
     }
-    return true;
+    return !rg.reaches(std::move(from), roots);
   };
   for (size_t i = 0; i < nn; ++i) {
     const GraphNode& n = g.nodes[i];
@@ -109,11 +128,19 @@ void fuse(Graph& g) {
         if (r != root) {
           auto& ext = rg.external[root];
           ext.insert(ext.end(), rg.external[r].begin(), rg.external[r].end());
+          auto& up = rg.upstream[root];
+          up.insert(up.end(), rg.upstream[r].begin(), rg.upstream[r].end());
         }
       }
       region[i] = root;
       auto& ext = rg.external[root];
       for (int v : n.inputs) ext.push_back(v);
+      auto& up = rg.upstream[root];
+      for (int v : n.inputs) {
+        for (int r : anc[v]) {
+          if (rg.find(r) != root && !contains(up, r)) up.push_back(r);
+        }
+      }
       // Values now produced inside the region are no longer external.
       std::vector<int> kept;
       for (int v : ext) {

@@ -340,6 +340,24 @@ def test_captured_state_training_step_matches_eager():
     assert l_c[-1] < l_c[0] * 0.01
 
 
+def test_two_regions_reading_each_others_values_through_outside_nodes_stay_apart():
+    # a -> sum -> b and c -> sum -> d: fusing {a, d} and {c, b} would make each wait for the
+    # other (a cycle). One such pair made mlx-lm's LoRA training step fail to compile.
+    def f(x, y):
+        a = mx.exp(x)
+        c = y * 3.0
+        b = c + mx.broadcast_to(mx.sum(a, axis=0, keepdims=True), c.shape)
+        d = a * mx.broadcast_to(mx.sum(c, axis=0, keepdims=True), a.shape)
+        return b, d
+
+    rng = np.random.default_rng(5)
+    x, y = (rng.standard_normal((5, 7)).astype(np.float32) for _ in range(2))
+    b, d = mx.compile(f)(mx.array(x), mx.array(y))
+    a, c = np.exp(x), y * 3.0
+    np.testing.assert_allclose(np.asarray(b), c + a.sum(0, keepdims=True), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(d), a * c.sum(0, keepdims=True), rtol=1e-5)
+
+
 def test_grad_of_compiled_and_compiled_grad():
     def f(x, y):
         return mx.sum(mx.sin(x) * y + mx.exp(-x * y))

@@ -49,14 +49,15 @@ const char* kLaunchUsage =
     "                      [--cwd DIR] [--python PY] [--print-python] [--cpu-bind auto|none]\n"
     "                      [--verbose] [--no-prefix] [--grace S] [--mlx] [--trace DIR]\n"
     "                      [--mpi-arg ARG]...\n"
-    "                      [--] program [args...]\n"
+    "                      [--] program [args...] | -m module [args...]\n"
     "Runs `program` as the ranks of one job: N ranks (-n, default 1) on each host of --hosts\n"
     "(default 127.0.0.1), or one on each host of an MLX launcher hostfile. Hosts that name this\n"
     "machine run here; the others are reached with `ssh -o BatchMode=yes` (never a prompt) and\n"
     "run `tessera _rank-agent` from this command's own path, which must exist there too.\n"
     "A program ending in .py runs with --python, else $TESSERA_PYTHON (default python3; the\n"
-    "command of the Python package sets its own interpreter); with --mlx it runs through\n"
-    "`python -m tessera.mlx`, so `import mlx.core` gives Tessera.\n"
+    "command of the Python package sets its own interpreter), as does -m module; with --mlx\n"
+    "these and any other Python program (a console script such as mlx_lm.generate, found on\n"
+    "each host's PATH) run through `python -m tessera.mlx`, so `import mlx.core` gives Tessera.\n"
     "Each rank gets TESSERA_RANK / MLX_RANK, TESSERA_HOSTFILE / MLX_HOSTFILE,\n"
     "TESSERA_WORLD_SIZE, a fresh TESSERA_JOB_TOKEN, the hostfile's envs and --env; remote ranks\n"
     "also get this shell's TESSERA_* and MLX_* settings. Ports: free ones for a job on this\n"
@@ -131,32 +132,41 @@ bool valid_env_name(const std::string& k) {
 
 // Where execvp would find `program` (PATH is searched for a name without a slash), checked
 // before any rank starts, so a typo is one clear error instead of N failed ranks.
+bool executable_file(const std::filesystem::path& p) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(p, ec) && ::access(p.c_str(), X_OK) == 0;
+}
+
+// Whether execvp would find the name `program` (no slash) on `path_env`.
+bool on_path(const std::string& program, const std::string& path_env) {
+  for (size_t start = 0; start <= path_env.size();) {
+    size_t end = path_env.find(':', start);
+    if (end == std::string::npos) end = path_env.size();
+    const std::string dir = path_env.substr(start, end - start);
+    if (executable_file(std::filesystem::path(dir.empty() ? "." : dir) / program)) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+// Where execvp would find `program` (PATH is searched for a name without a slash), checked
+// before any rank starts, so a typo is one clear error instead of N failed ranks.
 void check_program(const std::string& program, const std::string& path_env) {
-  auto usable = [](const std::filesystem::path& p) {
-    std::error_code ec;
-    return std::filesystem::is_regular_file(p, ec) && ::access(p.c_str(), X_OK) == 0;
-  };
   if (program.find('/') != std::string::npos) {
     std::error_code ec;
     if (!std::filesystem::exists(program, ec)) {
       throw std::invalid_argument("[launch] program '" + program + "' does not exist");
     }
-    if (!usable(program)) {
+    if (!executable_file(program)) {
       throw std::invalid_argument("[launch] program '" + program +
                                   "' is not an executable file (chmod +x it?)");
     }
     return;
   }
-  size_t start = 0;
-  while (start <= path_env.size()) {
-    size_t end = path_env.find(':', start);
-    if (end == std::string::npos) end = path_env.size();
-    std::string dir = path_env.substr(start, end - start);
-    if (usable(std::filesystem::path(dir.empty() ? "." : dir) / program)) return;
-    start = end + 1;
+  if (!on_path(program, path_env)) {
+    throw std::invalid_argument("[launch] program '" + program +
+                                "' was not found on PATH; give its path (e.g. ./" + program + ")");
   }
-  throw std::invalid_argument("[launch] program '" + program +
-                              "' was not found on PATH; give its path (e.g. ./" + program + ")");
 }
 
 // One host of the job, as the launcher will reach it.
@@ -418,6 +428,10 @@ int launch_command(const std::vector<std::string>& args) {
     } else if (a == "--") {
       program.assign(args.begin() + static_cast<long>(i) + 1, args.end());
       break;
+    } else if (a == "-m") {  // a module, as `python -m module args...`
+      if (i + 1 >= args.size()) throw std::invalid_argument("-m needs a module name");
+      program.assign(args.begin() + static_cast<long>(i), args.end());
+      break;
     } else if (!a.empty() && a[0] == '-') {
       throw std::invalid_argument("unknown option '" + a + "'\n" + kLaunchUsage);
     } else {
@@ -454,7 +468,10 @@ int launch_command(const std::vector<std::string>& args) {
   if (backend != "mpi" && !mpi_args.empty()) throw std::invalid_argument("--mpi-arg is for --backend mpi");
 
   if (program.empty()) throw std::invalid_argument(std::string("no program given\n") + kLaunchUsage);
-  if (ends_with(program[0], ".py")) {
+  if (program[0] == "-m") {
+    program.insert(program.begin(), python);
+    if (mlx) program.insert(program.begin() + 1, {"-m", "tessera.mlx"});
+  } else if (ends_with(program[0], ".py")) {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(program[0], ec)) {
       throw std::invalid_argument("[launch] script '" + program[0] + "' does not exist");
@@ -462,8 +479,15 @@ int launch_command(const std::vector<std::string>& args) {
     if (mlx) program.insert(program.begin(), {python, "-m", "tessera.mlx"});
     else program.insert(program.begin(), python);
   } else if (mlx) {
-    throw std::invalid_argument("[launch] --mlx runs a Python script (a program ending in .py), "
-                                "not '" + program[0] + "'");
+    // A console script (mlx_lm.generate) or a Python file without .py: tessera.mlx finds it on
+    // each host's PATH and runs it.
+    program.insert(program.begin(), {python, "-m", "tessera.mlx"});
+  } else if (program[0].find('/') == std::string::npos && python.find('/') != std::string::npos &&
+             !on_path(program[0], std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin")) {
+    // A console script of the Python environment this command belongs to (mlx_lm.lora run by
+    // venv/bin/tessera without the venv on PATH): that environment's copy, on every host.
+    const std::filesystem::path script = std::filesystem::path(python).parent_path() / program[0];
+    if (executable_file(script)) program[0] = script.string();
   }
   std::vector<std::string> job_env = job.envs;
   job_env.insert(job_env.end(), cli_env.begin(), cli_env.end());

@@ -12,6 +12,14 @@
 namespace tessera::cli {
 namespace {
 
+// `tessera mlx` concerns a Python environment: the command of the Python package answers it before
+// it reaches this tool (python/tessera/_cli.py). Listed here so that the usage shows it.
+int mlx_command(const std::vector<std::string>&) {
+  throw std::invalid_argument(
+      "enable | disable | status is answered by the `tessera` command of the Python package "
+      "(pip install tessera; or python -m tessera._cli mlx ...), which knows the environment");
+}
+
 struct Subcommand {
   std::string_view name;
   std::string_view summary;
@@ -24,6 +32,8 @@ constexpr Subcommand kSubcommands[] = {
      env_command},
     {"launch", "start and supervise the ranks of a job, on this host or over ssh", launch_command},
     {"config", "check ssh, probe the hosts' links, find a ring, write a hostfile (DOT with --dot)", config_command},
+    {"mlx", "enable | disable | status: let `import mlx` in this Python environment give Tessera",
+     mlx_command},
     {"_rank-agent", "", rank_agent_command, false},
     {"_probe", "", probe_command, false},
 };
