@@ -1,7 +1,8 @@
-"""A float64 NumPy reference of the models tools/make_llm.py writes (Llama, Qwen2).
+"""A float64 NumPy reference of the models tools/make_llm.py writes (Llama, Qwen2), and of their
+quantized forms (`mlx_lm.convert -q`: affine 4 / 8-bit and mxfp4, dequantized here).
 
-Reads the folder itself (its own safetensors reader, float32 and bfloat16) so that nothing of
-Tessera's is in the reference's path.
+Reads the folder itself (its own safetensors reader and unpacking, after MLX's documented layout)
+so that nothing of Tessera's is in the reference's path.
 """
 
 import json
@@ -28,11 +29,35 @@ def read_safetensors(path):
         elif info["dtype"] == "BF16":
             bits = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
             values = bits.view(np.float32).astype(np.float64)
+        elif info["dtype"] in ("U32", "U8"):  # packed codes and mxfp4's exponents: kept as is
+            values = np.frombuffer(raw, dtype="<u4" if info["dtype"] == "U32" else "u1")
         else:
             raise ValueError(f"{path}: {name} has dtype {info['dtype']}; "
-                             "the reference reads F32 and BF16")
+                             "the reference reads F32, BF16, U32 and U8")
         out[name] = values.reshape(info["shape"])
     return out
+
+
+# FP4 (E2M1) code -> value: sign bit 3, exponent bits 2..1, mantissa bit 0.
+E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6])
+
+
+def dequantize(packed, scales, biases, group_size, bits, mode):
+    """MLX's layout: each uint32 holds 32 / bits codes, the first in the lowest bits; a row's codes
+    in groups of group_size share one scale (and, affine, one bias): w = scale * q + bias; mxfp4:
+    w = E2M1[q] * 2 ** (scale - 127), the scale an 8-bit exponent."""
+    rows = packed.shape[0]
+    per_word = 32 // bits
+    shifts = np.arange(per_word, dtype=np.uint32) * bits
+    q = (packed[..., None] >> shifts) & ((1 << bits) - 1)
+    q = q.reshape(rows, -1, group_size)
+    if mode == "affine":
+        w = scales[..., None] * q + biases[..., None]
+    elif mode == "mxfp4":
+        w = E2M1[q] * np.exp2(scales.astype(np.float64) - 127)[..., None]
+    else:
+        raise ValueError(f"the reference dequantizes affine and mxfp4, not {mode}")
+    return w.reshape(rows, -1)
 
 
 class Reference:
@@ -40,6 +65,13 @@ class Reference:
         with open(os.path.join(folder, "config.json")) as f:
             self.cfg = json.load(f)
         self.w = read_safetensors(os.path.join(folder, "model.safetensors"))
+        q = self.cfg.get("quantization")
+        for name in [n for n in self.w if n.endswith(".scales")] if q else []:
+            base = name[: -len(".scales")]
+            self.w[base + ".weight"] = dequantize(
+                self.w[base + ".weight"], self.w.pop(name),
+                self.w.pop(base + ".biases", None), q["group_size"], q["bits"],
+                q.get("mode", "affine"))
 
     def _norm(self, x, weight):
         eps = self.cfg["rms_norm_eps"]

@@ -79,6 +79,14 @@ def test_the_wheel_installs_and_runs_in_a_fresh_environment(tmp_path):
         assert set(needed) <= SYSTEM_LIBS | bundled, (binary, set(needed) - SYSTEM_LIBS - bundled)
         assert paths and all(p.startswith("$ORIGIN") for p in paths), (binary, paths)
 
+    # The opt-in for programs written for MLX, from the installed package, and its undoing.
+    tessera_cmd = env_dir / "bin" / "tessera"
+    assert run(tessera_cmd, "mlx", "enable").returncode == 0
+    out = run(py, "-c", "import mlx.core as mx; print(mx.array([1, 2]).sum().item())")
+    assert out.returncode == 0 and out.stdout.strip() == "3", out.stderr
+    assert run(tessera_cmd, "mlx", "disable").returncode == 0
+    assert "No module named 'mlx'" in run(py, "-c", "import mlx.core").stderr
+
     # A Python job started by the console script: ranks run with the environment's interpreter.
     script = tmp_path / "s.py"
     script.write_text("import tessera.core as mx\n"
