@@ -185,6 +185,19 @@ def simhosts():
     return exe
 
 
+def test_launch_forms_across_two_simulated_hosts(tiny):
+    # The remote host's ssh session has no virtual environment on PATH: the console script is
+    # found among the interpreter's own scripts there.
+    args = ["--model", tiny, "--prompt", "def", "--max-tokens", "4", "--temp", "0"]
+    expected = generated_text(mlx("mlx_lm.generate", *args).stdout)
+    for form in (["-m", "mlx_lm", "generate"], ["mlx_lm.generate"]):
+        r = run([simhosts(), "2", "--", BIN / "tessera", "launch", "--hosts", "node0,node1",
+                 "--mlx", *form, *args], env=dict(ENV, PATH="/usr/bin:/bin"))
+        assert r.returncode == 0, r.stderr
+        for rank in (0, 1):
+            assert generated_text("\n".join(rank_lines(r.stdout, rank))) == expected
+
+
 def test_sharded_generation_across_two_simulated_hosts(tiny):
     alone = sharded_result(mlx(SHARDED, tiny).stdout, rank=None)
     r = run([simhosts(), "2", "--", BIN / "tessera", "launch", "--hosts", "node0,node1", "--mlx",
