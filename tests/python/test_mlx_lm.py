@@ -92,6 +92,37 @@ def test_qwen2_bfloat16_generation_matches_the_reference_of_its_rounded_weights(
     greedy_against_reference(qwen2_bf16, steps=16, tolerance=5e-2)
 
 
+def test_4bit_generation_matches_the_reference_of_the_dequantized_weights(tmp_path):
+    # MLX's own 4-bit conversion (a committed fixture) of the generator's model; the reference
+    # dequantizes its packed weights itself.
+    source = make_model(tmp_path / "source", "--hidden", "64", "--mlp", "64", "--vocab", "320")
+    folder = tmp_path / "q4"
+    folder.mkdir()
+    for f in (Path(__file__).parent / "data" / "mlx_lm_converted" / "q4g64").iterdir():
+        (folder / f.name).write_bytes(f.read_bytes())
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        (folder / f).write_bytes((source / f).read_bytes())
+    greedy_against_reference(folder, steps=32, tolerance=1e-4)
+
+
+def test_batch_generate_gives_each_prompt_the_reference_tokens(llama_f32):
+    from mlx_lm import batch_generate, load
+
+    model, tokenizer = load(str(llama_f32))
+    # Prompts of different lengths: the batch pads them on the left.
+    prompts = [tokenizer.encode(p) for p in ("def fibonacci(n):", "import os\nimport sys\n", "x")]
+    out = batch_generate(model, tokenizer, prompts, max_tokens=12, return_token_ids=True,
+                         return_logprobs=True)
+    reference = Reference(llama_f32)
+    for prompt, ids, lps in zip(prompts, out.token_ids, out.logprobs):
+        assert 1 <= len(ids) <= 12 and len(lps) == len(ids)
+        ref = reference.logits(prompt + list(ids[:-1]))[len(prompt) - 1:]
+        ref_lp = log_softmax(ref)
+        np.testing.assert_array_equal(ids, ref.argmax(-1))
+        np.testing.assert_allclose(lps, ref_lp[np.arange(len(ids)), ids],
+                                   atol=1e-4 * np.abs(ref).max())
+
+
 def test_generate_command_runs_as_a_user_runs_it(llama_f32):
     script = Path(sys.executable).parent / "mlx_lm.generate"
     r = subprocess.run([sys.executable, "-m", "tessera.mlx", str(script), "--model", str(llama_f32),
