@@ -1,7 +1,7 @@
-// tessera::fast on the CPU: rms_norm, layer_norm and scaled_dot_product_attention as composites
-// of elementwise / reduce / shape / indexing ops and matmul (the same math as MLX's reference
-// fallbacks; autodiff and vmap come from the ops they are built of); rope as one primitive
-// (ops/fast.h) whose transforms are those of its composite.
+// tessera::fast on the CPU: layer_norm as a composite of elementwise / reduce ops (the same math
+// as MLX's reference fallback; autodiff and vmap come from the ops it is built of); rms_norm,
+// rope and scaled_dot_product_attention as primitives (ops/fast.h) whose transforms are those
+// of their composites.
 #include <cfloat>
 #include <cmath>
 #include <limits>
@@ -282,9 +282,26 @@ array scaled_dot_product_attention(const array& queries, const array& keys, cons
     sink = astype(*sinks, final_type, s);
   }
 
-  array q = multiply(array(scale, final_type), astype(queries, final_type, s), s);
-  array k = astype(keys, final_type, s);
-  array v = astype(values, final_type, s);
+  std::vector<array> inputs{astype(queries, final_type, s), astype(keys, final_type, s),
+                            astype(values, final_type, s)};
+  if (mask) inputs.push_back(*mask);
+  if (sink) inputs.push_back(*sink);
+  Shape out_shape = queries.shape();
+  out_shape.back() = values.shape(-1);
+  return array(out_shape, final_type,
+               std::make_shared<ScaledDotProductAttention>(to_stream(s), scale, causal,
+                                                           mask.has_value(), sink.has_value()),
+               inputs);
+}
+
+array sdpa_composite(const array& queries, const array& keys, const array& values, float scale,
+                     bool causal, const std::optional<array>& mask,
+                     const std::optional<array>& sink, StreamOrDevice s) {
+  const Dtype final_type = queries.dtype();
+  const int n_q_heads = queries.shape(1), n_kv_heads = keys.shape(1);
+  array q = multiply(array(scale, final_type), queries, s);
+  array k = keys;
+  array v = values;
   const int n_repeats = n_q_heads / n_kv_heads;
   if (n_repeats > 1) {
     // (B, Hq, L, D) -> (B, Hkv, R, L, D); k, v gain a broadcast dim for the repeats.
@@ -372,6 +389,82 @@ std::pair<std::vector<array>, std::vector<int>> RoPE::vmap(const std::vector<arr
                                                            const std::vector<int>& axes) {
   auto fn = [this](const std::vector<array>& in) { return std::vector<array>{composite(in)}; };
   return {tessera::vmap(fn, axes, {0})(inputs), {0}};
+}
+
+// ---- ScaledDotProductAttention: the composite's transforms ----
+
+array ScaledDotProductAttention::composite(const std::vector<array>& inputs) const {
+  std::optional<array> mask, sinks;
+  size_t at = 3;
+  if (has_mask_) mask = inputs[at++];
+  if (has_sinks_) sinks = inputs[at++];
+  return fast::sdpa_composite(inputs[0], inputs[1], inputs[2], scale_, causal_, mask, sinks,
+                              stream());
+}
+
+bool ScaledDotProductAttention::is_equivalent(const Primitive& other) const {
+  auto* o = dynamic_cast<const ScaledDotProductAttention*>(&other);
+  return o && o->state() == state();
+}
+
+std::vector<array> ScaledDotProductAttention::vjp(const std::vector<array>& primals,
+                                                  const std::vector<array>& cotangents,
+                                                  const std::vector<int>& argnums,
+                                                  const std::vector<array>&) {
+  auto fn = [&](const std::vector<array>& in) { return std::vector<array>{composite(in)}; };
+  auto grads = tessera::vjp(fn, primals, cotangents).second;
+  std::vector<array> out;
+  for (int a : argnums) out.push_back(grads[a]);
+  return out;
+}
+
+std::vector<array> ScaledDotProductAttention::jvp(const std::vector<array>& primals,
+                                                  const std::vector<array>& tangents,
+                                                  const std::vector<int>& argnums) {
+  std::vector<array> all;
+  for (const auto& p : primals) all.push_back(zeros_like(p, stream()));
+  for (size_t i = 0; i < argnums.size(); ++i) all[argnums[i]] = tangents[i];
+  auto fn = [&](const std::vector<array>& in) { return std::vector<array>{composite(in)}; };
+  return tessera::jvp(fn, primals, all).second;
+}
+
+// The mapped axis joins the batch axis (inputs that are not mapped are broadcast along it), and
+// the fused kernel runs once: batched attention stays one kernel. Mapped sinks (one set per
+// mapped entry) have no place in the kernel's inputs: the composite takes that case.
+std::pair<std::vector<array>, std::vector<int>> ScaledDotProductAttention::vmap(
+    const std::vector<array>& inputs, const std::vector<int>& axes) {
+  const size_t n_batched = has_sinks_ ? inputs.size() - 1 : inputs.size();
+  if (has_sinks_ && axes.back() >= 0) {
+    auto fn = [this](const std::vector<array>& in) { return std::vector<array>{composite(in)}; };
+    return {tessera::vmap(fn, axes, {0})(inputs), {0}};
+  }
+  int size = 0;
+  for (size_t i = 0; i < n_batched; ++i) {
+    if (axes[i] >= 0) size = inputs[i].shape(axes[i]);
+  }
+  std::vector<array> merged;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (i >= n_batched) {
+      merged.push_back(inputs[i]);
+      continue;
+    }
+    array x = inputs[i];
+    if (axes[i] >= 0) {
+      x = moveaxis(x, axes[i], 0, stream());
+    } else {
+      Shape shape = x.shape();
+      shape.insert(shape.begin(), size);
+      x = broadcast_to(expand_dims(x, 0, stream()), shape, stream());
+    }
+    merged.push_back(flatten(x, 0, 1, stream()));
+  }
+  Shape out_shape = merged[0].shape();
+  out_shape.back() = merged[2].shape(-1);
+  array out(out_shape, merged[0].dtype(),
+            std::make_shared<ScaledDotProductAttention>(stream(), scale_, causal_, has_mask_,
+                                                        has_sinks_),
+            merged);
+  return {{unflatten(out, 0, {size, out_shape[0] / size}, stream())}, {0}};
 }
 
 // ---- RMSNorm: the composite's transforms ----

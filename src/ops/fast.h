@@ -18,6 +18,12 @@ array rope_composite(const array& x, const array& offset, const std::optional<ar
 // rms_norm as ops: float32 x * rsqrt(mean(x^2) + eps) rounded to out_type, times weight.
 array rms_norm_composite(const array& x, const std::optional<array>& weight, float eps,
                          Dtype out_type, StreamOrDevice s);
+// scaled_dot_product_attention as ops: q (B, Hq, Lq, D), k (B, Hkv, Lk, D), v (B, Hkv, Lk, Dv) of
+// one floating dtype; mask (bool or that dtype) broadcast to (B, Hq, Lq, Lk); sinks (Hq) of
+// that dtype. The whole score matrix is materialised: the reference of the fused kernel.
+array sdpa_composite(const array& q, const array& k, const array& v, float scale, bool causal,
+                     const std::optional<array>& mask, const std::optional<array>& sinks,
+                     StreamOrDevice s);
 }  // namespace fast
 
 // RMS normalisation over the last axis: inputs x and, optionally, weight (1-D, the last axis).
@@ -36,6 +42,33 @@ class RMSNorm : public UnaryPrimitive {
  private:
   array composite(const std::vector<array>& inputs, Dtype out_type) const;
   float eps_;
+};
+
+// Attention softmax(scale * q k^T + mask) v in one kernel: inputs q, k, v as sdpa_composite
+// takes them, then the mask when has_mask, then the sinks when has_sinks. Keys stream through
+// in blocks with an online softmax in float32 (float64 for float64), so memory grows with the
+// length times the head size, never with the product of the lengths; grouped-query heads share
+// each key block. Derivatives and batching are the composite's.
+class ScaledDotProductAttention : public UnaryPrimitive {
+ public:
+  ScaledDotProductAttention(Stream s, float scale, bool causal, bool has_mask, bool has_sinks)
+      : UnaryPrimitive(s), scale_(scale), causal_(causal), has_mask_(has_mask),
+        has_sinks_(has_sinks) {}
+  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  TESSERA_DECLARE_TRANSFORMS
+  const char* name() const override { return "ScaledDotProductAttention"; }
+  TESSERA_STATE(scale_, causal_, has_mask_, has_sinks_)
+  bool is_equivalent(const Primitive& other) const override;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {
+    Shape out = inputs[0].shape();
+    out.back() = inputs[2].shape(-1);
+    return {out};
+  }
+
+ private:
+  array composite(const std::vector<array>& inputs) const;
+  float scale_;
+  bool causal_, has_mask_, has_sinks_;
 };
 
 // Rotary position embedding of x (B, N, T, D): inputs x, offset (int32, 1 or B values) and,

@@ -282,6 +282,26 @@ TEST(ScaledDotProductAttention, BoolAndAdditiveMasks) {
                   naive_sdpa(qv, kv, vv, B, H, H, Lq, Lk, D, D, 0.7, false, &am, nullptr), 1e-5);
 }
 
+// Keys over several of the kernel's blocks (256) and queries over several of its tiles, with
+// grouped heads: the online softmax's rescaling between blocks, and each tile's causal limit.
+TEST(ScaledDotProductAttention, LongKeysStreamThroughBlocks) {
+  const int B = 1, Hq = 6, Hkv = 2, Lq = 70, Lk = 600, D = 16;
+  array q = random_array({B, Hq, Lq, D}, float32, 61), k = random_array({B, Hkv, Lk, D}, float32, 62);
+  array v = random_array({B, Hkv, Lk, D}, float32, 63);
+  auto qv = to_vec(q), kv = to_vec(k), vv = to_vec(v);
+  for (bool causal : {false, true}) {
+    expect_all_near(
+        to_vec(fast::scaled_dot_product_attention(q, k, v, 0.6f, causal ? "causal" : "")),
+        naive_sdpa(qv, kv, vv, B, Hq, Hkv, Lq, Lk, D, D, 0.6, causal, nullptr, nullptr), 1e-5);
+  }
+  // One query (decode) against all of them, with sinks.
+  array q1 = random_array({B, Hq, 1, D}, float32, 64), sinks = random_array({Hq}, float32, 65);
+  auto q1v = to_vec(q1), sv = to_vec(sinks);
+  expect_all_near(
+      to_vec(fast::scaled_dot_product_attention(q1, k, v, 0.6f, "", std::nullopt, sinks)),
+      naive_sdpa(q1v, kv, vv, B, Hq, Hkv, 1, Lk, D, D, 0.6, false, nullptr, &sv), 1e-5);
+}
+
 TEST(ScaledDotProductAttention, GroupedQueryHeadsAndSinks) {
   const int B = 2, Hq = 4, Hkv = 2, L = 5, D = 6;
   array q = random_array({B, Hq, L, D}, float32, 51), k = random_array({B, Hkv, L, D}, float32, 52);

@@ -229,7 +229,12 @@ def _sweep_cases():
         "fast": (lambda a: [mx.fast.rope(a, 4, traditional=False, base=1e4, scale=1.0, offset=2),
                             mx.fast.rope(a, 2, traditional=True, base=None, scale=0.5, offset=1,
                                          freqs=mx.array([3.0])),
-                            mx.fast.rms_norm(a, a[0, 0, 0], 1e-5)], (f32(1, 2, 3, 4),)),
+                            mx.fast.rms_norm(a, a[0, 0, 0], 1e-5),
+                            mx.fast.scaled_dot_product_attention(a, a, a, scale=0.5,
+                                                                 mask="causal"),
+                            mx.fast.scaled_dot_product_attention(
+                                a, a[:, :1], a[:, :1], scale=0.5, mask=a[0, 0, :, :3] > 0,
+                                sinks=mx.array([0.5, -1.0]))], (f32(1, 2, 3, 4),)),
         "conv": (lambda a, k: [mx.conv1d(a, k),
                                *mx.grad(lambda p, q: mx.sum(mx.conv1d(p, q) ** 2),
                                         argnums=(0, 1))(a, k)],

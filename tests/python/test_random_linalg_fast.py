@@ -812,6 +812,65 @@ def test_sdpa_fully_masked_rows_average_the_values_as_mlx():
                                rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype,tol", [(np.float32, 1e-5), ("bfloat16", 2e-2), (np.float16, 4e-3)])
+def test_sdpa_streams_keys_in_blocks_with_an_online_softmax(dtype, tol):
+    # 600 keys: three of the kernel's blocks; 70 queries of 6 heads sharing 2 KV heads: several
+    # query tiles. The float64 formula is the reference; half inputs are rounded first.
+    q, k, v = randn(1, 6, 70, 16), randn(1, 2, 600, 16), randn(1, 2, 600, 16)
+    mask = RNG.random((70, 600)) > 0.2
+    sinks = randn(6)
+    to = (lambda a: mx.array(a).astype(mx.bfloat16)) if dtype == "bfloat16" else \
+        (lambda a: mx.array(a.astype(dtype)))
+    Q, K, V = to(q), to(k), to(v)
+    q, k, v = (np.array(t.astype(mx.float32), np.float64) for t in (Q, K, V))
+    for kw, ref in ((dict(mask="causal"), _sdpa(q, k, v, 0.4, "causal")),
+                    (dict(mask=mx.array(mask)), _sdpa(q, k, v, 0.4, mask)),
+                    (dict(sinks=to(sinks)), _sdpa(q, k, v, 0.4, None,
+                                                  np.array(to(sinks).astype(mx.float32))))):
+        out = mx.fast.scaled_dot_product_attention(Q, K, V, scale=0.4, **kw)
+        assert out.dtype == Q.dtype
+        np.testing.assert_allclose(np.array(out.astype(mx.float32)), ref, atol=tol, rtol=tol)
+
+
+def test_sdpa_vmap_grad_and_compile_of_the_fused_kernel():
+    q, k, v = randn(3, 1, 4, 5, 8), randn(1, 2, 7, 8), randn(3, 1, 2, 7, 8)
+    k_arr = mx.array(k)
+    f = lambda q, v: mx.fast.scaled_dot_product_attention(q, k_arr, v, scale=0.3, mask="causal")
+    got = np.array(mx.vmap(f)(mx.array(q), mx.array(v)))
+    for i in range(3):
+        np.testing.assert_allclose(got[i], _sdpa(q[i], k, v[i], 0.3, "causal"), rtol=1e-4,
+                                   atol=1e-5)
+    # Gradients against the same attention written with ops.
+    def with_ops(q, k, v):
+        s = (q * 0.3) @ mx.repeat(k, 2, axis=1).swapaxes(-1, -2)
+        return mx.softmax(s, axis=-1) @ mx.repeat(v, 2, axis=1)
+    w = mx.arange(8, dtype=mx.float32)
+    args = [mx.array(t) for t in (randn(2, 4, 5, 8), randn(2, 2, 6, 8), randn(2, 2, 6, 8))]
+    fused = mx.grad(lambda *a: (mx.fast.scaled_dot_product_attention(*a, scale=0.3) * w).sum(),
+                    argnums=(0, 1, 2))(*args)
+    plain = mx.grad(lambda *a: (with_ops(*a) * w).sum(), argnums=(0, 1, 2))(*args)
+    for a, b in zip(fused, plain):
+        np.testing.assert_allclose(np.array(a), np.array(b), rtol=1e-4, atol=1e-5)
+    compiled = mx.compile(lambda *a: mx.fast.scaled_dot_product_attention(*a, scale=0.3))
+    np.testing.assert_allclose(np.array(compiled(*args)), np.array(with_ops(*args)), rtol=1e-5,
+                               atol=1e-6)
+
+
+def test_sdpa_over_8k_keys_needs_memory_for_its_rows_not_its_scores():
+    # Causal attention over 8192 positions, 2 heads of 64: the score matrix would be 512 MiB in
+    # float32; the kernel keeps a block of scores per task.
+    L = 8192
+    q, k, v = (mx.random.normal((1, 2, L, 64)) for _ in range(3))
+    mx.eval(q, k, v)
+    mx.reset_peak_memory()
+    before = mx.get_active_memory()
+    out = mx.fast.scaled_dot_product_attention(q, k, v, scale=0.125, mask="causal")
+    mx.eval(out)
+    assert mx.get_peak_memory() - before < 3 * out.nbytes
+    last = _sdpa(np.array(q[:, :, -2:]), np.array(k), np.array(v), 0.125, "causal")
+    np.testing.assert_allclose(np.array(out[:, :, -2:]), last, rtol=1e-4, atol=1e-5)
+
+
 def test_clear_streams_restarts_the_implicit_key():
     # MLX's test runner calls mx.clear_streams() between tests: the implicit key goes back to
     # the process's starting key, so the draws after it repeat, and differ from the next ones.
