@@ -15,7 +15,7 @@ PIP_INSTALL_TREE = --config-settings=build-dir=$(PY_BUILD) \
   --config-settings=cmake.define.TESSERA_BUILD_TESTS=ON \
   --config-settings=cmake.define.TESSERA_BUILD_EXAMPLES=ON
 
-.PHONY: all deps build python demo demo-cpp bench-train test test-long test-asan bench bench-dist bench-py bench-compile docs clean
+.PHONY: all deps build python demo demo-cpp bench-train test test-long test-asan bench bench-dist bench-py bench-compile bench-llm docs clean
 
 all: build
 
@@ -104,6 +104,14 @@ bench-py: build
 bench-compile: build
 	@bash scripts/bench_compile_deps.sh $(BUILD)/bench-venv $(BUILD)/py-bench
 	$(BUILD)/bench-venv/bin/python benchmarks/python/bench_compile.py
+
+# LLM prefill and decode (mlx-lm on the package `make python` installs) against llama.cpp,
+# PyTorch + transformers and MLX's CPU backend, on a 111 M and a ~1 B model from tools/make_llm.py
+# (cached with their GGUF files in $(BUILD)/bench-llm).
+bench-llm: python
+	@bash scripts/bench_llm_deps.sh $(BUILD)/bench-venv
+	$(VENV)/bin/python benchmarks/python/bench_llm.py --tessera-python $(VENV)/bin/python \
+	  --peer-python $(BUILD)/bench-venv/bin/python --cache $(BUILD)/bench-llm
 
 # Regenerate docs/env.md from the configuration registry.
 docs: build

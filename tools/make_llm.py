@@ -58,6 +58,8 @@ def train_tokenizer(vocab_size):
 
 
 def make_weights(args, vocab):
+    """(name, float64 values) one tensor at a time, in a fixed order (a 1 B model never holds
+    more than one float64 tensor)."""
     rng = np.random.default_rng(args.seed)
     head_dim = args.hidden // args.heads
     q_out, kv_out = args.heads * head_dim, args.kv_heads * head_dim
@@ -68,25 +70,24 @@ def make_weights(args, vocab):
     def norm(dim):
         return 1.0 + 0.1 * args.scale * rng.standard_normal(dim)
 
-    w = {"model.embed_tokens.weight": rng.standard_normal((vocab, args.hidden)) * args.scale}
+    yield "model.embed_tokens.weight", rng.standard_normal((vocab, args.hidden)) * args.scale
     for i in range(args.layers):
         p = f"model.layers.{i}."
-        w[p + "input_layernorm.weight"] = norm(args.hidden)
-        w[p + "self_attn.q_proj.weight"] = linear(q_out, args.hidden)
-        w[p + "self_attn.k_proj.weight"] = linear(kv_out, args.hidden)
-        w[p + "self_attn.v_proj.weight"] = linear(kv_out, args.hidden)
+        yield p + "input_layernorm.weight", norm(args.hidden)
+        yield p + "self_attn.q_proj.weight", linear(q_out, args.hidden)
+        yield p + "self_attn.k_proj.weight", linear(kv_out, args.hidden)
+        yield p + "self_attn.v_proj.weight", linear(kv_out, args.hidden)
         if args.arch == "qwen2":
             for name, dim in (("q", q_out), ("k", kv_out), ("v", kv_out)):
-                w[p + f"self_attn.{name}_proj.bias"] = 0.1 * args.scale * rng.standard_normal(dim)
-        w[p + "self_attn.o_proj.weight"] = linear(args.hidden, q_out)
-        w[p + "post_attention_layernorm.weight"] = norm(args.hidden)
-        w[p + "mlp.gate_proj.weight"] = linear(args.mlp, args.hidden)
-        w[p + "mlp.up_proj.weight"] = linear(args.mlp, args.hidden)
-        w[p + "mlp.down_proj.weight"] = linear(args.hidden, args.mlp)
-    w["model.norm.weight"] = norm(args.hidden)
+                yield p + f"self_attn.{name}_proj.bias", 0.1 * args.scale * rng.standard_normal(dim)
+        yield p + "self_attn.o_proj.weight", linear(args.hidden, q_out)
+        yield p + "post_attention_layernorm.weight", norm(args.hidden)
+        yield p + "mlp.gate_proj.weight", linear(args.mlp, args.hidden)
+        yield p + "mlp.up_proj.weight", linear(args.mlp, args.hidden)
+        yield p + "mlp.down_proj.weight", linear(args.hidden, args.mlp)
+    yield "model.norm.weight", norm(args.hidden)
     if not args.tie:
-        w["lm_head.weight"] = linear(vocab, args.hidden)
-    return w
+        yield "lm_head.weight", linear(vocab, args.hidden)
 
 
 def config(args, vocab, tok):
@@ -156,8 +157,10 @@ def main(argv=None):
     with open(os.path.join(args.out, "config.json"), "w") as f:
         json.dump(config(args, vocab, tok), f, indent=1)
     dtype = getattr(mx, args.dtype)
-    weights = {k: mx.array(v.astype(np.float32)).astype(dtype)
-               for k, v in make_weights(args, vocab).items()}
+    weights = {}
+    for k, v in make_weights(args, vocab):
+        weights[k] = mx.array(v.astype(np.float32)).astype(dtype)
+        mx.eval(weights[k])
     mx.save_safetensors(os.path.join(args.out, "model.safetensors"), weights,
                         metadata={"format": "pt"})
     with open(os.path.join(args.out, "model.safetensors.index.json"), "w") as f:
