@@ -171,6 +171,7 @@ const Registry& registry() {
     TESSERA_EXPORTABLE(RoPE);
     TESSERA_EXPORTABLE(RMSNorm);
     TESSERA_EXPORTABLE(ScaledDotProductAttention);
+    TESSERA_EXPORTABLE(ScaledDotProductAttentionVjp);
     TESSERA_EXPORTABLE(LogSumExp);
     // ops/shape.h
     TESSERA_EXPORTABLE(Broadcast);

@@ -2,6 +2,7 @@
 // as MLX's reference fallback; autodiff and vmap come from the ops it is built of); rms_norm,
 // rope and scaled_dot_product_attention as primitives (ops/fast.h) whose transforms are those
 // of their composites.
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <limits>
@@ -407,15 +408,93 @@ bool ScaledDotProductAttention::is_equivalent(const Primitive& other) const {
   return o && o->state() == state();
 }
 
+// The cotangents of q, k, v and the sinks come from the fused gradient kernel; an additive
+// mask's (rarely asked for) from the composite.
 std::vector<array> ScaledDotProductAttention::vjp(const std::vector<array>& primals,
                                                   const std::vector<array>& cotangents,
                                                   const std::vector<int>& argnums,
-                                                  const std::vector<array>&) {
-  auto fn = [&](const std::vector<array>& in) { return std::vector<array>{composite(in)}; };
+                                                  const std::vector<array>& outputs) {
+  const int mask_index = has_mask_ ? 3 : -1;
+  if (std::find(argnums.begin(), argnums.end(), mask_index) != argnums.end()) {
+    auto fn = [&](const std::vector<array>& in) { return std::vector<array>{composite(in)}; };
+    auto grads = tessera::vjp(fn, primals, cotangents).second;
+    std::vector<array> out;
+    for (int a : argnums) out.push_back(grads[a]);
+    return out;
+  }
+  std::vector<array> in = primals;
+  in.push_back(outputs[0]);
+  in.push_back(cotangents[0]);
+  std::vector<Shape> shapes{primals[0].shape(), primals[1].shape(), primals[2].shape()};
+  if (has_sinks_) shapes.push_back(primals.back().shape());
+  const Dtype t = primals[0].dtype();
+  auto grads = array::make_arrays(
+      shapes, std::vector<Dtype>(shapes.size(), t),
+      std::make_shared<ScaledDotProductAttentionVjp>(stream(), scale_, causal_, has_mask_,
+                                                     has_sinks_),
+      in);
+  std::vector<array> out;
+  for (int a : argnums) out.push_back(a < 3 ? grads[a] : grads[3]);  // a == sinks' index
+  return out;
+}
+
+// ---- ScaledDotProductAttentionVjp: the composite vjp's transforms ----
+
+std::vector<array> ScaledDotProductAttentionVjp::composite(const std::vector<array>& in) const {
+  const size_t n_primals = in.size() - 2;  // ..., output, cotangent
+  std::vector<array> primals(in.begin(), in.begin() + static_cast<long>(n_primals));
+  auto fn = [&](const std::vector<array>& x) {
+    std::vector<array> all = primals;
+    all[0] = x[0], all[1] = x[1], all[2] = x[2];
+    if (has_sinks_) all.back() = x[3];
+    std::optional<array> mask, sinks;
+    if (has_mask_) mask = all[3];
+    if (has_sinks_) sinks = all.back();
+    return std::vector<array>{fast::sdpa_composite(all[0], all[1], all[2], scale_, causal_, mask,
+                                                   sinks, stream())};
+  };
+  std::vector<array> wrt{primals[0], primals[1], primals[2]};
+  if (has_sinks_) wrt.push_back(primals.back());
+  return tessera::vjp(fn, wrt, {in.back()}).second;
+}
+
+bool ScaledDotProductAttentionVjp::is_equivalent(const Primitive& other) const {
+  auto* o = dynamic_cast<const ScaledDotProductAttentionVjp*>(&other);
+  return o && o->state() == state();
+}
+
+std::vector<Shape> ScaledDotProductAttentionVjp::output_shapes(const std::vector<array>& in) {
+  std::vector<Shape> out{in[0].shape(), in[1].shape(), in[2].shape()};
+  if (has_sinks_) out.push_back(in[in.size() - 3].shape());
+  return out;
+}
+
+std::vector<array> ScaledDotProductAttentionVjp::vjp(const std::vector<array>& primals,
+                                                     const std::vector<array>& cotangents,
+                                                     const std::vector<int>& argnums,
+                                                     const std::vector<array>&) {
+  auto fn = [&](const std::vector<array>& in) { return composite(in); };
   auto grads = tessera::vjp(fn, primals, cotangents).second;
   std::vector<array> out;
   for (int a : argnums) out.push_back(grads[a]);
   return out;
+}
+
+std::vector<array> ScaledDotProductAttentionVjp::jvp(const std::vector<array>& primals,
+                                                     const std::vector<array>& tangents,
+                                                     const std::vector<int>& argnums) {
+  std::vector<array> all;
+  for (const auto& p : primals) all.push_back(zeros_like(p, stream()));
+  for (size_t i = 0; i < argnums.size(); ++i) all[argnums[i]] = tangents[i];
+  auto fn = [&](const std::vector<array>& in) { return composite(in); };
+  return tessera::jvp(fn, primals, all).second;
+}
+
+std::pair<std::vector<array>, std::vector<int>> ScaledDotProductAttentionVjp::vmap(
+    const std::vector<array>& inputs, const std::vector<int>& axes) {
+  auto fn = [this](const std::vector<array>& in) { return composite(in); };
+  auto out = tessera::vmap(fn, axes, std::vector<int>(has_sinks_ ? 4 : 3, 0))(inputs);
+  return {out, std::vector<int>(out.size(), 0)};
 }
 
 std::vector<array> ScaledDotProductAttention::jvp(const std::vector<array>& primals,

@@ -71,6 +71,29 @@ class ScaledDotProductAttention : public UnaryPrimitive {
   bool causal_, has_mask_, has_sinks_;
 };
 
+// The gradient of ScaledDotProductAttention with respect to q, k, v and, with has_sinks, the
+// sinks: inputs those of the forward, then its output and the output's cotangent; outputs in that
+// order. The scores are recomputed block by block (each row's log-sum-exp first, then the
+// products), so memory stays O(L * d) as in the forward. Its own derivatives and batching are
+// those of the composite's vjp.
+class ScaledDotProductAttentionVjp : public Primitive {
+ public:
+  ScaledDotProductAttentionVjp(Stream s, float scale, bool causal, bool has_mask, bool has_sinks)
+      : Primitive(s), scale_(scale), causal_(causal), has_mask_(has_mask), has_sinks_(has_sinks) {}
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
+  TESSERA_DECLARE_TRANSFORMS
+  const char* name() const override { return "ScaledDotProductAttentionVjp"; }
+  TESSERA_STATE(scale_, causal_, has_mask_, has_sinks_)
+  bool is_equivalent(const Primitive& other) const override;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
+
+ private:
+  // The composite's vjp on `inputs`, as this primitive's own transforms replay it.
+  std::vector<array> composite(const std::vector<array>& inputs) const;
+  float scale_;
+  bool causal_, has_mask_, has_sinks_;
+};
+
 // Rotary position embedding of x (B, N, T, D): inputs x, offset (int32, 1 or B values) and,
 // without a base, freqs (float32, dims / 2 values).
 class RoPE : public UnaryPrimitive {

@@ -234,7 +234,10 @@ def _sweep_cases():
                                                                  mask="causal"),
                             mx.fast.scaled_dot_product_attention(
                                 a, a[:, :1], a[:, :1], scale=0.5, mask=a[0, 0, :, :3] > 0,
-                                sinks=mx.array([0.5, -1.0]))], (f32(1, 2, 3, 4),)),
+                                sinks=mx.array([0.5, -1.0])),
+                            *mx.grad(lambda q, k: mx.fast.scaled_dot_product_attention(
+                                q, k, k, scale=0.5, mask="causal").sum(), argnums=(0, 1))(a, a)],
+                 (f32(1, 2, 3, 4),)),
         "conv": (lambda a, k: [mx.conv1d(a, k),
                                *mx.grad(lambda p, q: mx.sum(mx.conv1d(p, q) ** 2),
                                         argnums=(0, 1))(a, k)],

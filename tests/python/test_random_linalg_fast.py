@@ -856,6 +856,67 @@ def test_sdpa_vmap_grad_and_compile_of_the_fused_kernel():
                                atol=1e-6)
 
 
+def _sdpa_ops(q, k, v, scale, causal=False, mask=None, sinks=None):
+    """Attention written with Tessera's ops (the fused kernel's gradients are checked
+    against this one's): masked scores are finfo.min, as in MLX's reference."""
+    rep = q.shape[1] // k.shape[1]
+    s = (q * scale) @ mx.repeat(k, rep, axis=1).swapaxes(-1, -2)
+    lq, lk = q.shape[2], k.shape[2]
+    low = mx.array(np.finfo(np.float32).min, s.dtype)
+    if causal:
+        s = mx.where(mx.arange(lk)[None] <= mx.arange(lq)[:, None] + (lk - lq), s, low)
+    if mask is not None:
+        s = mx.where(mask, s, low) if mask.dtype == mx.bool_ else s + mask
+    if sinks is not None:
+        s = mx.concatenate([mx.broadcast_to(sinks[None, :, None, None], s.shape[:-1] + (1,)), s],
+                           -1)
+    p = mx.softmax(s, axis=-1, precise=True)
+    return (p[..., 1:] if sinks is not None else p) @ mx.repeat(v, rep, axis=1)
+
+
+@pytest.mark.parametrize("kind", ["plain", "causal", "bool", "sinks", "decode", "no_key"])
+def test_sdpa_fused_gradient_matches_the_ops_gradient(kind):
+    # "decode": one query over 600 keys (three key blocks); "no_key": causal with more queries
+    # than keys, so the first rows see no key (their scores are constants).
+    lq, lk = {"decode": (1, 600), "no_key": (9, 4)}.get(kind, (70, 300))
+    q, k, v = (mx.array(t) for t in (randn(2, 6, lq, 16), randn(2, 2, lk, 16), randn(2, 2, lk, 12)))
+    w = mx.array(randn(2, 6, lq, 12))
+    kw, ops_kw, args = {}, {}, [q, k, v]
+    if kind in ("causal", "no_key"):
+        kw, ops_kw = dict(mask="causal"), dict(causal=True)
+    if kind == "bool":
+        m = mx.array(RNG.random((lq, lk)) > 0.3)
+        kw, ops_kw = dict(mask=m), dict(mask=m)
+    if kind == "sinks":
+        args.append(mx.array(randn(6)))
+
+    def fused(q, k, v, *sinks):
+        return (mx.fast.scaled_dot_product_attention(q, k, v, scale=0.3, sinks=sinks[0] if sinks
+                                                     else None, **kw) * w).sum()
+
+    def plain(q, k, v, *sinks):
+        return (_sdpa_ops(q, k, v, 0.3, sinks=sinks[0] if sinks else None, **ops_kw) * w).sum()
+
+    argnums = tuple(range(len(args)))
+    for a, b in zip(mx.grad(fused, argnums=argnums)(*args), mx.grad(plain, argnums=argnums)(*args)):
+        b = np.array(b)
+        np.testing.assert_allclose(np.array(a), b, rtol=1e-4, atol=1e-5 * np.abs(b).max())
+
+
+def test_sdpa_gradient_over_4k_keys_needs_memory_for_its_rows():
+    L = 4096
+    q, k, v = (mx.random.normal((1, 2, L, 64)) for _ in range(3))
+    mx.eval(q, k, v)
+    grad = mx.grad(lambda q, k, v: mx.fast.scaled_dot_product_attention(
+        q, k, v, scale=0.125, mask="causal").sum(), argnums=(0, 1, 2))
+    mx.reset_peak_memory()
+    before = mx.get_active_memory()
+    mx.eval(grad(q, k, v))
+    # q, k, v's gradients, the forward's output and cotangent: 5 of q's size; the score matrix
+    # alone would be 128 MiB.
+    assert mx.get_peak_memory() - before < 8 * q.nbytes
+
+
 def test_sdpa_over_8k_keys_needs_memory_for_its_rows_not_its_scores():
     # Causal attention over 8192 positions, 2 heads of 64: the score matrix would be 512 MiB in
     # float32; the kernel keeps a block of scores per task.

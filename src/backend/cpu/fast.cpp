@@ -203,6 +203,7 @@ template <typename T>
 struct AttentionTask {
   using C = cpu::compute_t<T>;  // float for half types and float32, double for float64
   static constexpr int kKeyBlock = 256;
+  static constexpr C kInf = std::numeric_limits<C>::infinity();
 
   Rows4<T> q, k, v;
   int Hq, Hkv, Lq, Lk, D, Dv;
@@ -212,72 +213,207 @@ struct AttentionTask {
   bool mask_bool;
   const T* sinks;  // (Hq) or null
 
-  void run(int b, int g, int q0, int q1, T* out) const {
-    const int R = Hq / Hkv, n = q1 - q0, rows = R * n;
-    std::vector<C> qf(static_cast<size_t>(rows) * D), kf, vf, sc(static_cast<size_t>(rows) * kKeyBlock),
-        acc(static_cast<size_t>(rows) * Dv, C(0)), m(rows), l(rows);
+  int repeats() const { return Hq / Hkv; }
+
+  // Rows (r, i) of `x` (a 4-D array of this task's query heads), as C, times `factor`.
+  void load_rows(const Rows4<T>& x, int b, int g, int q0, int q1, int width, C factor,
+                 C* dst) const {
+    const int R = repeats(), n = q1 - q0;
     for (int r = 0; r < R; ++r) {
       for (int i = q0; i < q1; ++i) {
-        const T* src = q.row(b, g * R + r, i);
-        C* dst = qf.data() + static_cast<size_t>(r * n + i - q0) * D;
-        for (int d = 0; d < D; ++d) dst[d] = static_cast<C>(src[d]) * static_cast<C>(scale);
+        const T* src = x.row(b, g * R + r, i);
+        C* d = dst + static_cast<size_t>(r * n + i - q0) * width;
+        for (int c = 0; c < width; ++c) d[c] = static_cast<C>(src[c]) * factor;
       }
     }
+  }
+
+  // The keys the rows of [q0, q1) read. Causal: position i sees keys j <= i + Lk - Lq; a
+  // position that sees none (Lq > Lk) gets, as in the composite, every key at the same lowest
+  // score, so the whole row is read.
+  int key_end(int q0, int q1) const {
+    if (causal && q0 + Lk - Lq >= 0) return std::min(Lk, q1 - 1 + Lk - Lq + 1);
+    return Lk;
+  }
+
+  // The sink's score of row rr (or -inf without sinks): a sink is one more score with a zero
+  // value, so it only enlarges the softmax's sum.
+  C sink_of(int g, int n, int rr) const {
+    return sinks ? static_cast<C>(sinks[g * repeats() + rr / n]) : -kInf;
+  }
+
+  // s (rows x kb) = the scores of the rows of [q0, q0 + n) against keys j0 .. j0 + kb: qf (the
+  // scaled queries) times the key block kp, then the causal limit and the mask.
+  void scores(int b, int g, int q0, int n, int j0, int kb, const C* qf, const C* kp, C* s) const {
+    const int rows = repeats() * n;
+    cpu::gemm(false, true, rows, kb, D, 1.0f, qf, D, kp, D, 0.0f, s, kb);
+    if (!causal && !mask) return;
+    const C low = static_cast<C>(lowest_of<T>());
     for (int rr = 0; rr < rows; ++rr) {
-      const int h = g * R + rr / n;
-      // A sink is one more score with a zero value: it only enlarges the softmax's sum.
-      m[rr] = sinks ? static_cast<C>(sinks[h]) : -std::numeric_limits<C>::infinity();
+      const int h = g * repeats() + rr / n, i = q0 + rr % n;
+      C* sr = s + static_cast<size_t>(rr) * kb;
+      if (causal) {
+        for (int j = std::max(0, i + Lk - Lq + 1 - j0); j < kb; ++j) sr[j] = low;
+      }
+      if (mask) apply_mask(b, h, i, j0, kb, sr, low);
+    }
+  }
+
+  static C max_of(const C* s, int kb, C m) {
+    if constexpr (std::is_same_v<C, float>) {
+      return row_max(s, kb, m);
+    } else {
+      for (int j = 0; j < kb; ++j) m = std::max(m, s[j]);
+      return m;
+    }
+  }
+
+  // s[j] = exp(s[j] - m); their sum.
+  static C exp_sum(C* s, int kb, C m) {
+    if constexpr (std::is_same_v<C, float>) {
+      return exp_shift_sum(s, kb, m);
+    } else {
+      C sum = 0;
+      for (int j = 0; j < kb; ++j) sum += (s[j] = std::exp(s[j] - m));
+      return sum;
+    }
+  }
+
+  static C exp_of(C x) {
+    if constexpr (std::is_same_v<C, float>) return cpu::vexp(x);
+    else return std::exp(x);
+  }
+
+  // One online-softmax step of row rr over the scores s of one key block: s becomes the block's
+  // weights exp(s - m_new); returns the factor the row's accumulator must be scaled by.
+  static C online_step(C* s, int kb, C& m, C& l) {
+    const C mx = max_of(s, kb, m);
+    if (mx == -kInf) {  // nothing seen yet: every weight is 0
+      std::fill(s, s + kb, C(0));
+      return C(1);
+    }
+    const C factor = exp_of(m - mx);
+    l = l * factor + exp_sum(s, kb, mx);
+    m = mx;
+    return factor;
+  }
+
+  void run(int b, int g, int q0, int q1, T* out) const {
+    const int n = q1 - q0, rows = repeats() * n;
+    std::vector<C> qf(static_cast<size_t>(rows) * D), kf, vf,
+        sc(static_cast<size_t>(rows) * kKeyBlock), acc(static_cast<size_t>(rows) * Dv, C(0)),
+        m(rows), l(rows);
+    load_rows(q, b, g, q0, q1, D, static_cast<C>(scale), qf.data());
+    for (int rr = 0; rr < rows; ++rr) {
+      m[rr] = sink_of(g, n, rr);
       l[rr] = sinks ? C(1) : C(0);
     }
-    // Causal: position i sees keys j <= i + Lk - Lq. A position that sees none (Lq > Lk) gets,
-    // as in the composite, every key at the same lowest score: the whole row is read.
-    int kend = Lk;
-    if (causal && q0 + Lk - Lq >= 0) kend = std::min(Lk, q1 - 1 + Lk - Lq + 1);
-    const C low = static_cast<C>(lowest_of<T>());
+    const int kend = key_end(q0, q1);
     for (int j0 = 0; j0 < kend; j0 += kKeyBlock) {
       const int kb = std::min(kKeyBlock, kend - j0);
       const C* kp = block(k, b, g, j0, kb, D, kf);
       const C* vp = block(v, b, g, j0, kb, Dv, vf);
-      cpu::gemm(false, true, rows, kb, D, 1.0f, qf.data(), D, kp, D, 0.0f, sc.data(), kb);
+      scores(b, g, q0, n, j0, kb, qf.data(), kp, sc.data());
       for (int rr = 0; rr < rows; ++rr) {
-        const int h = g * R + rr / n, i = q0 + rr % n;
-        C* s = sc.data() + static_cast<size_t>(rr) * kb;
-        if (causal) {
-          for (int j = std::max(0, i + Lk - Lq + 1 - j0); j < kb; ++j) s[j] = low;
-        }
-        if (mask) apply_mask(b, h, i, j0, kb, s, low);
-        C mx = m[rr];
-        if constexpr (std::is_same_v<C, float>) {
-          mx = row_max(s, kb, mx);
-        } else {
-          for (int j = 0; j < kb; ++j) mx = std::max(mx, s[j]);
-        }
-        C* a = acc.data() + static_cast<size_t>(rr) * Dv;
-        if (mx == -std::numeric_limits<C>::infinity()) {
-          for (int j = 0; j < kb; ++j) s[j] = C(0);  // nothing seen yet: every weight is 0
-          continue;
-        }
-        C factor, sum = 0;
-        if constexpr (std::is_same_v<C, float>) {
-          factor = cpu::vexp(m[rr] - mx);
-          sum = exp_shift_sum(s, kb, mx);
-        } else {
-          factor = std::exp(m[rr] - mx);
-          for (int j = 0; j < kb; ++j) sum += (s[j] = std::exp(s[j] - mx));
-        }
-        l[rr] = l[rr] * factor + sum;
-        m[rr] = mx;
+        const C factor = online_step(sc.data() + static_cast<size_t>(rr) * kb, kb, m[rr], l[rr]);
         if (factor != C(1)) {
+          C* a = acc.data() + static_cast<size_t>(rr) * Dv;
           for (int d = 0; d < Dv; ++d) a[d] *= factor;
         }
       }
       cpu::gemm(false, false, rows, Dv, kb, 1.0f, sc.data(), kb, vp, Dv, 1.0f, acc.data(), Dv);
     }
     for (int rr = 0; rr < rows; ++rr) {
-      const int h = g * R + rr / n, i = q0 + rr % n;
+      const int h = g * repeats() + rr / n, i = q0 + rr % n;
       T* o = out + ((static_cast<size_t>(b) * Hq + h) * Lq + i) * Dv;
       const C* a = acc.data() + static_cast<size_t>(rr) * Dv;
       for (int d = 0; d < Dv; ++d) o[d] = static_cast<T>(a[d] / l[rr]);
+    }
+  }
+
+  // The gradient of key/value head (b, g): dq of its query heads, dk and dv (summed over them),
+  // and per query head the sink's gradient. Per tile of query positions, a first pass over the
+  // keys gives each row's maximum m and sum l (the forward's online softmax without the values);
+  // the second recomputes each block's weights P = exp(S - m) / l and accumulates
+  //   dv += P^T dO,  dS = P * (dO V^T - rowdot(dO, O)),  dq += dS K,  dk += dS^T (scale q).
+  void backward(int b, int g, const Rows4<T>& o, const Rows4<T>& dout, T* dq, T* dk, T* dv,
+                C* dsinks) const {
+    const int R = repeats();
+    const int tile = std::max(1, 64 / R);
+    const C low = static_cast<C>(lowest_of<T>());
+    std::vector<C> dk_acc(static_cast<size_t>(Lk) * D, C(0)), dv_acc(static_cast<size_t>(Lk) * Dv, C(0));
+    std::vector<C> qf, dof, of, kf, vf, sc, dp, dq_acc, m, l, rowdot;
+    for (int q0 = 0; q0 < Lq; q0 += tile) {
+      const int q1 = std::min(Lq, q0 + tile), n = q1 - q0, rows = R * n;
+      qf.assign(static_cast<size_t>(rows) * D, C(0));
+      dof.assign(static_cast<size_t>(rows) * Dv, C(0));
+      of.assign(static_cast<size_t>(rows) * Dv, C(0));
+      sc.resize(static_cast<size_t>(rows) * kKeyBlock);
+      dp.resize(sc.size());
+      dq_acc.assign(static_cast<size_t>(rows) * D, C(0));
+      m.resize(rows);
+      l.resize(rows);
+      rowdot.resize(rows);
+      load_rows(q, b, g, q0, q1, D, static_cast<C>(scale), qf.data());
+      load_rows(dout, b, g, q0, q1, Dv, C(1), dof.data());
+      load_rows(o, b, g, q0, q1, Dv, C(1), of.data());
+      for (int rr = 0; rr < rows; ++rr) {
+        C dot = 0;
+        for (int d = 0; d < Dv; ++d) dot += dof[rr * Dv + d] * of[rr * Dv + d];
+        rowdot[rr] = dot;
+        m[rr] = sink_of(g, n, rr);
+        l[rr] = sinks ? C(1) : C(0);
+      }
+      const int kend = key_end(q0, q1);
+      for (int j0 = 0; j0 < kend; j0 += kKeyBlock) {  // pass 1: each row's log-sum-exp
+        const int kb = std::min(kKeyBlock, kend - j0);
+        scores(b, g, q0, n, j0, kb, qf.data(), block(k, b, g, j0, kb, D, kf), sc.data());
+        for (int rr = 0; rr < rows; ++rr) {
+          online_step(sc.data() + static_cast<size_t>(rr) * kb, kb, m[rr], l[rr]);
+        }
+      }
+      // The weights are exp(s - m) / l: folding log(l) into m would lose it next to a
+      // lowest-valued m (a row that sees no key).
+      for (int rr = 0; rr < rows; ++rr) l[rr] = C(1) / l[rr];
+      for (int j0 = 0; j0 < kend; j0 += kKeyBlock) {  // pass 2: the gradients
+        const int kb = std::min(kKeyBlock, kend - j0);
+        const C* kp = block(k, b, g, j0, kb, D, kf);
+        const C* vp = block(v, b, g, j0, kb, Dv, vf);
+        scores(b, g, q0, n, j0, kb, qf.data(), kp, sc.data());
+        for (int rr = 0; rr < rows; ++rr) {
+          C* p = sc.data() + static_cast<size_t>(rr) * kb;
+          for (int j = 0; j < kb; ++j) p[j] = exp_of(p[j] - m[rr]) * l[rr];
+        }
+        cpu::gemm(true, false, kb, Dv, rows, 1.0f, sc.data(), kb, dof.data(), Dv, 1.0f,
+                  dv_acc.data() + static_cast<size_t>(j0) * Dv, Dv);
+        cpu::gemm(false, true, rows, kb, Dv, 1.0f, dof.data(), Dv, vp, Dv, 0.0f, dp.data(), kb);
+        for (int rr = 0; rr < rows; ++rr) {
+          C* p = sc.data() + static_cast<size_t>(rr) * kb;
+          const C* d = dp.data() + static_cast<size_t>(rr) * kb;
+          if (m[rr] == low) {  // a row that sees no key: its scores are constants, dS = 0
+            std::fill(p, p + kb, C(0));
+            continue;
+          }
+          for (int j = 0; j < kb; ++j) p[j] *= d[j] - rowdot[rr];  // p becomes dS
+        }
+        cpu::gemm(false, false, rows, D, kb, 1.0f, sc.data(), kb, kp, D, 1.0f, dq_acc.data(), D);
+        cpu::gemm(true, false, kb, D, rows, 1.0f, sc.data(), kb, qf.data(), D, 1.0f,
+                  dk_acc.data() + static_cast<size_t>(j0) * D, D);
+      }
+      for (int rr = 0; rr < rows; ++rr) {
+        const int h = g * R + rr / n, i = q0 + rr % n;
+        T* dst = dq + ((static_cast<size_t>(b) * Hq + h) * Lq + i) * D;
+        const C* src = dq_acc.data() + static_cast<size_t>(rr) * D;
+        for (int d = 0; d < D; ++d) dst[d] = static_cast<T>(src[d] * static_cast<C>(scale));
+        // The sink's weight exp(sink - lse), its value 0: dS_sink = -weight * rowdot.
+        if (sinks) dsinks[h] -= exp_of(sink_of(g, n, rr) - m[rr]) * l[rr] * rowdot[rr];
+      }
+    }
+    for (int j = 0; j < Lk; ++j) {
+      T* kd = dk + ((static_cast<size_t>(b) * Hkv + g) * Lk + j) * D;
+      T* vd = dv + ((static_cast<size_t>(b) * Hkv + g) * Lk + j) * Dv;
+      for (int d = 0; d < D; ++d) kd[d] = static_cast<T>(dk_acc[static_cast<size_t>(j) * D + d]);
+      for (int d = 0; d < Dv; ++d) vd[d] = static_cast<T>(dv_acc[static_cast<size_t>(j) * Dv + d]);
     }
   }
 
@@ -313,14 +449,18 @@ struct AttentionTask {
 };
 
 template <typename T>
-void attention(const array& q, const array& k, const array& v, const array* mask,
-               const T* sinks, float scale, bool causal, array& out) {
-  AttentionTask<T> task{rows_of<T>(q), rows_of<T>(k), rows_of<T>(v),
-                        q.shape(1), k.shape(1), q.shape(2), k.shape(2), q.shape(3), v.shape(3),
-                        scale, causal, mask, mask && mask->dtype() == bool_, sinks};
-  const int B = q.shape(0), Hkv = task.Hkv, Lq = task.Lq, R = task.Hq / task.Hkv;
+AttentionTask<T> attention_task(const array& q, const array& k, const array& v,
+                                const array* mask, const T* sinks, float scale, bool causal) {
+  return {rows_of<T>(q), rows_of<T>(k), rows_of<T>(v), q.shape(1), k.shape(1), q.shape(2),
+          k.shape(2), q.shape(3), v.shape(3), scale, causal, mask,
+          mask && mask->dtype() == bool_, sinks};
+}
+
+template <typename T>
+void attention(const AttentionTask<T>& task, int B, array& out) {
+  const int Hkv = task.Hkv, Lq = task.Lq;
   // Query tiles of about 64 rows (every repeat of a tile's positions shares its key blocks).
-  const int tile = std::max(1, 64 / R);
+  const int tile = std::max(1, 64 / task.repeats());
   const int tiles = (Lq + tile - 1) / tile;
   T* o = out.data<T>();
   detail::parallel_for(static_cast<size_t>(B) * Hkv * tiles, 1, [&](size_t t0, size_t t1) {
@@ -346,8 +486,47 @@ void ScaledDotProductAttention::eval_cpu(const std::vector<array>& inputs, array
   out.set_data(allocator::malloc(out.nbytes()));
   dispatch_floating("scaled_dot_product_attention", out.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    attention<T>(q, k, v, mask ? &*mask : nullptr, has_sinks_ ? sinks.data<T>() : nullptr,
-                 scale_, causal_, out);
+    attention<T>(attention_task<T>(q, k, v, mask ? &*mask : nullptr,
+                                   has_sinks_ ? sinks.data<T>() : nullptr, scale_, causal_),
+                 q.shape(0), out);
+  });
+}
+
+void ScaledDotProductAttentionVjp::eval_cpu(const std::vector<array>& inputs,
+                                            std::vector<array>& outputs) {
+  const array q = last_axis_contiguous(inputs[0]);
+  const array k = last_axis_contiguous(inputs[1]);
+  const array v = last_axis_contiguous(inputs[2]);
+  size_t at = 3;
+  std::optional<array> mask;
+  if (has_mask_) mask = inputs[at++];
+  const array sinks = has_sinks_ ? cpu::ensure_row_contiguous(inputs[at++]) : array(0.0f);
+  const array o = last_axis_contiguous(inputs[at++]);
+  const array dout = last_axis_contiguous(inputs[at]);
+  for (auto& x : outputs) x.set_data(allocator::malloc(x.nbytes()));
+  dispatch_floating("scaled_dot_product_attention", q.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    using C = cpu::compute_t<T>;
+    const auto task = attention_task<T>(q, k, v, mask ? &*mask : nullptr,
+                                        has_sinks_ ? sinks.data<T>() : nullptr, scale_, causal_);
+    const int B = q.shape(0), Hkv = task.Hkv, Hq = task.Hq;
+    std::vector<C> dsinks(static_cast<size_t>(B) * Hq, C(0));  // per batch entry: no races
+    detail::parallel_for(static_cast<size_t>(B) * Hkv, 1, [&](size_t t0, size_t t1) {
+      for (size_t t = t0; t < t1; ++t) {
+        const int b = static_cast<int>(t / Hkv), g = static_cast<int>(t % Hkv);
+        task.backward(b, g, rows_of<T>(o), rows_of<T>(dout), outputs[0].data<T>(),
+                      outputs[1].data<T>(), outputs[2].data<T>(),
+                      dsinks.data() + static_cast<size_t>(b) * Hq);
+      }
+    });
+    if (has_sinks_) {
+      T* ds = outputs[3].data<T>();
+      for (int h = 0; h < Hq; ++h) {
+        C sum = 0;
+        for (int b = 0; b < B; ++b) sum += dsinks[static_cast<size_t>(b) * Hq + h];
+        ds[h] = static_cast<T>(sum);
+      }
+    }
   });
 }
 
