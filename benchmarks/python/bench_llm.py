@@ -169,7 +169,7 @@ def read_bandwidth(tessera_py):
     """2-thread read-only sweep over 1 GiB (Tessera's sum) and memcpy of 1 GiB (NumPy)."""
     code = (
         "import time, numpy as np, tessera.core as mx\n"
-        "x = mx.ones((1 << 28,)); mx.eval(x)\n"
+        "x = mx.random.uniform(shape=(1 << 28,)); mx.eval(x)\n"
         "ts = []\n"
         "for _ in range(7):\n"
         "    t = time.perf_counter(); mx.eval(mx.sum(x)); ts.append(time.perf_counter() - t)\n"
