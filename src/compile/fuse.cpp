@@ -3,8 +3,8 @@
 // or more nodes becomes one Compiled node (a region feeding only a sum / max / min becomes one
 // CompiledReduce with it). A node joins the regions of its producers only when
 // no path leaves those regions and comes back into them through other nodes or other regions,
-// so the fused graph has no cycle. Which primitives are elementwise comes from the fusion table (fused_functor()),
-// never from a list here.
+// so the fused graph has no cycle. Which primitives are elementwise comes from the fusion table
+// (fused_functor()), never from a list here.
 #include <algorithm>
 #include <unordered_set>
 

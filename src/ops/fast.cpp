@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <stdexcept>
 
@@ -347,6 +348,32 @@ array sdpa_composite(const array& queries, const array& keys, const array& value
 
 namespace tessera {
 
+namespace {
+
+using CompositeFn = std::function<std::vector<array>(const std::vector<array>&)>;
+
+// The transforms of a primitive computed by a composite function of all its inputs: the
+// composite's own vjp (for the inputs in argnums) and jvp (tangents of the others zero).
+std::vector<array> composite_vjp(const CompositeFn& fn, const std::vector<array>& primals,
+                                 const std::vector<array>& cotangents,
+                                 const std::vector<int>& argnums) {
+  auto grads = tessera::vjp(fn, primals, cotangents).second;
+  std::vector<array> out;
+  for (int a : argnums) out.push_back(grads[a]);
+  return out;
+}
+
+std::vector<array> composite_jvp(const CompositeFn& fn, const std::vector<array>& primals,
+                                 const std::vector<array>& tangents,
+                                 const std::vector<int>& argnums, Stream s) {
+  std::vector<array> all;
+  for (const auto& p : primals) all.push_back(zeros_like(p, s));
+  for (size_t i = 0; i < argnums.size(); ++i) all[argnums[i]] = tangents[i];
+  return tessera::jvp(fn, primals, all).second;
+}
+
+}  // namespace
+
 array RoPE::composite(const std::vector<array>& inputs) const {
   std::optional<array> freqs;
   if (inputs.size() > 2) freqs = inputs[2];
@@ -417,10 +444,7 @@ std::vector<array> ScaledDotProductAttention::vjp(const std::vector<array>& prim
   const int mask_index = has_mask_ ? 3 : -1;
   if (std::find(argnums.begin(), argnums.end(), mask_index) != argnums.end()) {
     auto fn = [&](const std::vector<array>& in) { return std::vector<array>{composite(in)}; };
-    auto grads = tessera::vjp(fn, primals, cotangents).second;
-    std::vector<array> out;
-    for (int a : argnums) out.push_back(grads[a]);
-    return out;
+    return composite_vjp(fn, primals, cotangents, argnums);
   }
   std::vector<array> in = primals;
   in.push_back(outputs[0]);
@@ -438,73 +462,11 @@ std::vector<array> ScaledDotProductAttention::vjp(const std::vector<array>& prim
   return out;
 }
 
-// ---- ScaledDotProductAttentionVjp: the composite vjp's transforms ----
-
-std::vector<array> ScaledDotProductAttentionVjp::composite(const std::vector<array>& in) const {
-  const size_t n_primals = in.size() - 2;  // ..., output, cotangent
-  std::vector<array> primals(in.begin(), in.begin() + static_cast<long>(n_primals));
-  auto fn = [&](const std::vector<array>& x) {
-    std::vector<array> all = primals;
-    all[0] = x[0], all[1] = x[1], all[2] = x[2];
-    if (has_sinks_) all.back() = x[3];
-    std::optional<array> mask, sinks;
-    if (has_mask_) mask = all[3];
-    if (has_sinks_) sinks = all.back();
-    return std::vector<array>{fast::sdpa_composite(all[0], all[1], all[2], scale_, causal_, mask,
-                                                   sinks, stream())};
-  };
-  std::vector<array> wrt{primals[0], primals[1], primals[2]};
-  if (has_sinks_) wrt.push_back(primals.back());
-  return tessera::vjp(fn, wrt, {in.back()}).second;
-}
-
-bool ScaledDotProductAttentionVjp::is_equivalent(const Primitive& other) const {
-  auto* o = dynamic_cast<const ScaledDotProductAttentionVjp*>(&other);
-  return o && o->state() == state();
-}
-
-std::vector<Shape> ScaledDotProductAttentionVjp::output_shapes(const std::vector<array>& in) {
-  std::vector<Shape> out{in[0].shape(), in[1].shape(), in[2].shape()};
-  if (has_sinks_) out.push_back(in[in.size() - 3].shape());
-  return out;
-}
-
-std::vector<array> ScaledDotProductAttentionVjp::vjp(const std::vector<array>& primals,
-                                                     const std::vector<array>& cotangents,
-                                                     const std::vector<int>& argnums,
-                                                     const std::vector<array>&) {
-  auto fn = [&](const std::vector<array>& in) { return composite(in); };
-  auto grads = tessera::vjp(fn, primals, cotangents).second;
-  std::vector<array> out;
-  for (int a : argnums) out.push_back(grads[a]);
-  return out;
-}
-
-std::vector<array> ScaledDotProductAttentionVjp::jvp(const std::vector<array>& primals,
-                                                     const std::vector<array>& tangents,
-                                                     const std::vector<int>& argnums) {
-  std::vector<array> all;
-  for (const auto& p : primals) all.push_back(zeros_like(p, stream()));
-  for (size_t i = 0; i < argnums.size(); ++i) all[argnums[i]] = tangents[i];
-  auto fn = [&](const std::vector<array>& in) { return composite(in); };
-  return tessera::jvp(fn, primals, all).second;
-}
-
-std::pair<std::vector<array>, std::vector<int>> ScaledDotProductAttentionVjp::vmap(
-    const std::vector<array>& inputs, const std::vector<int>& axes) {
-  auto fn = [this](const std::vector<array>& in) { return composite(in); };
-  auto out = tessera::vmap(fn, axes, std::vector<int>(has_sinks_ ? 4 : 3, 0))(inputs);
-  return {out, std::vector<int>(out.size(), 0)};
-}
-
 std::vector<array> ScaledDotProductAttention::jvp(const std::vector<array>& primals,
                                                   const std::vector<array>& tangents,
                                                   const std::vector<int>& argnums) {
-  std::vector<array> all;
-  for (const auto& p : primals) all.push_back(zeros_like(p, stream()));
-  for (size_t i = 0; i < argnums.size(); ++i) all[argnums[i]] = tangents[i];
   auto fn = [&](const std::vector<array>& in) { return std::vector<array>{composite(in)}; };
-  return tessera::jvp(fn, primals, all).second;
+  return composite_jvp(fn, primals, tangents, argnums, stream());
 }
 
 // The mapped axis joins the batch axis (inputs that are not mapped are broadcast along it), and
@@ -546,6 +508,59 @@ std::pair<std::vector<array>, std::vector<int>> ScaledDotProductAttention::vmap(
   return {{unflatten(out, 0, {size, out_shape[0] / size}, stream())}, {0}};
 }
 
+// ---- ScaledDotProductAttentionVjp: the composite vjp's transforms ----
+
+std::vector<array> ScaledDotProductAttentionVjp::composite(const std::vector<array>& in) const {
+  const size_t n_primals = in.size() - 2;  // ..., output, cotangent
+  std::vector<array> primals(in.begin(), in.begin() + static_cast<long>(n_primals));
+  auto fn = [&](const std::vector<array>& x) {
+    std::vector<array> all = primals;
+    all[0] = x[0], all[1] = x[1], all[2] = x[2];
+    if (has_sinks_) all.back() = x[3];
+    std::optional<array> mask, sinks;
+    if (has_mask_) mask = all[3];
+    if (has_sinks_) sinks = all.back();
+    return std::vector<array>{fast::sdpa_composite(all[0], all[1], all[2], scale_, causal_, mask,
+                                                   sinks, stream())};
+  };
+  std::vector<array> wrt{primals[0], primals[1], primals[2]};
+  if (has_sinks_) wrt.push_back(primals.back());
+  return tessera::vjp(fn, wrt, {in.back()}).second;
+}
+
+bool ScaledDotProductAttentionVjp::is_equivalent(const Primitive& other) const {
+  auto* o = dynamic_cast<const ScaledDotProductAttentionVjp*>(&other);
+  return o && o->state() == state();
+}
+
+std::vector<Shape> ScaledDotProductAttentionVjp::output_shapes(const std::vector<array>& in) {
+  std::vector<Shape> out{in[0].shape(), in[1].shape(), in[2].shape()};
+  if (has_sinks_) out.push_back(in[in.size() - 3].shape());
+  return out;
+}
+
+std::vector<array> ScaledDotProductAttentionVjp::vjp(const std::vector<array>& primals,
+                                                     const std::vector<array>& cotangents,
+                                                     const std::vector<int>& argnums,
+                                                     const std::vector<array>&) {
+  auto fn = [&](const std::vector<array>& in) { return composite(in); };
+  return composite_vjp(fn, primals, cotangents, argnums);
+}
+
+std::vector<array> ScaledDotProductAttentionVjp::jvp(const std::vector<array>& primals,
+                                                     const std::vector<array>& tangents,
+                                                     const std::vector<int>& argnums) {
+  auto fn = [&](const std::vector<array>& in) { return composite(in); };
+  return composite_jvp(fn, primals, tangents, argnums, stream());
+}
+
+std::pair<std::vector<array>, std::vector<int>> ScaledDotProductAttentionVjp::vmap(
+    const std::vector<array>& inputs, const std::vector<int>& axes) {
+  auto fn = [this](const std::vector<array>& in) { return composite(in); };
+  auto out = tessera::vmap(fn, axes, std::vector<int>(has_sinks_ ? 4 : 3, 0))(inputs);
+  return {out, std::vector<int>(out.size(), 0)};
+}
+
 // ---- RMSNorm: the composite's transforms ----
 
 array RMSNorm::composite(const std::vector<array>& inputs, Dtype out_type) const {
@@ -565,21 +580,15 @@ std::vector<array> RMSNorm::vjp(const std::vector<array>& primals,
                                 const std::vector<array>& outputs) {
   const Dtype t = outputs[0].dtype();
   auto fn = [&](const std::vector<array>& in) { return std::vector<array>{composite(in, t)}; };
-  auto grads = tessera::vjp(fn, primals, cotangents).second;
-  std::vector<array> out;
-  for (int a : argnums) out.push_back(grads[a]);
-  return out;
+  return composite_vjp(fn, primals, cotangents, argnums);
 }
 
 std::vector<array> RMSNorm::jvp(const std::vector<array>& primals,
                                 const std::vector<array>& tangents,
                                 const std::vector<int>& argnums) {
   const Dtype t = primals.size() > 1 ? primals[1].dtype() : primals[0].dtype();
-  std::vector<array> all;
-  for (size_t i = 0; i < primals.size(); ++i) all.push_back(zeros_like(primals[i], stream()));
-  for (size_t i = 0; i < argnums.size(); ++i) all[argnums[i]] = tangents[i];
   auto fn = [&](const std::vector<array>& in) { return std::vector<array>{composite(in, t)}; };
-  return tessera::jvp(fn, primals, all).second;
+  return composite_jvp(fn, primals, tangents, argnums, stream());
 }
 
 std::pair<std::vector<array>, std::vector<int>> RMSNorm::vmap(const std::vector<array>& inputs,

@@ -46,8 +46,9 @@ std::vector<std::string> split(const std::string& s, char sep) {
 }
 
 int usage() {
-  std::fprintf(stderr, "usage: simhosts N [--cpus C0,C1,...] -- command [args...]\n"
-                       "runs command on node0 of N simulated hosts (root only), then removes them\n");
+  std::fprintf(stderr,
+               "usage: simhosts N [--cpus C0,C1,...] -- command [args...]\n"
+               "runs command on node0 of N simulated hosts (root only), then removes them\n");
   return 2;
 }
 

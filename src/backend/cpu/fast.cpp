@@ -300,9 +300,9 @@ struct AttentionTask {
 
   void run(int b, int g, int q0, int q1, T* out) const {
     const int n = q1 - q0, rows = repeats() * n;
-    std::vector<C> qf(static_cast<size_t>(rows) * D), kf, vf,
-        sc(static_cast<size_t>(rows) * kKeyBlock), acc(static_cast<size_t>(rows) * Dv, C(0)),
-        m(rows), l(rows);
+    std::vector<C> qf(static_cast<size_t>(rows) * D), kf, vf;
+    std::vector<C> sc(static_cast<size_t>(rows) * kKeyBlock);
+    std::vector<C> acc(static_cast<size_t>(rows) * Dv, C(0)), m(rows), l(rows);
     load_rows(q, b, g, q0, q1, D, static_cast<C>(scale), qf.data());
     for (int rr = 0; rr < rows; ++rr) {
       m[rr] = sink_of(g, n, rr);
@@ -341,7 +341,8 @@ struct AttentionTask {
     const int R = repeats();
     const int tile = std::max(1, 64 / R);
     const C low = static_cast<C>(lowest_of<T>());
-    std::vector<C> dk_acc(static_cast<size_t>(Lk) * D, C(0)), dv_acc(static_cast<size_t>(Lk) * Dv, C(0));
+    std::vector<C> dk_acc(static_cast<size_t>(Lk) * D, C(0));
+    std::vector<C> dv_acc(static_cast<size_t>(Lk) * Dv, C(0));
     std::vector<C> qf, dof, of, kf, vf, sc, dp, dq_acc, m, l, rowdot;
     for (int q0 = 0; q0 < Lq; q0 += tile) {
       const int q1 = std::min(Lq, q0 + tile), n = q1 - q0, rows = R * n;
