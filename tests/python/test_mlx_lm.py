@@ -123,6 +123,30 @@ def test_batch_generate_gives_each_prompt_the_reference_tokens(llama_f32):
                                    atol=1e-4 * np.abs(ref).max())
 
 
+def test_kv_cache_updates_in_place_over_1000_decode_steps(llama_f32):
+    # mlx-lm's KVCache writes each step's keys and values into its buffer with a slice update:
+    # the update must reuse the buffer (the donation), so a step's extra memory does not grow
+    # with the cache, except at the steps where mlx-lm itself grows the buffer (every 256).
+    import mlx.core as mx
+    from mlx_lm import load
+    from mlx_lm.models.cache import make_prompt_cache
+
+    model, _ = load(str(llama_f32))
+    cache = make_prompt_cache(model)
+    y = mx.array([[5]])
+    extra = []
+    for step in range(1000):
+        mx.reset_peak_memory()
+        before = mx.get_active_memory()
+        y = mx.argmax(model(y, cache=cache)[:, -1], axis=-1)[None]
+        mx.eval(y, [c.state for c in cache])
+        extra.append(mx.get_peak_memory() - before)
+    layer_cache = cache[0].keys.nbytes + cache[0].values.nbytes
+    steady = [e for i, e in enumerate(extra) if i % 256 not in (0, 255)]
+    # A copy of the buffer would add at least one layer's keys (half of layer_cache).
+    assert max(steady) < layer_cache / 8, (max(steady), layer_cache)
+
+
 def test_generate_command_runs_as_a_user_runs_it(llama_f32):
     script = Path(sys.executable).parent / "mlx_lm.generate"
     r = subprocess.run([sys.executable, "-m", "tessera.mlx", str(script), "--model", str(llama_f32),
