@@ -170,6 +170,7 @@ const Registry& registry() {
     TESSERA_EXPORTABLE(Softmax);
     TESSERA_EXPORTABLE(RoPE);
     TESSERA_EXPORTABLE(RMSNorm);
+    TESSERA_EXPORTABLE(LayerNorm);
     TESSERA_EXPORTABLE(ScaledDotProductAttention);
     TESSERA_EXPORTABLE(ScaledDotProductAttentionVjp);
     TESSERA_EXPORTABLE(LogSumExp);

@@ -1,7 +1,6 @@
-// tessera::fast on the CPU: layer_norm as a composite of elementwise / reduce ops (the same math
-// as MLX's reference fallback; autodiff and vmap come from the ops it is built of); rms_norm,
-// rope and scaled_dot_product_attention as primitives (ops/fast.h) whose transforms are those
-// of their composites.
+// tessera::fast on the CPU: rms_norm, layer_norm, rope and scaled_dot_product_attention as
+// primitives (ops/fast.h), each with a composite of ops (the same math as MLX's reference
+// fallbacks) whose transforms are theirs; attention's gradient is a kernel of its own.
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -87,13 +86,25 @@ array layer_norm(const array& x, const std::optional<array>& weight,
   if (weight) out_type = promote_types(out_type, weight->dtype());
   if (weight && bias) out_type = promote_types(out_type, bias->dtype());
   check_real_floating("layer_norm", out_type);
+  // As MLX: without a weight the bias does not take part in the output dtype, but is added.
+  std::vector<array> inputs{x};
+  if (weight) inputs.push_back(astype(*weight, out_type, s));
+  if (bias) inputs.push_back(astype(*bias, out_type, s));
+  return array(x.shape(), out_type,
+               std::make_shared<LayerNorm>(to_stream(s), eps, weight.has_value(),
+                                           bias.has_value()),
+               inputs);
+}
+
+array layer_norm_composite(const array& x, const std::optional<array>& weight,
+                           const std::optional<array>& bias, float eps, Dtype out_type,
+                           StreamOrDevice s) {
   array xf = astype(x, float32, s);
   array xc = subtract(xf, mean(xf, -1, true, s), s);
   array var = mean(square(xc, s), -1, true, s);
   array y = astype(multiply(xc, rsqrt(add(var, array(eps, float32), s), s), s), out_type, s);
-  if (weight) y = multiply(y, astype(*weight, out_type, s), s);
-  // As MLX: without a weight the bias does not take part in the output dtype, but is added.
-  if (bias) y = add(y, astype(*bias, out_type, s), s);
+  if (weight) y = multiply(y, *weight, s);
+  if (bias) y = add(y, *bias, s);
   return y;
 }
 
@@ -559,6 +570,47 @@ std::pair<std::vector<array>, std::vector<int>> ScaledDotProductAttentionVjp::vm
   auto fn = [this](const std::vector<array>& in) { return composite(in); };
   auto out = tessera::vmap(fn, axes, std::vector<int>(has_sinks_ ? 4 : 3, 0))(inputs);
   return {out, std::vector<int>(out.size(), 0)};
+}
+
+// ---- LayerNorm: the composite's transforms ----
+
+array LayerNorm::composite(const std::vector<array>& inputs, Dtype out_type) const {
+  std::optional<array> weight, bias;
+  size_t at = 1;
+  if (has_weight_) weight = inputs[at++];
+  if (has_bias_) bias = inputs[at++];
+  return fast::layer_norm_composite(inputs[0], weight, bias, eps_, out_type, stream());
+}
+
+bool LayerNorm::is_equivalent(const Primitive& other) const {
+  auto* o = dynamic_cast<const LayerNorm*>(&other);
+  return o && o->state() == state();
+}
+
+std::vector<array> LayerNorm::vjp(const std::vector<array>& primals,
+                                  const std::vector<array>& cotangents,
+                                  const std::vector<int>& argnums,
+                                  const std::vector<array>& outputs) {
+  const Dtype t = outputs[0].dtype();
+  auto fn = [&](const std::vector<array>& in) { return std::vector<array>{composite(in, t)}; };
+  return composite_vjp(fn, primals, cotangents, argnums);
+}
+
+std::vector<array> LayerNorm::jvp(const std::vector<array>& primals,
+                                  const std::vector<array>& tangents,
+                                  const std::vector<int>& argnums) {
+  const Dtype t = primals.size() > 1 ? primals[1].dtype() : primals[0].dtype();
+  auto fn = [&](const std::vector<array>& in) { return std::vector<array>{composite(in, t)}; };
+  return composite_jvp(fn, primals, tangents, argnums, stream());
+}
+
+std::pair<std::vector<array>, std::vector<int>> LayerNorm::vmap(const std::vector<array>& inputs,
+                                                                const std::vector<int>& axes) {
+  const Dtype t = inputs.size() > 1 ? inputs[1].dtype() : inputs[0].dtype();
+  auto fn = [this, t](const std::vector<array>& in) {
+    return std::vector<array>{composite(in, t)};
+  };
+  return {tessera::vmap(fn, axes, {0})(inputs), {0}};
 }
 
 // ---- RMSNorm: the composite's transforms ----

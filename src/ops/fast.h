@@ -18,6 +18,11 @@ array rope_composite(const array& x, const array& offset, const std::optional<ar
 // rms_norm as ops: float32 x * rsqrt(mean(x^2) + eps) rounded to out_type, times weight.
 array rms_norm_composite(const array& x, const std::optional<array>& weight, float eps,
                          Dtype out_type, StreamOrDevice s);
+// layer_norm as ops: float32 (x - mean) * rsqrt(var + eps) rounded to out_type, times weight,
+// plus bias (both already out_type).
+array layer_norm_composite(const array& x, const std::optional<array>& weight,
+                           const std::optional<array>& bias, float eps, Dtype out_type,
+                           StreamOrDevice s);
 // scaled_dot_product_attention as ops: q (B, Hq, Lq, D), k (B, Hkv, Lk, D), v (B, Hkv, Lk, Dv) of
 // one floating dtype; mask (bool or that dtype) broadcast to (B, Hq, Lq, Lk); sinks (Hq) of
 // that dtype. The whole score matrix is materialised: the reference of the fused kernel.
@@ -42,6 +47,27 @@ class RMSNorm : public UnaryPrimitive {
  private:
   array composite(const std::vector<array>& inputs, Dtype out_type) const;
   float eps_;
+};
+
+// Layer normalisation over the last axis: inputs x, then weight when has_weight, then bias when
+// has_bias (1-D, the last axis, of the output dtype).
+class LayerNorm : public UnaryPrimitive {
+ public:
+  LayerNorm(Stream s, float eps, bool has_weight, bool has_bias)
+      : UnaryPrimitive(s), eps_(eps), has_weight_(has_weight), has_bias_(has_bias) {}
+  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  TESSERA_DECLARE_TRANSFORMS
+  const char* name() const override { return "LayerNorm"; }
+  TESSERA_STATE(eps_, has_weight_, has_bias_)
+  bool is_equivalent(const Primitive& other) const override;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {
+    return {inputs[0].shape()};
+  }
+
+ private:
+  array composite(const std::vector<array>& inputs, Dtype out_type) const;
+  float eps_;
+  bool has_weight_, has_bias_;
 };
 
 // Attention softmax(scale * q k^T + mask) v in one kernel: inputs q, k, v as sdpa_composite

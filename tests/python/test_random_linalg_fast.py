@@ -591,6 +591,28 @@ def test_norms_of_non_contiguous_and_float16_inputs(fn):
                                rtol=1e-2, atol=1e-2)
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_layer_norm_kernel_in_half_precision_and_its_gradient(dtype):
+    # The one-pass kernel against the float64 formula on the half inputs, and its gradient (the
+    # composite's) against the gradient of the same normalisation written with ops.
+    x, w, b = randn(3, 5, 96), randn(96), randn(96)
+    t = getattr(mx, dtype)
+    X, W, B = (mx.array(a).astype(t) for a in (x, w, b))
+    out = mx.fast.layer_norm(X, W, B, 1e-5)
+    assert out.dtype == t
+    ref = _layer_norm(*(np.array(a.astype(mx.float32), np.float64) for a in (X, W, B)), 1e-5)
+    np.testing.assert_allclose(np.array(out.astype(mx.float32)), ref, atol=5e-2, rtol=2e-2)
+
+    def ops(x, w, b):
+        c = x - x.mean(-1, keepdims=True)
+        return c * mx.rsqrt((c * c).mean(-1, keepdims=True) + 1e-5) * w + b
+    args = [mx.array(a) for a in (x, w, b)]
+    g = mx.grad(lambda *a: (mx.fast.layer_norm(*a, 1e-5) * args[0]).sum(), argnums=(0, 1, 2))
+    h = mx.grad(lambda *a: (ops(*a) * args[0]).sum(), argnums=(0, 1, 2))
+    for a, c in zip(g(*args), h(*args)):
+        np.testing.assert_allclose(np.array(a), np.array(c), rtol=1e-4, atol=1e-4)
+
+
 def test_layer_norm_of_constant_rows_is_the_bias():
     x = np.full((2, 5), 3.0, np.float32)
     b = randn(5)
