@@ -44,4 +44,10 @@ array scaled_dot_product_attention(const array& queries, const array& keys, cons
                                    const std::optional<array>& sinks = {},
                                    bool force_fused = false, StreamOrDevice s = {});
 
+// Cross entropy with class indices: logsumexp(logits, -1) - logits[..., target], float32, of the
+// shape of targets (logits' shape without its last axis). Targets in [-C, C) (negative ones count
+// from the end); others give NaN. One pass per row, no (N, C) temporary; its gradient
+// (softmax - one-hot) is one kernel too.
+array cross_entropy(const array& logits, const array& targets, StreamOrDevice s = {});
+
 }  // namespace tessera::fast

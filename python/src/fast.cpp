@@ -106,38 +106,13 @@ void init_fast(nb::module_& parent) {
   m.def(
       "cross_entropy",
       [](const array& logits, const array& targets, StreamOrDevice s) {
-        if (logits.ndim() == 0) {
-          throw std::invalid_argument("[cross_entropy] logits must have at least 1 dimension but "
-                                      "got input with 0 dimensions.");
-        }
-        if (!issubdtype(logits.dtype(), floating)) {
-          throw std::invalid_argument("[cross_entropy] Received unsupported logits type " +
-                                      dtype_name(logits.dtype()) + "; cast them to a float type");
-        }
-        if (!is_integral(targets.dtype())) {
-          throw std::invalid_argument("[cross_entropy] targets must be integer class indices but "
-                                      "got " + dtype_name(targets.dtype()) + ".");
-        }
-        const Shape batch(logits.shape().begin(), logits.shape().end() - 1);
-        if (targets.shape() != batch) {
-          throw std::invalid_argument(
-              "[cross_entropy] targets shape " + detail::shape_str(targets.shape()) +
-              " does not match logits shape " + detail::shape_str(logits.shape()) +
-              " with the last axis removed.");
-        }
-        // Composed for now (float32 throughout, where MLX's CPU build reduces in the logits'
-        // dtype); a negative target counts from the end, as MLX's.
-        const array x = astype(logits, float32, s);
-        const int classes = logits.shape().back();
-        const array t = astype(targets, int32, s);
-        const array index = where(less(t, array(0), s), add(t, array(classes), s), t, s);
-        const array picked = squeeze(take_along_axis(x, expand_dims(index, -1, s), -1, s), -1, s);
-        return subtract(logsumexp(x, -1, false, s), picked, s);
+        return fast::cross_entropy(logits, targets, s);
       },
       "logits"_a, "targets"_a, nb::kw_only(), "stream"_a = nb::none(),
       "Cross entropy loss with class indices as targets: ``logsumexp(logits, axis=-1) - "
       "logits[..., target]``, in float32, with the shape of ``targets`` (the shape of ``logits`` "
-      "without its last axis). Targets in ``[-C, C)``; negative ones count from the end.");
+      "without its last axis). Targets in ``[-C, C)``; negative ones count from the end, others "
+      "give NaN. One kernel, forward and gradient, without an (N, C) temporary.");
   m.def(
       "gated_delta_update",
       [](const array& q, const array& k, const array& v, const array& gamma, const array& beta,

@@ -171,6 +171,8 @@ const Registry& registry() {
     TESSERA_EXPORTABLE(RoPE);
     TESSERA_EXPORTABLE(RMSNorm);
     TESSERA_EXPORTABLE(LayerNorm);
+    TESSERA_EXPORTABLE(CrossEntropy);
+    TESSERA_EXPORTABLE(CrossEntropyGrad);
     TESSERA_EXPORTABLE(ScaledDotProductAttention);
     TESSERA_EXPORTABLE(ScaledDotProductAttentionVjp);
     TESSERA_EXPORTABLE(LogSumExp);

@@ -108,6 +108,37 @@ array layer_norm_composite(const array& x, const std::optional<array>& weight,
   return y;
 }
 
+array cross_entropy(const array& logits, const array& targets, StreamOrDevice s) {
+  if (logits.ndim() == 0) {
+    throw std::invalid_argument("[cross_entropy] logits must have at least 1 dimension but got "
+                                "input with 0 dimensions.");
+  }
+  if (!issubdtype(logits.dtype(), floating)) {
+    throw std::invalid_argument("[cross_entropy] Received unsupported logits type " +
+                                dtype_name(logits.dtype()) + "; cast them to a float type");
+  }
+  if (!issubdtype(targets.dtype(), integer)) {
+    throw std::invalid_argument("[cross_entropy] targets must be integer class indices but got " +
+                                dtype_name(targets.dtype()) + ".");
+  }
+  const Shape batch(logits.shape().begin(), logits.shape().end() - 1);
+  if (targets.shape() != batch) {
+    throw std::invalid_argument("[cross_entropy] targets shape " +
+                                detail::shape_str(targets.shape()) + " does not match logits shape " +
+                                detail::shape_str(logits.shape()) + " with the last axis removed.");
+  }
+  return array(batch, float32, std::make_shared<CrossEntropy>(to_stream(s)),
+               {logits, astype(targets, int32, s)});
+}
+
+array cross_entropy_composite(const array& logits, const array& targets, StreamOrDevice s) {
+  const array x = astype(logits, float32, s);
+  const int classes = logits.shape().back();
+  const array index = where(less(targets, array(0), s), add(targets, array(classes), s), targets, s);
+  const array picked = squeeze(take_along_axis(x, expand_dims(index, -1, s), -1, s), -1, s);
+  return subtract(logsumexp(x, -1, false, s), picked, s);
+}
+
 array rope(const array& x_in, int dims, bool traditional, std::optional<float> base, float scale,
            const array& offset_in, const std::optional<array>& freqs, StreamOrDevice s) {
   if (freqs && base) {
@@ -570,6 +601,75 @@ std::pair<std::vector<array>, std::vector<int>> ScaledDotProductAttentionVjp::vm
   auto fn = [this](const std::vector<array>& in) { return composite(in); };
   auto out = tessera::vmap(fn, axes, std::vector<int>(has_sinks_ ? 4 : 3, 0))(inputs);
   return {out, std::vector<int>(out.size(), 0)};
+}
+
+// ---- CrossEntropy: a kernel for the gradient, the composite for the rest ----
+
+std::vector<array> CrossEntropy::vjp(const std::vector<array>& primals,
+                                     const std::vector<array>& cotangents,
+                                     const std::vector<int>& argnums, const std::vector<array>&) {
+  std::vector<array> out;
+  for (int a : argnums) {
+    out.push_back(a == 0 ? array(primals[0].shape(), primals[0].dtype(),
+                                 std::make_shared<CrossEntropyGrad>(stream()),
+                                 {primals[0], primals[1], astype(cotangents[0], float32, stream())})
+                         : zeros_like(primals[1], stream()));
+  }
+  return out;
+}
+
+std::vector<array> CrossEntropy::jvp(const std::vector<array>& primals,
+                                     const std::vector<array>& tangents,
+                                     const std::vector<int>& argnums) {
+  auto fn = [&](const std::vector<array>& in) {
+    return std::vector<array>{fast::cross_entropy_composite(in[0], in[1], stream())};
+  };
+  return composite_jvp(fn, primals, tangents, argnums, stream());
+}
+
+std::pair<std::vector<array>, std::vector<int>> CrossEntropy::vmap(const std::vector<array>& inputs,
+                                                                   const std::vector<int>& axes) {
+  auto fn = [this](const std::vector<array>& in) {
+    return std::vector<array>{fast::cross_entropy_composite(in[0], in[1], stream())};
+  };
+  return {tessera::vmap(fn, axes, {0})(inputs), {0}};
+}
+
+// The gradient's own transforms: those of the composite's vjp.
+namespace {
+array cross_entropy_grad_composite(const std::vector<array>& in, Stream s) {
+  auto fn = [&](const std::vector<array>& x) {
+    return std::vector<array>{fast::cross_entropy_composite(x[0], in[1], s)};
+  };
+  return astype(tessera::vjp(fn, {in[0]}, {in[2]}).second[0], in[0].dtype(), s);
+}
+}  // namespace
+
+std::vector<array> CrossEntropyGrad::vjp(const std::vector<array>& primals,
+                                         const std::vector<array>& cotangents,
+                                         const std::vector<int>& argnums,
+                                         const std::vector<array>&) {
+  auto fn = [&](const std::vector<array>& in) {
+    return std::vector<array>{cross_entropy_grad_composite(in, stream())};
+  };
+  return composite_vjp(fn, primals, cotangents, argnums);
+}
+
+std::vector<array> CrossEntropyGrad::jvp(const std::vector<array>& primals,
+                                         const std::vector<array>& tangents,
+                                         const std::vector<int>& argnums) {
+  auto fn = [&](const std::vector<array>& in) {
+    return std::vector<array>{cross_entropy_grad_composite(in, stream())};
+  };
+  return composite_jvp(fn, primals, tangents, argnums, stream());
+}
+
+std::pair<std::vector<array>, std::vector<int>> CrossEntropyGrad::vmap(
+    const std::vector<array>& inputs, const std::vector<int>& axes) {
+  auto fn = [this](const std::vector<array>& in) {
+    return std::vector<array>{cross_entropy_grad_composite(in, stream())};
+  };
+  return {tessera::vmap(fn, axes, {0})(inputs), {0}};
 }
 
 // ---- LayerNorm: the composite's transforms ----

@@ -23,6 +23,9 @@ array rms_norm_composite(const array& x, const std::optional<array>& weight, flo
 array layer_norm_composite(const array& x, const std::optional<array>& weight,
                            const std::optional<array>& bias, float eps, Dtype out_type,
                            StreamOrDevice s);
+// cross_entropy as ops: logsumexp of float32 logits minus the target's logit (targets int32,
+// negative ones counting from the end).
+array cross_entropy_composite(const array& logits, const array& targets, StreamOrDevice s);
 // scaled_dot_product_attention as ops: q (B, Hq, Lq, D), k (B, Hkv, Lk, D), v (B, Hkv, Lk, Dv) of
 // one floating dtype; mask (bool or that dtype) broadcast to (B, Hq, Lq, Lk); sinks (Hq) of
 // that dtype. The whole score matrix is materialised: the reference of the fused kernel.
@@ -47,6 +50,32 @@ class RMSNorm : public UnaryPrimitive {
  private:
   array composite(const std::vector<array>& inputs, Dtype out_type) const;
   float eps_;
+};
+
+// Cross entropy of logits (..., C) against int32 class indices (...): float32 (...). Its vjp is
+// CrossEntropyGrad; jvp and batching come from the composite.
+class CrossEntropy : public UnaryPrimitive {
+ public:
+  explicit CrossEntropy(Stream s) : UnaryPrimitive(s) {}
+  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  TESSERA_DECLARE_TRANSFORMS
+  TESSERA_PRIMITIVE_NAME(CrossEntropy)
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {
+    return {inputs[1].shape()};
+  }
+};
+
+// The gradient of CrossEntropy with respect to the logits: (softmax(logits) - one_hot(target))
+// times the row's cotangent, in the logits' dtype. Inputs logits, targets, cotangent (float32).
+class CrossEntropyGrad : public UnaryPrimitive {
+ public:
+  explicit CrossEntropyGrad(Stream s) : UnaryPrimitive(s) {}
+  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  TESSERA_DECLARE_TRANSFORMS
+  TESSERA_PRIMITIVE_NAME(CrossEntropyGrad)
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {
+    return {inputs[0].shape()};
+  }
 };
 
 // Layer normalisation over the last axis: inputs x, then weight when has_weight, then bias when

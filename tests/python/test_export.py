@@ -232,6 +232,9 @@ def _sweep_cases():
                             mx.fast.rms_norm(a, a[0, 0, 0], 1e-5),
                             mx.fast.layer_norm(a, a[0, 0, 0], a[0, 0, 1], 1e-5),
                             mx.fast.layer_norm(a, None, None, 1e-4),
+                            mx.fast.cross_entropy(a, mx.array([[[0, 3, -1], [1, 2, 0]]])),
+                            mx.grad(lambda z: mx.fast.cross_entropy(
+                                z, mx.array([[[0, 3, -1], [1, 2, 0]]])).sum())(a),
                             mx.fast.scaled_dot_product_attention(a, a, a, scale=0.5,
                                                                  mask="causal"),
                             mx.fast.scaled_dot_product_attention(

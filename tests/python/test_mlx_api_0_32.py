@@ -152,6 +152,32 @@ def test_fast_cross_entropy_and_its_gradient_against_numpy():
         mx.fast.cross_entropy(mx.array(targets), mx.array(targets[..., 0]))
 
 
+def test_fast_cross_entropy_is_one_pass_over_a_large_vocabulary():
+    # 16 rows of 32000 classes in bf16 (an LLM's logits): the loss needs no (N, C) temporary,
+    # the gradient is softmax minus one-hot in the logits' dtype; out-of-range targets give NaN.
+    rng = np.random.default_rng(2)
+    logits = mx.array((rng.standard_normal((16, 32000)) * 3).astype(np.float32)).astype(mx.bfloat16)
+    targets = rng.integers(0, 32000, 16).astype(np.int32)
+    mx.eval(logits)
+    mx.reset_peak_memory()
+    before = mx.get_active_memory()
+    loss = mx.fast.cross_entropy(logits, mx.array(targets))
+    mx.eval(loss)
+    assert mx.get_peak_memory() - before < logits.nbytes // 4
+    x = np.array(logits.astype(mx.float32), np.float64)
+    np.testing.assert_allclose(np.array(loss), _np_cross_entropy(x, targets), rtol=1e-5)
+    w = mx.array(rng.standard_normal(16).astype(np.float32))
+    g = mx.grad(lambda z: (mx.fast.cross_entropy(z, mx.array(targets)) * w).sum())(logits)
+    assert g.dtype == mx.bfloat16
+    p = np.exp(x - x.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    p[np.arange(16), targets] -= 1
+    np.testing.assert_allclose(np.array(g.astype(mx.float32)), p * np.array(w)[:, None],
+                               atol=1e-2, rtol=1e-2)
+    bad = mx.fast.cross_entropy(logits[:2], mx.array([32000, -32001]))
+    assert np.isnan(np.array(bad)).all()
+
+
 def _np_gated_delta(q, k, v, gamma, beta, state=None, mask=None):
     B, T, Hk, Dk = q.shape
     Hv, Dv = v.shape[2:]

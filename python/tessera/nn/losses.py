@@ -104,6 +104,14 @@ def cross_entropy(
             f"{'probabilities' if probabilities_given else 'indices'} need shape {expected_shape}"
         )
 
+    if (not probabilities_given and label_smoothing == 0 and logits.dtype != mx.float64
+            and axis in (-1, logits.ndim - 1) and mx.issubdtype(targets.dtype, mx.integer)):
+        # Class indices over the last axis: one fused kernel, forward and gradient (no
+        # (N, C) temporary), in float32, then the logits' dtype as MLX's composition gives
+        # (float64 logits keep the composition, in float64).
+        loss = mx.fast.cross_entropy(logits, targets).astype(logits.dtype)
+        return _reduce(_apply_weights(loss, weights), reduction)
+
     # Only differences between logits matter; removing the (constant) maximum first keeps
     # the log-sum-exp and the target score on the same scale, so large logits keep their gaps.
     logits = logits - mx.stop_gradient(mx.max(logits, axis=axis, keepdims=True))

@@ -185,6 +185,113 @@ void norm_rows(const array& x, const T* weight, const T* bias, float eps, bool l
   });
 }
 
+// ---- cross entropy ----
+
+template <typename C>
+[[gnu::always_inline]] inline C exp_c(C x) {
+  if constexpr (std::is_same_v<C, float>) return cpu::vexp(x);
+  else return std::exp(x);
+}
+
+// Rows of cross entropy: the row's maximum m and sum of exp(x - m) in C (float, double for
+// double) from 16 lane maxima and 16 lane sums, then either the loss log(sum) - (x[target] - m)
+// or the gradient row (exp(x - m) / sum - [j == target]) * g. A target outside [-n, n) gives NaN.
+template <typename T>
+[[gnu::always_inline]] inline auto row_lse(const T* x, int n) {
+  using C = cpu::compute_t<T>;
+  C mx[16];
+  for (C& v : mx) v = -std::numeric_limits<C>::infinity();
+  int j0 = 0;
+  for (; j0 + 16 <= n; j0 += 16) {
+    for (int t = 0; t < 16; ++t) {
+      const C v = static_cast<C>(x[j0 + t]);
+      mx[t] = mx[t] > v ? mx[t] : v;
+    }
+  }
+  for (int j = j0; j < n; ++j) {
+    const C v = static_cast<C>(x[j]);
+    mx[j - j0] = mx[j - j0] > v ? mx[j - j0] : v;
+  }
+  C m = mx[0];
+  for (C v : mx) m = m > v ? m : v;
+  C sm[16] = {};
+  for (j0 = 0; j0 + 16 <= n; j0 += 16) {
+    for (int t = 0; t < 16; ++t) sm[t] += exp_c(static_cast<C>(x[j0 + t]) - m);
+  }
+  for (int j = j0; j < n; ++j) sm[j - j0] += exp_c(static_cast<C>(x[j]) - m);
+  C sum = 0;
+  for (C v : sm) sum += v;
+  return std::pair<C, C>{m, sum};
+}
+
+// rows [r0, r1): loss[r] (grad == nullptr) or grad rows (g the rows' cotangents).
+template <typename T>
+[[gnu::always_inline]] inline void cross_entropy_body(const T* x, const int32_t* targets, int n,
+                                                      size_t r0, size_t r1, float* loss,
+                                                      const float* g, T* grad) {
+  using C = cpu::compute_t<T>;
+  for (size_t r = r0; r < r1; ++r) {
+    const T* xr = x + r * n;
+    int t = targets[r];
+    if (t < 0) t += n;
+    const bool valid = t >= 0 && t < n;
+    // Relative to the row's maximum m: large logits keep their differences.
+    const auto [m, sum] = row_lse(xr, n);
+    if (!grad) {
+      loss[r] = valid ? static_cast<float>(std::log(sum) - (static_cast<C>(xr[t]) - m))
+                      : std::numeric_limits<float>::quiet_NaN();
+      continue;
+    }
+    T* gr = grad + r * n;
+    const C scale = (valid ? static_cast<C>(g[r]) : std::numeric_limits<C>::quiet_NaN()) / sum;
+    for (int j = 0; j < n; ++j) gr[j] = static_cast<T>(exp_c(static_cast<C>(xr[j]) - m) * scale);
+    if (valid) {
+      gr[t] = static_cast<T>(exp_c(static_cast<C>(xr[t]) - m) * scale -
+                             static_cast<C>(g[r]));
+    }
+  }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+template <typename T>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma"))) void cross_entropy_avx512(
+    const T* x, const int32_t* targets, int n, size_t r0, size_t r1, float* loss, const float* g,
+    T* grad) {
+  cross_entropy_body(x, targets, n, r0, r1, loss, g, grad);
+}
+template <typename T>
+__attribute__((target("avx2,fma"))) void cross_entropy_avx2(const T* x, const int32_t* targets,
+                                                            int n, size_t r0, size_t r1,
+                                                            float* loss, const float* g,
+                                                            T* grad) {
+  cross_entropy_body(x, targets, n, r0, r1, loss, g, grad);
+}
+#endif
+
+// Cross entropy's loss (grad null) or its gradient over every row of x (row-contiguous).
+template <typename T>
+void cross_entropy_rows(const array& x, const int32_t* targets, float* loss, const float* g,
+                        T* grad) {
+  const int n = x.shape(-1);
+  const size_t rows = n ? x.size() / n : 0;
+  const T* xp = x.data<T>();
+  detail::parallel_for(rows, std::max<size_t>(1, 16384 / std::max(n, 1)),
+                       [&](size_t r0, size_t r1) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if constexpr (!std::is_same_v<T, double>) {
+      static const cpu::HalfIsa isa = cpu::half_isa();
+      if (isa == cpu::HalfIsa::avx512 || isa == cpu::HalfIsa::avx512_bf16) {
+        return cross_entropy_avx512(xp, targets, n, r0, r1, loss, g, grad);
+      }
+      if (isa == cpu::HalfIsa::avx2) {
+        return cross_entropy_avx2(xp, targets, n, r0, r1, loss, g, grad);
+      }
+    }
+#endif
+    cross_entropy_body(xp, targets, n, r0, r1, loss, g, grad);
+  });
+}
+
 // f(T{}) for the floating dtype d (the dtypes of the fast ops' composites).
 template <typename F>
 void dispatch_floating(const char* op, Dtype d, F f) {
@@ -614,6 +721,27 @@ void ScaledDotProductAttentionVjp::eval_cpu(const std::vector<array>& inputs,
         ds[h] = static_cast<T>(sum);
       }
     }
+  });
+}
+
+void CrossEntropy::eval_cpu(const std::vector<array>& inputs, array& out) {
+  const array x = cpu::ensure_row_contiguous(inputs[0]);
+  const array t = cpu::ensure_row_contiguous(inputs[1]);
+  out.set_data(allocator::malloc(out.nbytes()));
+  dispatch_floating("cross_entropy", x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    cross_entropy_rows<T>(x, t.data<int32_t>(), out.data<float>(), nullptr, nullptr);
+  });
+}
+
+void CrossEntropyGrad::eval_cpu(const std::vector<array>& inputs, array& out) {
+  const array x = cpu::ensure_row_contiguous(inputs[0]);
+  const array t = cpu::ensure_row_contiguous(inputs[1]);
+  const array g = cpu::ensure_row_contiguous(inputs[2]);
+  out.set_data(allocator::malloc(out.nbytes()));
+  dispatch_floating("cross_entropy", x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    cross_entropy_rows<T>(x, t.data<int32_t>(), nullptr, g.data<float>(), out.data<T>());
   });
 }
 
