@@ -198,10 +198,12 @@ def test_launch_forms_across_two_simulated_hosts(tiny):
             assert generated_text("\n".join(rank_lines(r.stdout, rank))) == expected
 
 
-def test_sharded_generation_across_two_simulated_hosts(tiny):
-    alone = sharded_result(mlx(SHARDED, tiny).stdout, rank=None)
+@pytest.mark.parametrize("kind", ["tensor", "pipeline"])
+def test_sharded_generation_across_two_simulated_hosts(kind, tiny, ministral3):
+    model, flags = (tiny, []) if kind == "tensor" else (ministral3, ["--pipeline"])
+    alone = sharded_result(mlx(SHARDED, model, *flags).stdout, rank=None)
     r = run([simhosts(), "2", "--", BIN / "tessera", "launch", "--hosts", "node0,node1", "--mlx",
-             SHARDED, tiny], timeout=300)
+             SHARDED, model, *flags], timeout=300)
     assert r.returncode == 0, r.stderr
     assert sharded_result(r.stdout)["tokens"] == alone["tokens"]
     assert "rank 1 done" in rank_lines(r.stdout, 1)
