@@ -113,6 +113,12 @@ def test_enable_lets_console_scripts_import_mlx_and_disable_undoes_it(tiny, tmp_
     assert "Generation: 6 tokens" in "\n".join(rank_lines(r.stdout, 0))
     assert "Generation: 6 tokens" in "\n".join(rank_lines(r.stdout, 1))
     assert "enabled" in run([py, "-m", "tessera._cli", "mlx", "status"]).stdout
+    # ... and on 2 simulated hosts, where the remote one reaches the script over ssh.
+    if os.geteuid() == 0 and simhosts_path().exists():
+        r = run([simhosts_path(), "2", "--", BIN / "tessera", "launch", "--hosts", "node0,node1",
+                 *gen])
+        assert r.returncode == 0, r.stderr
+        assert "Generation: 6 tokens" in "\n".join(rank_lines(r.stdout, 1))
 
     # A real MLX steps the hook aside (and `enable` refuses, naming it).
     fake = tmp_path / "real" / "mlx"
@@ -178,11 +184,14 @@ def test_sharded_generation_on_two_ranks_gives_the_one_rank_tokens(kind, tiny, m
         assert f"rank {rank} done" in rank_lines(two.stdout, rank)
 
 
+def simhosts_path():
+    return Path(os.environ.get("TESSERA_TEST_PROGRAMS", ROOT / "build" / "py")) / "simhosts"
+
+
 def simhosts():
-    exe = Path(os.environ.get("TESSERA_TEST_PROGRAMS", ROOT / "build" / "py")) / "simhosts"
-    if os.geteuid() != 0 or not exe.exists():
+    if os.geteuid() != 0 or not simhosts_path().exists():
         pytest.skip("needs root and the simhosts program of the test build (make test builds it)")
-    return exe
+    return simhosts_path()
 
 
 def test_launch_forms_across_two_simulated_hosts(tiny):
