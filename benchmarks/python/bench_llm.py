@@ -44,7 +44,7 @@ def prompt_ids(n, vocab):
 
 
 def run_mlx_lm(args):
-    if args.engine == "tessera":
+    if args.engine == "tessera":  # mlx-lm's `import mlx` gives Tessera
         import tessera.mlx
 
         tessera.mlx.install()
@@ -204,8 +204,6 @@ def contenders(folders, gguf, have):
 def run_contender(py, engine, model, prompt, decode, timeout):
     cmd = [py, os.path.abspath(__file__), "run-one", "--engine", engine, "--model", model,
            "--prompt", str(prompt), "--decode", str(decode)]
-    if engine == "tessera":
-        cmd = [py, "-m", "tessera.mlx", *cmd[1:]]
     env = dict(os.environ, HF_HUB_OFFLINE="1", TESSERA_NUM_THREADS="2", OMP_NUM_THREADS="2")
     t = time.perf_counter()
     r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout,
@@ -255,10 +253,11 @@ def main(argv):
         # A contender whose run, scaled from the previous model by weight bytes, would exceed
         # LONG_RUN_S runs the short form once.
         short, skipped, once = set(), {}, set()
+        folder_of = lambda prec: folders["bf16" if prec == "bf16" else "q4"]
         for who, prec, _, _ in runs:
             if (who, prec) in walls:
                 seconds, nbytes = walls[(who, prec)]
-                est = seconds * weight_bytes(folders["bf16" if prec == "bf16" else "q4"]) / nbytes
+                est = seconds * weight_bytes(folder_of(prec)) / nbytes
                 if est * 80 / (args.prompt + args.decode) > LONG_RUN_S:
                     skipped[(who, prec)] = est * 80 / (args.prompt + args.decode)
                 elif est > LONG_RUN_S:
@@ -282,8 +281,7 @@ def main(argv):
                         print(f"[bench-llm] {who} {prec} on {name}: over {2 * LONG_RUN_S} s; "
                               "the short form instead", flush=True)
                         short.add(key)
-                        walls[key] = (2 * LONG_RUN_S, weight_bytes(
-                            folders["bf16" if prec == "bf16" else "q4"]))  # at least
+                        walls[key] = (2 * LONG_RUN_S, weight_bytes(folder_of(prec)))  # at least
                         res, wall = run_contender(py, engine, model, 64, 16, timeout=2 * LONG_RUN_S)
                 except (RuntimeError, subprocess.TimeoutExpired) as e:
                     print(f"[bench-llm] {who} {prec} on {name}: {e}", flush=True)
@@ -291,7 +289,7 @@ def main(argv):
                 results[key]["prefill"].append(res["prefill"])
                 results[key]["decode"].append(res["decode"])
                 if key not in short:
-                    walls[key] = (wall, weight_bytes(folders["bf16" if prec == "bf16" else "q4"]))
+                    walls[key] = (wall, weight_bytes(folder_of(prec)))
                     if wall > LONG_RUN_S:
                         short.add(key)  # one full round is enough of this one
                         once.add(key)
