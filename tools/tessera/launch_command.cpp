@@ -56,8 +56,9 @@ const char* kLaunchUsage =
     "run `tessera _rank-agent` from this command's own path, which must exist there too.\n"
     "A program ending in .py runs with --python, else $TESSERA_PYTHON (default python3; the\n"
     "command of the Python package sets its own interpreter), as does -m module; with --mlx\n"
-    "these and any other Python program (a console script such as mlx_lm.generate, found on\n"
-    "each host's PATH) run through `python -m tessera.mlx`, so `import mlx.core` gives Tessera.\n"
+    "these and any other Python program (a console script such as mlx_lm.generate, found\n"
+    "among the interpreter's scripts or on PATH, on each host) run through\n"
+    "`python -m tessera.mlx`, so `import mlx.core` gives Tessera.\n"
     "Each rank gets TESSERA_RANK / MLX_RANK, TESSERA_HOSTFILE / MLX_HOSTFILE,\n"
     "TESSERA_WORLD_SIZE, a fresh TESSERA_JOB_TOKEN, the hostfile's envs and --env; remote ranks\n"
     "also get this shell's TESSERA_* and MLX_* settings. Ports: free ones for a job on this\n"
@@ -130,8 +131,7 @@ bool valid_env_name(const std::string& k) {
   });
 }
 
-// Where execvp would find `program` (PATH is searched for a name without a slash), checked
-// before any rank starts, so a typo is one clear error instead of N failed ranks.
+// A regular file this user may execute.
 bool executable_file(const std::filesystem::path& p) {
   std::error_code ec;
   return std::filesystem::is_regular_file(p, ec) && ::access(p.c_str(), X_OK) == 0;

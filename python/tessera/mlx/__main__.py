@@ -10,13 +10,14 @@ import sys
 
 from tessera.mlx import install
 
-USAGE = ("usage: python -m tessera.mlx [--force] script [args...]   (a Python file or a command "
-         "on PATH)\n       python -m tessera.mlx [--force] -m module [args...]")
+USAGE = ("usage: python -m tessera.mlx [--force] script [args...]   (a Python file, or a command "
+         "of this environment or PATH)\n       python -m tessera.mlx [--force] -m module [args...]")
 
 
 def _python_program(name: str) -> str:
-    """The file to run for `name`: itself if it exists, else the command of that name on PATH,
-    which must be a Python program (a console script's `#!...python` line)."""
+    """The file to run for `name`: itself if it exists, else the command of that name among this
+    interpreter's scripts or on PATH, which must be a Python program (a console script's
+    `#!...python` line)."""
     if os.path.isfile(name):
         return name
     found = None
@@ -30,7 +31,7 @@ def _python_program(name: str) -> str:
     with open(found, "rb") as f:
         first = f.readline(256)
     if not (first.startswith(b"#!") and b"python" in first):
-        sys.exit(f"tessera.mlx: {found} (found on PATH for '{name}') is not a Python program; "
+        sys.exit(f"tessera.mlx: {found} (found for '{name}') is not a Python program; "
                  "only Python can import mlx")
     return found
 
