@@ -416,11 +416,32 @@ std::vector<array> composite_jvp(const CompositeFn& fn, const std::vector<array>
 
 }  // namespace
 
+std::vector<array> ComposedPrimitive::vjp(const std::vector<array>& primals,
+                                          const std::vector<array>& cotangents,
+                                          const std::vector<int>& argnums,
+                                          const std::vector<array>&) {
+  auto fn = [this](const std::vector<array>& in) { return std::vector<array>{composite(in)}; };
+  return composite_vjp(fn, primals, cotangents, argnums);
+}
+
+std::vector<array> ComposedPrimitive::jvp(const std::vector<array>& primals,
+                                          const std::vector<array>& tangents,
+                                          const std::vector<int>& argnums) {
+  auto fn = [this](const std::vector<array>& in) { return std::vector<array>{composite(in)}; };
+  return composite_jvp(fn, primals, tangents, argnums, stream());
+}
+
+std::pair<std::vector<array>, std::vector<int>> ComposedPrimitive::vmap(
+    const std::vector<array>& inputs, const std::vector<int>& axes) {
+  auto fn = [this](const std::vector<array>& in) { return std::vector<array>{composite(in)}; };
+  return {tessera::vmap(fn, axes, {0})(inputs), {0}};
+}
+
 array RoPE::composite(const std::vector<array>& inputs) const {
   std::optional<array> freqs;
   if (inputs.size() > 2) freqs = inputs[2];
-  return fast::rope_composite(inputs[0], inputs[1], freqs, dims_, traditional_, base_,
-                                      scale_, stream());
+  return fast::rope_composite(inputs[0], inputs[1], freqs, dims_, traditional_, base_, scale_,
+                              stream());
 }
 
 bool RoPE::is_equivalent(const Primitive& other) const {
@@ -428,7 +449,7 @@ bool RoPE::is_equivalent(const Primitive& other) const {
   return o && o->state() == state();
 }
 
-// The transforms are the composite's: only x (input 0) carries derivatives.
+// Only x (input 0) carries derivatives; batching is the composite's.
 std::vector<array> RoPE::vjp(const std::vector<array>& primals,
                              const std::vector<array>& cotangents, const std::vector<int>& argnums,
                              const std::vector<array>& outputs) {
@@ -455,13 +476,7 @@ std::vector<array> RoPE::jvp(const std::vector<array>& primals, const std::vecto
   return {zeros_like(primals[0], stream())};
 }
 
-std::pair<std::vector<array>, std::vector<int>> RoPE::vmap(const std::vector<array>& inputs,
-                                                           const std::vector<int>& axes) {
-  auto fn = [this](const std::vector<array>& in) { return std::vector<array>{composite(in)}; };
-  return {tessera::vmap(fn, axes, {0})(inputs), {0}};
-}
-
-// ---- ScaledDotProductAttention: the composite's transforms ----
+// ---- ScaledDotProductAttention: the fused gradient and batching ----
 
 array ScaledDotProductAttention::composite(const std::vector<array>& inputs) const {
   std::optional<array> mask, sinks;
@@ -485,8 +500,7 @@ std::vector<array> ScaledDotProductAttention::vjp(const std::vector<array>& prim
                                                   const std::vector<array>& outputs) {
   const int mask_index = has_mask_ ? 3 : -1;
   if (std::find(argnums.begin(), argnums.end(), mask_index) != argnums.end()) {
-    auto fn = [&](const std::vector<array>& in) { return std::vector<array>{composite(in)}; };
-    return composite_vjp(fn, primals, cotangents, argnums);
+    return ComposedPrimitive::vjp(primals, cotangents, argnums, outputs);
   }
   std::vector<array> in = primals;
   in.push_back(outputs[0]);
@@ -502,13 +516,6 @@ std::vector<array> ScaledDotProductAttention::vjp(const std::vector<array>& prim
   std::vector<array> out;
   for (int a : argnums) out.push_back(a < 3 ? grads[a] : grads[3]);  // a == sinks' index
   return out;
-}
-
-std::vector<array> ScaledDotProductAttention::jvp(const std::vector<array>& primals,
-                                                  const std::vector<array>& tangents,
-                                                  const std::vector<int>& argnums) {
-  auto fn = [&](const std::vector<array>& in) { return std::vector<array>{composite(in)}; };
-  return composite_jvp(fn, primals, tangents, argnums, stream());
 }
 
 // The mapped axis joins the batch axis (inputs that are not mapped are broadcast along it), and
@@ -605,6 +612,10 @@ std::pair<std::vector<array>, std::vector<int>> ScaledDotProductAttentionVjp::vm
 
 // ---- CrossEntropy: a kernel for the gradient, the composite for the rest ----
 
+array CrossEntropy::composite(const std::vector<array>& inputs) const {
+  return fast::cross_entropy_composite(inputs[0], inputs[1], stream());
+}
+
 std::vector<array> CrossEntropy::vjp(const std::vector<array>& primals,
                                      const std::vector<array>& cotangents,
                                      const std::vector<int>& argnums, const std::vector<array>&) {
@@ -618,68 +629,30 @@ std::vector<array> CrossEntropy::vjp(const std::vector<array>& primals,
   return out;
 }
 
-std::vector<array> CrossEntropy::jvp(const std::vector<array>& primals,
-                                     const std::vector<array>& tangents,
-                                     const std::vector<int>& argnums) {
-  auto fn = [&](const std::vector<array>& in) {
-    return std::vector<array>{fast::cross_entropy_composite(in[0], in[1], stream())};
-  };
-  return composite_jvp(fn, primals, tangents, argnums, stream());
-}
-
-std::pair<std::vector<array>, std::vector<int>> CrossEntropy::vmap(const std::vector<array>& inputs,
-                                                                   const std::vector<int>& axes) {
-  auto fn = [this](const std::vector<array>& in) {
-    return std::vector<array>{fast::cross_entropy_composite(in[0], in[1], stream())};
-  };
-  return {tessera::vmap(fn, axes, {0})(inputs), {0}};
-}
-
-// The gradient's own transforms: those of the composite's vjp.
-namespace {
-array cross_entropy_grad_composite(const std::vector<array>& in, Stream s) {
+array CrossEntropyGrad::composite(const std::vector<array>& in) const {
   auto fn = [&](const std::vector<array>& x) {
-    return std::vector<array>{fast::cross_entropy_composite(x[0], in[1], s)};
+    return std::vector<array>{fast::cross_entropy_composite(x[0], in[1], stream())};
   };
-  return astype(tessera::vjp(fn, {in[0]}, {in[2]}).second[0], in[0].dtype(), s);
+  return astype(tessera::vjp(fn, {in[0]}, {in[2]}).second[0], in[0].dtype(), stream());
+}
+
+// ---- LayerNorm and RMSNorm: their composites ----
+
+namespace {
+// The output dtype of a norm: that of its weight or bias (the front ends cast them to it), else
+// x's.
+Dtype norm_out_type(const std::vector<array>& inputs) {
+  return inputs.size() > 1 ? inputs[1].dtype() : inputs[0].dtype();
 }
 }  // namespace
 
-std::vector<array> CrossEntropyGrad::vjp(const std::vector<array>& primals,
-                                         const std::vector<array>& cotangents,
-                                         const std::vector<int>& argnums,
-                                         const std::vector<array>&) {
-  auto fn = [&](const std::vector<array>& in) {
-    return std::vector<array>{cross_entropy_grad_composite(in, stream())};
-  };
-  return composite_vjp(fn, primals, cotangents, argnums);
-}
-
-std::vector<array> CrossEntropyGrad::jvp(const std::vector<array>& primals,
-                                         const std::vector<array>& tangents,
-                                         const std::vector<int>& argnums) {
-  auto fn = [&](const std::vector<array>& in) {
-    return std::vector<array>{cross_entropy_grad_composite(in, stream())};
-  };
-  return composite_jvp(fn, primals, tangents, argnums, stream());
-}
-
-std::pair<std::vector<array>, std::vector<int>> CrossEntropyGrad::vmap(
-    const std::vector<array>& inputs, const std::vector<int>& axes) {
-  auto fn = [this](const std::vector<array>& in) {
-    return std::vector<array>{cross_entropy_grad_composite(in, stream())};
-  };
-  return {tessera::vmap(fn, axes, {0})(inputs), {0}};
-}
-
-// ---- LayerNorm: the composite's transforms ----
-
-array LayerNorm::composite(const std::vector<array>& inputs, Dtype out_type) const {
+array LayerNorm::composite(const std::vector<array>& inputs) const {
   std::optional<array> weight, bias;
   size_t at = 1;
   if (has_weight_) weight = inputs[at++];
   if (has_bias_) bias = inputs[at++];
-  return fast::layer_norm_composite(inputs[0], weight, bias, eps_, out_type, stream());
+  return fast::layer_norm_composite(inputs[0], weight, bias, eps_, norm_out_type(inputs),
+                                    stream());
 }
 
 bool LayerNorm::is_equivalent(const Primitive& other) const {
@@ -687,69 +660,15 @@ bool LayerNorm::is_equivalent(const Primitive& other) const {
   return o && o->state() == state();
 }
 
-std::vector<array> LayerNorm::vjp(const std::vector<array>& primals,
-                                  const std::vector<array>& cotangents,
-                                  const std::vector<int>& argnums,
-                                  const std::vector<array>& outputs) {
-  const Dtype t = outputs[0].dtype();
-  auto fn = [&](const std::vector<array>& in) { return std::vector<array>{composite(in, t)}; };
-  return composite_vjp(fn, primals, cotangents, argnums);
-}
-
-std::vector<array> LayerNorm::jvp(const std::vector<array>& primals,
-                                  const std::vector<array>& tangents,
-                                  const std::vector<int>& argnums) {
-  const Dtype t = primals.size() > 1 ? primals[1].dtype() : primals[0].dtype();
-  auto fn = [&](const std::vector<array>& in) { return std::vector<array>{composite(in, t)}; };
-  return composite_jvp(fn, primals, tangents, argnums, stream());
-}
-
-std::pair<std::vector<array>, std::vector<int>> LayerNorm::vmap(const std::vector<array>& inputs,
-                                                                const std::vector<int>& axes) {
-  const Dtype t = inputs.size() > 1 ? inputs[1].dtype() : inputs[0].dtype();
-  auto fn = [this, t](const std::vector<array>& in) {
-    return std::vector<array>{composite(in, t)};
-  };
-  return {tessera::vmap(fn, axes, {0})(inputs), {0}};
-}
-
-// ---- RMSNorm: the composite's transforms ----
-
-array RMSNorm::composite(const std::vector<array>& inputs, Dtype out_type) const {
+array RMSNorm::composite(const std::vector<array>& inputs) const {
   std::optional<array> weight;
   if (inputs.size() > 1) weight = inputs[1];
-  return fast::rms_norm_composite(inputs[0], weight, eps_, out_type, stream());
+  return fast::rms_norm_composite(inputs[0], weight, eps_, norm_out_type(inputs), stream());
 }
 
 bool RMSNorm::is_equivalent(const Primitive& other) const {
   auto* o = dynamic_cast<const RMSNorm*>(&other);
   return o && o->eps_ == eps_;
-}
-
-std::vector<array> RMSNorm::vjp(const std::vector<array>& primals,
-                                const std::vector<array>& cotangents,
-                                const std::vector<int>& argnums,
-                                const std::vector<array>& outputs) {
-  const Dtype t = outputs[0].dtype();
-  auto fn = [&](const std::vector<array>& in) { return std::vector<array>{composite(in, t)}; };
-  return composite_vjp(fn, primals, cotangents, argnums);
-}
-
-std::vector<array> RMSNorm::jvp(const std::vector<array>& primals,
-                                const std::vector<array>& tangents,
-                                const std::vector<int>& argnums) {
-  const Dtype t = primals.size() > 1 ? primals[1].dtype() : primals[0].dtype();
-  auto fn = [&](const std::vector<array>& in) { return std::vector<array>{composite(in, t)}; };
-  return composite_jvp(fn, primals, tangents, argnums, stream());
-}
-
-std::pair<std::vector<array>, std::vector<int>> RMSNorm::vmap(const std::vector<array>& inputs,
-                                                              const std::vector<int>& axes) {
-  const Dtype t = inputs.size() > 1 ? inputs[1].dtype() : inputs[0].dtype();
-  auto fn = [this, t](const std::vector<array>& in) {
-    return std::vector<array>{composite(in, t)};
-  };
-  return {tessera::vmap(fn, axes, {0})(inputs), {0}};
 }
 
 }  // namespace tessera

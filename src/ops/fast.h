@@ -34,12 +34,23 @@ array sdpa_composite(const array& q, const array& k, const array& v, float scale
                      StreamOrDevice s);
 }  // namespace fast
 
-// RMS normalisation over the last axis: inputs x and, optionally, weight (1-D, the last axis).
-class RMSNorm : public UnaryPrimitive {
+// A primitive whose kernel computes what `composite` computes op by op: its derivatives and
+// batching are the composite's, except where a subclass overrides them with better ones.
+class ComposedPrimitive : public UnaryPrimitive {
  public:
-  RMSNorm(Stream s, float eps) : UnaryPrimitive(s), eps_(eps) {}
-  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  using UnaryPrimitive::UnaryPrimitive;
   TESSERA_DECLARE_TRANSFORMS
+  // The kernel's output from ops, on `inputs` (the primitive's own inputs, or the transforms'
+  // replacements for them).
+  virtual array composite(const std::vector<array>& inputs) const = 0;
+};
+
+// RMS normalisation over the last axis: inputs x and, optionally, weight (1-D, the last axis).
+class RMSNorm : public ComposedPrimitive {
+ public:
+  RMSNorm(Stream s, float eps) : ComposedPrimitive(s), eps_(eps) {}
+  void eval_cpu(const std::vector<array>& inputs, array& out) override;
+  array composite(const std::vector<array>& inputs) const override;
   const char* name() const override { return "RMSNorm"; }
   TESSERA_STATE(eps_)
   bool is_equivalent(const Primitive& other) const override;
@@ -48,17 +59,17 @@ class RMSNorm : public UnaryPrimitive {
   }
 
  private:
-  array composite(const std::vector<array>& inputs, Dtype out_type) const;
   float eps_;
 };
 
 // Cross entropy of logits (..., C) against int32 class indices (...): float32 (...). Its vjp is
-// CrossEntropyGrad; jvp and batching come from the composite.
-class CrossEntropy : public UnaryPrimitive {
+// CrossEntropyGrad.
+class CrossEntropy : public ComposedPrimitive {
  public:
-  explicit CrossEntropy(Stream s) : UnaryPrimitive(s) {}
+  explicit CrossEntropy(Stream s) : ComposedPrimitive(s) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  TESSERA_DECLARE_TRANSFORMS
+  array composite(const std::vector<array>& inputs) const override;
+  TESSERA_DECLARE_VJP
   TESSERA_PRIMITIVE_NAME(CrossEntropy)
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {
     return {inputs[1].shape()};
@@ -67,11 +78,12 @@ class CrossEntropy : public UnaryPrimitive {
 
 // The gradient of CrossEntropy with respect to the logits: (softmax(logits) - one_hot(target))
 // times the row's cotangent, in the logits' dtype. Inputs logits, targets, cotangent (float32).
-class CrossEntropyGrad : public UnaryPrimitive {
+class CrossEntropyGrad : public ComposedPrimitive {
  public:
-  explicit CrossEntropyGrad(Stream s) : UnaryPrimitive(s) {}
+  explicit CrossEntropyGrad(Stream s) : ComposedPrimitive(s) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  TESSERA_DECLARE_TRANSFORMS
+  // The composite's vjp.
+  array composite(const std::vector<array>& inputs) const override;
   TESSERA_PRIMITIVE_NAME(CrossEntropyGrad)
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {
     return {inputs[0].shape()};
@@ -80,12 +92,12 @@ class CrossEntropyGrad : public UnaryPrimitive {
 
 // Layer normalisation over the last axis: inputs x, then weight when has_weight, then bias when
 // has_bias (1-D, the last axis, of the output dtype).
-class LayerNorm : public UnaryPrimitive {
+class LayerNorm : public ComposedPrimitive {
  public:
   LayerNorm(Stream s, float eps, bool has_weight, bool has_bias)
-      : UnaryPrimitive(s), eps_(eps), has_weight_(has_weight), has_bias_(has_bias) {}
+      : ComposedPrimitive(s), eps_(eps), has_weight_(has_weight), has_bias_(has_bias) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  TESSERA_DECLARE_TRANSFORMS
+  array composite(const std::vector<array>& inputs) const override;
   const char* name() const override { return "LayerNorm"; }
   TESSERA_STATE(eps_, has_weight_, has_bias_)
   bool is_equivalent(const Primitive& other) const override;
@@ -94,7 +106,6 @@ class LayerNorm : public UnaryPrimitive {
   }
 
  private:
-  array composite(const std::vector<array>& inputs, Dtype out_type) const;
   float eps_;
   bool has_weight_, has_bias_;
 };
@@ -103,14 +114,17 @@ class LayerNorm : public UnaryPrimitive {
 // takes them, then the mask when has_mask, then the sinks when has_sinks. Keys stream through
 // in blocks with an online softmax in float32 (float64 for float64), so memory grows with the
 // length times the head size, never with the product of the lengths; grouped-query heads share
-// each key block. Derivatives and batching are the composite's.
-class ScaledDotProductAttention : public UnaryPrimitive {
+// each key block. Its vjp is ScaledDotProductAttentionVjp, its batching the kernel on a merged
+// batch axis.
+class ScaledDotProductAttention : public ComposedPrimitive {
  public:
   ScaledDotProductAttention(Stream s, float scale, bool causal, bool has_mask, bool has_sinks)
-      : UnaryPrimitive(s), scale_(scale), causal_(causal), has_mask_(has_mask),
+      : ComposedPrimitive(s), scale_(scale), causal_(causal), has_mask_(has_mask),
         has_sinks_(has_sinks) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  TESSERA_DECLARE_TRANSFORMS
+  array composite(const std::vector<array>& inputs) const override;
+  TESSERA_DECLARE_VJP
+  TESSERA_DECLARE_VMAP
   const char* name() const override { return "ScaledDotProductAttention"; }
   TESSERA_STATE(scale_, causal_, has_mask_, has_sinks_)
   bool is_equivalent(const Primitive& other) const override;
@@ -121,7 +135,6 @@ class ScaledDotProductAttention : public UnaryPrimitive {
   }
 
  private:
-  array composite(const std::vector<array>& inputs) const;
   float scale_;
   bool causal_, has_mask_, has_sinks_;
 };
@@ -151,12 +164,14 @@ class ScaledDotProductAttentionVjp : public Primitive {
 
 // Rotary position embedding of x (B, N, T, D): inputs x, offset (int32, 1 or B values) and,
 // without a base, freqs (float32, dims / 2 values).
-class RoPE : public UnaryPrimitive {
+class RoPE : public ComposedPrimitive {
  public:
   RoPE(Stream s, int dims, bool traditional, std::optional<float> base, float scale)
-      : UnaryPrimitive(s), dims_(dims), traditional_(traditional), base_(base), scale_(scale) {}
+      : ComposedPrimitive(s), dims_(dims), traditional_(traditional), base_(base), scale_(scale) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  TESSERA_DECLARE_TRANSFORMS
+  array composite(const std::vector<array>& inputs) const override;
+  TESSERA_DECLARE_VJP
+  TESSERA_DECLARE_JVP
   const char* name() const override { return "RoPE"; }
   TESSERA_STATE(dims_, traditional_, base_, scale_)
   bool is_equivalent(const Primitive& other) const override;
@@ -165,8 +180,6 @@ class RoPE : public UnaryPrimitive {
   }
 
  private:
-  // The composite on `inputs`, as transforms replay it.
-  array composite(const std::vector<array>& inputs) const;
   int dims_;
   bool traditional_;
   std::optional<float> base_;

@@ -131,6 +131,14 @@ bool valid_env_name(const std::string& k) {
   });
 }
 
+// The launcher's own PATH, which execvp searches (from its environment block, as the ranks' is).
+std::string launcher_path() {
+  for (char** e = environ; *e; ++e) {
+    if (std::strncmp(*e, "PATH=", 5) == 0) return *e + 5;
+  }
+  return "/usr/bin:/bin";
+}
+
 // A regular file this user may execute.
 bool executable_file(const std::filesystem::path& p) {
   std::error_code ec;
@@ -483,7 +491,7 @@ int launch_command(const std::vector<std::string>& args) {
     // each host's PATH and runs it.
     program.insert(program.begin(), {python, "-m", "tessera.mlx"});
   } else if (program[0].find('/') == std::string::npos && python.find('/') != std::string::npos &&
-             !on_path(program[0], std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin")) {
+             !on_path(program[0], launcher_path())) {
     // A console script of the Python environment this command belongs to (mlx_lm.lora run by
     // venv/bin/tessera without the venv on PATH): that environment's copy, on every host.
     const std::filesystem::path script = std::filesystem::path(python).parent_path() / program[0];
@@ -530,7 +538,6 @@ int launch_command(const std::vector<std::string>& args) {
   // settings. Both get the hostfile's envs, then --env.
   std::vector<std::string> local_env, forwarded_env;
   bool memory_limit_given = false;
-  std::string path_env = "/usr/bin:/bin";
   for (char** e = environ; *e; ++e) {
     const std::string kv = *e;
     const std::string k = kv.substr(0, kv.find('='));
@@ -538,12 +545,11 @@ int launch_command(const std::vector<std::string>& args) {
     local_env.push_back(kv);
     if (k.rfind("TESSERA_", 0) == 0 || k.rfind("MLX_", 0) == 0) forwarded_env.push_back(kv);
     memory_limit_given |= k == "TESSERA_MEMORY_LIMIT_MB";
-    if (k == "PATH") path_env = kv.substr(5);  // execvp searches the launcher's own PATH
   }
   for (const auto& kv : job_env) memory_limit_given |= kv.rfind("TESSERA_MEMORY_LIMIT_MB=", 0) == 0;
   int local_ranks = 0;
   for (int r = 0; r < n; ++r) local_ranks += places[static_cast<size_t>(host_of[r])].local;
-  if (local_ranks > 0) check_program(program[0], path_env);
+  if (local_ranks > 0) check_program(program[0], launcher_path());
   if (!memory_limit_given && local_ranks > 0) {
     if (std::string m = memory_share_entry(local_ranks); !m.empty()) {
       local_env.push_back(m);
