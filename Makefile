@@ -15,7 +15,7 @@ PIP_INSTALL_TREE = --config-settings=build-dir=$(PY_BUILD) \
   --config-settings=cmake.define.TESSERA_BUILD_TESTS=ON \
   --config-settings=cmake.define.TESSERA_BUILD_EXAMPLES=ON
 
-.PHONY: all deps build python demo demo-cpp bench-train test test-long test-asan bench bench-dist bench-py bench-compile bench-llm docs clean
+.PHONY: all deps build python demo demo-hosts demo-digits demo-cpp bench-train test test-long test-asan bench bench-dist bench-py bench-compile bench-llm docs clean
 
 all: build
 
@@ -42,9 +42,26 @@ python: $(VENV)/.ready
 	rm -f $(PY_BUILD)/.skbuild-info.json
 	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(VENV)/bin/pip install -q $(PIP_INSTALL_TREE) .
 
-# The main job: an MLP trained data-parallel on scikit-learn's handwritten digits over 4 ranks
-# started by `tessera launch` (tessera.nn, SGD, nn.average_gradients), from the package in $(VENV).
+# The main job: a Llama-architecture language model trained data-parallel over 4 ranks started
+# by `tessera launch`, on the Python standard library's sources (a BPE tokenizer trained on them,
+# cached), with checkpoints mlx-lm loads, a loss-curve PNG and completions through mlx-lm
+# (examples/python/llm, docs/training.md). A second `make demo` resumes an unfinished run and
+# starts a new one after a finished run (the old folder is kept beside it).
+DEMO_DIR ?= $(BUILD)/demo
+DEMO_ARGS ?=
+DEMO_TRAIN = examples/python/llm/train.py --run-dir $(DEMO_DIR)/run --cache-dir $(DEMO_DIR)/cache \
+  --resume $(DEMO_ARGS)
 demo: python
+	$(VENV)/bin/tessera launch -n 4 $(DEMO_TRAIN)
+
+# The same job on 2 simulated hosts (network namespaces, an sshd each; needs root) x 2 ranks.
+demo-hosts: python
+	$(PY_BUILD)/simhosts 2 -- $(VENV)/bin/tessera launch --hosts node0,node1 -n 2 \
+	  $(DEMO_TRAIN)
+
+# The first demo: an MLP trained data-parallel on scikit-learn's handwritten digits over 4 ranks
+# (tessera.nn, SGD, nn.average_gradients).
+demo-digits: python
 	$(VENV)/bin/tessera launch -n 4 examples/python/data_parallel.py
 
 # The C++ demos: the MLP in one process, then data-parallel over 4 ranks.

@@ -132,6 +132,10 @@ std::vector<VarInfo> build_registry() {
               "CPUs that the ranks on this host share; tessera launch sets it (each rank may be "
               "bound to fewer). More ranks on the host than this makes waits for peers yield the "
               "CPU; unset, a rank counts the CPUs it may run on itself."),
+      flag("TESSERA_LAUNCH_TTY", "", "0", "launch", kUsed,
+           "Set to 1 by tessera launch for every rank when the launcher's own standard output "
+           "is a terminal (a rank's is a pipe), so a program can draw progress that updates in "
+           "place: the launcher passes on text ended by a carriage return at once."),
       path_var("TESSERA_MPIRUN", "", "mpirun", "launch", kUsed,
                "The mpirun (Open MPI's or MPICH's Hydra) that tessera launch --backend mpi runs."),
       integer("TESSERA_LAUNCH_HEARTBEAT", "", "10", 1, 3600, "launch", kUsed,

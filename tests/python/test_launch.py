@@ -109,3 +109,43 @@ def test_mlx_shim_answers_find_spec_as_an_installed_package_does(tmp_path):
                        text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["mlx", "True", "True"]
+
+
+PROGRESS = """
+    import os, sys, time
+    print("tty", os.environ.get("TESSERA_LAUNCH_TTY"), flush=True)
+    for text in ("step 1\\r", "step 2\\r", "done\\r\\n", "split\\r", "\\n", "half", " line\\n"):
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        time.sleep(0.05)  # each piece reaches the launcher in its own read
+"""
+
+
+def test_progress_lines_redraw_in_place_on_a_terminal(tmp_path):
+    """On a terminal the ranks are told so (TESSERA_LAUNCH_TTY=1) and text ended by a carriage
+    return is passed on at once, prefixed; "\\r\\n" ends a line. Through a pipe, no variable."""
+    import pty
+
+    path = tmp_path / "progress.py"
+    path.write_text(textwrap.dedent(PROGRESS))
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv(TESSERA, [TESSERA, "launch", "-n", "1", str(path)])
+    out = b""
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:  # EIO: the launcher closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, out
+    out = out.replace(b"\r\n", b"\n")  # the terminal's own newline translation
+    assert out == (b"[0] tty 1\n[0] step 1\r[0] step 2\r[0] done\r\n[0] split\r\n"
+                   b"[0] half line\n"), out
+
+    r = launch(tmp_path, PROGRESS, "-n", "1")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[0] == "[0] tty None"

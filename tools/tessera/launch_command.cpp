@@ -609,6 +609,7 @@ int launch_command(const std::vector<std::string>& args) {
   std::vector<nlohmann::json> host_ranks;  // per entry of `remote`: its ranks' jobs
   const std::vector<int> cpus = bind ? allowed_cpus() : std::vector<int>{};
   int local_index = 0;
+  const bool stdout_tty = ::isatty(STDOUT_FILENO) == 1;
   for (int r = 0; r < n; ++r) {
     const Place& place = places[static_cast<size_t>(host_of[r])];
     std::vector<std::string> rank_env;
@@ -616,6 +617,7 @@ int launch_command(const std::vector<std::string>& args) {
     for (const char* k : {"TESSERA_WORLD_SIZE=", "MLX_WORLD_SIZE="}) rank_env.push_back(k + std::to_string(n));
     rank_env.push_back("TESSERA_JOB_TOKEN=" + token);
     if (verbose) rank_env.push_back("TESSERA_RING_VERBOSE=1");
+    if (stdout_tty) rank_env.push_back("TESSERA_LAUNCH_TTY=1");
     if (place.local) {
       RankSpec spec;
       spec.rank = r;

@@ -70,38 +70,53 @@ struct Fd {
 };
 
 // Splits a stream into lines and writes each with the rank's prefix; keeps the last few lines
-// for the launcher's closing report.
+// for the launcher's closing report. Text ended by a lone carriage return (a progress line that
+// redraws itself) is passed on at once, prefixed, and not kept; "\r\n" ends a line.
 struct LineRelay {
   static constexpr size_t kKept = 5;
   int out_fd;
   std::string prefix;
   std::string partial;
   std::vector<std::string> last;  // the last kKept lines, oldest first
+  bool after_cr = false;          // the last byte passed on was a carriage return
   // One write per line, so lines of different ranks never interleave mid-line.
-  void write_line(const char* p, size_t n) {
+  void write_line(const char* p, size_t n, bool keep) {
     std::string line;
     line.reserve(prefix.size() + n);
     line.append(prefix);
     line.append(p, n);
     write_all(out_fd, line.data(), line.size());
+    if (!keep) return;
     if (last.size() == kKept) last.erase(last.begin());
     last.emplace_back(p, n);
   }
   void feed(const char* data, size_t n) {
     partial.append(data, n);
     size_t start = 0;
+    if (after_cr && !partial.empty()) {
+      after_cr = false;
+      if (partial[0] == '\n') {  // the "\r\n" of a line whose "\r" came in the last read
+        write_all(out_fd, "\n", 1);
+        start = 1;
+      }
+    }
     for (;;) {
-      size_t nl = partial.find('\n', start);
-      if (nl == std::string::npos) break;
-      write_line(partial.data() + start, nl - start + 1);
-      start = nl + 1;
+      size_t end = partial.find_first_of("\r\n", start);
+      if (end == std::string::npos) break;
+      if (partial[end] == '\r' && end + 1 < partial.size() && partial[end + 1] == '\n') ++end;
+      const bool redraw = partial[end] == '\r';
+      write_line(partial.data() + start, end - start + 1, !redraw);
+      after_cr = redraw && end + 1 == partial.size();
+      start = end + 1;
     }
     partial.erase(0, start);
   }
   void finish() {
+    if (after_cr) write_all(out_fd, "\n", 1);  // keep the last redrawn line on the screen
+    after_cr = false;
     if (partial.empty()) return;
     partial.push_back('\n');
-    write_line(partial.data(), partial.size());
+    write_line(partial.data(), partial.size(), true);
     partial.clear();
   }
 };
