@@ -60,7 +60,8 @@ def parse_args(argv=None):
     a("--batch", type=int, default=2, help="sequences per rank per step")
     a("--steps", type=int, default=300)
     a("--lr", type=float, default=2e-3, help="peak learning rate")
-    a("--warmup", type=int, default=20, help="steps of linear warm-up")
+    a("--warmup", type=int, default=None,
+      help="steps of linear warm-up (default: 20, at most a tenth of --steps)")
     a("--min-lr", type=float, default=2e-4, help="the cosine decay's end")
     a("--weight-decay", type=float, default=0.1)
     a("--clip", type=float, default=1.0, help="global gradient norm limit")
@@ -83,6 +84,8 @@ def parse_args(argv=None):
     if args.hidden % args.heads or args.heads % args.kv_heads:
         p.error(f"--hidden ({args.hidden}) must be a multiple of --heads ({args.heads}) and "
                 f"--heads of --kv-heads ({args.kv_heads})")
+    if args.warmup is None:
+        args.warmup = min(20, args.steps // 10)
     if not 0 <= args.warmup < args.steps:
         p.error(f"--warmup ({args.warmup}) must be at least 0 and below --steps ({args.steps})")
     if args.vocab < 300:
