@@ -2,6 +2,7 @@
 three-line example, unmodified MLX scripts with --mlx, failures, and the interpreter used."""
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -149,3 +150,97 @@ def test_progress_lines_redraw_in_place_on_a_terminal(tmp_path):
     r = launch(tmp_path, PROGRESS, "-n", "1")
     assert r.returncode == 0, r.stderr
     assert r.stdout.split("\n")[0] == "[0] tty None"
+
+
+ROOT_CAUSE_LATE = """
+    import os, sys, time
+    import tessera.core as mx
+    g = mx.distributed.init()
+    mx.eval(mx.distributed.all_sum(mx.ones(4)))
+    if g.rank() == 2:
+        # The root cause, whose exit reaches the launcher after its survivors' errors: it drops
+        # its connections (as a process that is exiting has), then takes a second to end.
+        for fd in map(int, os.listdir("/proc/self/fd")):
+            try:
+                if os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
+                    os.close(fd)
+            except OSError:
+                pass
+        time.sleep(1.5)
+        os._exit(3)
+    mx.eval(mx.distributed.all_sum(mx.ones(4)))
+"""
+
+
+def test_the_verdict_names_the_root_cause_when_its_exit_is_seen_last(tmp_path):
+    """Ranks 1 and 3 fail at once blaming rank 2 (the closed connection); rank 2 exits with its
+    own status 1.5 s later. The launcher awaits the blamed peer (up to --grace) and names it."""
+    r = launch(tmp_path, ROOT_CAUSE_LATE, "-n", "4", "--env", "TESSERA_RING_SHM=0")
+    assert r.returncode == 3, r.stderr
+    assert "[launch] rank 2 failed first: it exited with status 3" in r.stderr, r.stderr
+    assert "[ring] rank 1: rank 2 (127.0.0.1:" in r.stderr  # the survivors did blame rank 2
+
+
+FAILS_AFTER_A_COLLECTIVE = """
+    import sys
+    import tessera.core as mx
+    g = mx.distributed.init()
+    mx.eval(mx.distributed.all_sum(mx.ones(1024)))
+    if g.rank() == 2:
+        sys.exit(3)
+    for _ in range(3):
+        mx.eval(mx.distributed.all_sum(mx.ones(1024)))
+"""
+
+
+def simhosts_program():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    path = Path(os.environ.get("TESSERA_TEST_PROGRAMS", root / "build" / "py")) / "simhosts"
+    if os.geteuid() != 0 or not path.exists():
+        pytest.skip("needs root and the simhosts program of the test build (make test builds it)")
+    return path
+
+
+class CpuHogs:
+    """Busy processes beside the job (as many as CPUs + 1), each ending by itself within
+    `seconds` even if the test is killed."""
+
+    def __init__(self, seconds=600):
+        code = f"import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end: pass"
+        self.procs = [subprocess.Popen([sys.executable, "-c", code])
+                      for _ in range((os.cpu_count() or 1) + 1)]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            p.kill()
+            p.wait()
+
+
+@pytest.mark.parametrize("ranks,hosts,runs", [
+    (4, 0, 1), (8, 0, 1), (4, 2, 1),
+    pytest.param(4, 0, 50, marks=pytest.mark.long), pytest.param(8, 0, 50, marks=pytest.mark.long),
+    pytest.param(4, 2, 50, marks=pytest.mark.long), pytest.param(8, 2, 50, marks=pytest.mark.long)])
+def test_the_first_failure_is_named_under_load(tmp_path, ranks, hosts, runs):
+    """Rank 2 exits with status 3 after a collective; its peers fail in the next one. With the
+    machine busy, every verdict still names rank 2 and its status (not a peer's reaction)."""
+    path = tmp_path / "fails.py"
+    path.write_text(textwrap.dedent(FAILS_AFTER_A_COLLECTIVE))
+    cmd = [TESSERA, "launch", "-n", str(ranks), str(path)]
+    if hosts:
+        names = ",".join(f"node{h}" for h in range(hosts))
+        cmd = [str(simhosts_program()), str(hosts), "--", TESSERA, "launch", "--hosts", names,
+               "-n", str(ranks // hosts), str(path)]
+    wrong = []
+    with CpuHogs():
+        for i in range(runs):
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+            verdict = [line for line in r.stderr.splitlines() if "failed first" in line]
+            want = r"\[launch\] rank 2( \(host node\d\))? failed first: it exited with status 3"
+            if r.returncode != 3 or len(verdict) != 1 or not re.match(want, verdict[0]):
+                wrong.append((i, r.returncode, verdict))
+    assert not wrong, wrong

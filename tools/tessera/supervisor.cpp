@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -175,6 +176,30 @@ std::string rank_name(int i, const Proc& p) {
   return s;
 }
 
+// The peer a failed rank's last lines blame, or -1: the ring's errors start "[ring] rank R: " and
+// name the peer next ("rank 2 (pid 9) exited during all_sum", "rank 2 (10.0.0.2:5000) closed the
+// connection while ...", "no data from rank 2 ...": src/distributed/ring/socket.cpp and
+// shm/shm_transport.cpp), also inside a Python traceback's last line.
+int blamed_peer(const Rank& rk, int self, int size) {
+  static const std::string kRing = "[ring] rank ";
+  for (const auto* lines : {&rk.err_relay.last, &rk.out_relay.last}) {
+    for (auto it = lines->rbegin(); it != lines->rend(); ++it) {
+      const std::string& line = *it;
+      size_t at = line.find(kRing);
+      if (at != std::string::npos) at = line.find(": ", at);
+      while (at != std::string::npos && (at = line.find("rank ", at)) != std::string::npos) {
+        at += 5;
+        size_t end = at;
+        while (end < line.size() && end - at < 6 && std::isdigit(static_cast<unsigned char>(line[end]))) ++end;
+        if (end == at) continue;
+        const int peer = std::stoi(line.substr(at, end - at));
+        if (peer != self && peer < size) return peer;
+      }
+    }
+  }
+  return -1;
+}
+
 void signal_all(std::vector<Proc>& procs, int sig) {
   for (auto& p : procs) {
     if (!p.running) continue;
@@ -253,13 +278,28 @@ int supervise(int size, const std::vector<RankSpec>& local, const std::vector<Ho
   double next_heartbeat = remote.empty() ? 0 : now_s() + heartbeat_every;
 
   bool stdin_open = ::fcntl(0, F_GETFD) != -1;
-  int first_failure = -1;       // the first rank seen failing
+  int first_failure = -1;       // the rank whose failure is the verdict
+  // A failed rank that blames a peer still running is a reaction: its peer's own end decides the
+  // verdict if it comes within --grace (under load a survivor's exit can be seen first).
+  int awaited = -1, reaction = -1;
+  double await_deadline = 0;
   std::vector<int> exit_order;  // ranks in the order their exits were seen
   double kill_deadline = 0;
   int running = size;
   double drain_deadline = 0;  // once every process exited, pipes get 2 s to drain
   char buf[65536];
 
+  auto fail_first = [&](int r) {
+    first_failure = r;
+    if (running > 0) {
+      const Rank& rk = ranks[static_cast<size_t>(r)];
+      std::fprintf(stderr, "[launch] %s %s; stopping the other ranks\n",
+                   rank_name(r, procs[static_cast<size_t>(rk.proc)]).c_str(),
+                   describe_exit(rk.status_code).c_str());
+      signal_all(procs, SIGTERM);
+      kill_deadline = now_s() + opt.grace_seconds;
+    }
+  };
   auto rank_exited = [&](int r, int code, bool lost) {
     Rank& rk = ranks[static_cast<size_t>(r)];
     if (!rk.running) return;
@@ -270,15 +310,25 @@ int supervise(int size, const std::vector<RankSpec>& local, const std::vector<Ho
     exit_order.push_back(r);
     rk.out_relay.finish();
     rk.err_relay.finish();
-    if (code != 0 && first_failure < 0) {
-      first_failure = r;
-      if (running > 0) {
-        std::fprintf(stderr, "[launch] %s %s; stopping the other ranks\n",
-                     rank_name(r, procs[static_cast<size_t>(rk.proc)]).c_str(), describe_exit(code).c_str());
-        signal_all(procs, SIGTERM);
-        kill_deadline = now_s() + opt.grace_seconds;
+    if (first_failure >= 0) return;
+    if (r == awaited) {
+      awaited = -1;
+      fail_first(code != 0 ? r : reaction);
+      return;
+    }
+    if (code == 0) return;
+    if (const int peer = blamed_peer(rk, r, size); peer >= 0) {  // a reaction
+      if (awaited >= 0) return;  // the root is awaited already
+      if (ranks[static_cast<size_t>(peer)].running && opt.grace_seconds > 0) {
+        awaited = peer;
+        reaction = r;
+        await_deadline = now_s() + opt.grace_seconds;
+        if (opt.verbose) std::fprintf(stderr, "[launch] rank %d blames rank %d; awaiting its end\n", r, peer);
+        return;
       }
     }
+    awaited = -1;  // a failure of its own, or a reaction to a peer that ended well: the verdict
+    fail_first(r);
   };
   // Decodes a host's agent frames: output to the ranks' relays, exits to rank_exited.
   auto decode = [&](Proc& p) {
@@ -372,6 +422,10 @@ int supervise(int size, const std::vector<RankSpec>& local, const std::vector<Ho
         for (int r : p.host->ranks) rank_exited(r, p.status_code == 0 ? 255 : p.status_code, true);
       }
     }
+    if (awaited >= 0 && now_s() > await_deadline) {  // the blamed peer did not end in time
+      awaited = -1;
+      fail_first(reaction);
+    }
     if (kill_deadline > 0 && now_s() > kill_deadline && procs_running()) {
       signal_all(procs, SIGKILL);
       kill_deadline = now_s() + 3600;  // once
@@ -405,7 +459,7 @@ int supervise(int size, const std::vector<RankSpec>& local, const std::vector<Ho
     who.push_back({-2, -2});
     // Sleep until the nearest deadline (the kill after SIGTERM, the drain, the heartbeat).
     double until = 0;
-    for (double d : {kill_deadline, drain_deadline, next_heartbeat}) {
+    for (double d : {kill_deadline, drain_deadline, next_heartbeat, awaited >= 0 ? await_deadline : 0.0}) {
       if (d > 0 && (until == 0 || d < until)) until = d;
     }
     // At most kBackstopMs even so: a backstop, not the mechanism (every wake-up comes through
