@@ -136,6 +136,12 @@ std::vector<VarInfo> build_registry() {
            "Set to 1 by tessera launch for every rank when the launcher's own standard output "
            "is a terminal (a rank's is a pipe), so a program can draw progress that updates in "
            "place: the launcher passes on text ended by a carriage return at once."),
+      integer("TESSERA_MAX_RESTARTS", "", "0", 0, 1000, "launch", kUsed,
+              "Times tessera launch starts a failed job again (--max-restarts wins): every rank, "
+              "with fresh ports and job token; never after SIGINT/SIGTERM; ring backend only."),
+      integer("TESSERA_RESTART_COUNT", "", "0", 0, 1000, "launch", kUsed,
+              "Set by tessera launch for every rank: 0 on a job's first attempt, k on its k-th "
+              "restart (--max-restarts), so a program can resume from its checkpoint."),
       path_var("TESSERA_MPIRUN", "", "mpirun", "launch", kUsed,
                "The mpirun (Open MPI's or MPICH's Hydra) that tessera launch --backend mpi runs."),
       integer("TESSERA_LAUNCH_HEARTBEAT", "", "10", 1, 3600, "launch", kUsed,

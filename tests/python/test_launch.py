@@ -3,6 +3,7 @@ three-line example, unmodified MLX scripts with --mlx, failures, and the interpr
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import textwrap
@@ -244,3 +245,69 @@ def test_the_first_failure_is_named_under_load(tmp_path, ranks, hosts, runs):
             if r.returncode != 3 or len(verdict) != 1 or not re.match(want, verdict[0]):
                 wrong.append((i, r.returncode, verdict))
     assert not wrong, wrong
+
+
+RESTARTS = """
+    import os, sys
+    import tessera.core as mx
+    g = mx.distributed.init()
+    k = int(os.environ["TESSERA_RESTART_COUNT"])
+    print("attempt", k, os.environ["TESSERA_JOB_TOKEN"], flush=True)
+    total = mx.distributed.all_sum(mx.array([float(g.rank())])).item()
+    assert total == sum(range(g.size())), total
+    if k < 2 and g.rank() == 1:
+        sys.exit(3)
+"""
+
+
+@pytest.mark.parametrize("hosts", [0, 2])
+def test_max_restarts_starts_the_whole_job_again(tmp_path, hosts):
+    """Rank 1 fails on the first two attempts; with --max-restarts 2 the third succeeds, each
+    attempt numbered, with its own job token; with 1 the job fails with the last status."""
+    path = tmp_path / "restarts.py"
+    path.write_text(textwrap.dedent(RESTARTS))
+    prefix = [str(simhosts_program()), "2", "--"] if hosts else []
+    where = ["--hosts", "node0,node1"] if hosts else ["-n", "2"]
+    r = subprocess.run([*prefix, TESSERA, "launch", *where, "--max-restarts", "2", str(path)],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    attempts = {}
+    for line in r.stdout.splitlines():
+        _, _, k, token = line.split()
+        attempts.setdefault(int(k), []).append(token)
+    # Both ranks in each attempt, sharing a token; a fresh token each time.
+    assert sorted(attempts) == [0, 1, 2]
+    assert all(len(v) == 2 and len(set(v)) == 1 for v in attempts.values())
+    assert len({v[0] for v in attempts.values()}) == 3
+    for k in (1, 2):
+        assert f"[launch] restart {k} of 2 after rank 1" in r.stderr
+        assert "exited with status 3: starting every rank again" in r.stderr
+
+    env = dict(os.environ, TESSERA_MAX_RESTARTS="1")  # the variable, as the flag
+    r = subprocess.run([*prefix, TESSERA, "launch", *where, str(path)], capture_output=True,
+                       text=True, timeout=120, cwd=tmp_path, env=env)
+    assert r.returncode == 3 and r.stderr.count("starting every rank again") == 1, r.stderr
+
+
+def test_a_signalled_job_is_never_restarted(tmp_path):
+    path = tmp_path / "wait.py"
+    path.write_text("import time\nprint('ready', flush=True)\ntime.sleep(60)\n")
+    p = subprocess.Popen([TESSERA, "launch", "-n", "2", "--max-restarts", "3", str(path)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        assert p.stdout.readline().endswith("ready\n")
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode == 128 + signal.SIGTERM and "restart" not in err, err
+
+
+def test_max_restarts_is_refused_for_the_mpi_backend(tmp_path):
+    path = tmp_path / "x.py"
+    path.write_text("")
+    r = subprocess.run([TESSERA, "launch", "--backend", "mpi", "-n", "2", "--max-restarts", "1",
+                        str(path)], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "--max-restarts (or TESSERA_MAX_RESTARTS) is for the ring" in r.stderr

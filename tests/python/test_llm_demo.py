@@ -293,3 +293,44 @@ def test_demo_hosts_two_simulated_hosts(tmp_path, cache):
     for a, b in zip(across, here):
         for key in a:
             assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-6), (a["step"], key)
+
+
+def test_a_killed_rank_is_restarted_and_the_run_ends_as_if_uninterrupted(tmp_path, cache):
+    """`tessera launch --max-restarts 1`: rank 1 killed with SIGKILL mid-run; the launcher starts
+    the job again (TESSERA_RESTART_COUNT=1), the program resumes from its latest checkpoint, and
+    every logged loss and the final weights equal an uninterrupted run's."""
+    common = [*TINY, "--steps", "200", "--checkpoint-every", "5", "--eval-every", "50",
+              "--no-generate", "--cache-dir", cache]
+    whole = run([BIN / "tessera", "launch", "-n", "2", TRAIN, "--run-dir", tmp_path / "whole",
+                 *common])
+    assert whole.returncode == 0, whole.stderr
+    run_dir = tmp_path / "restarted"
+    p = subprocess.Popen([str(c) for c in [BIN / "tessera", "launch", "-n", "2", "--max-restarts",
+                                           "1", TRAIN, "--run-dir", run_dir, *common]],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    try:
+        deadline = time.monotonic() + 120
+        pid = rank_pid(run_dir, 1, deadline)
+        while time.monotonic() < deadline:  # past the first checkpoints
+            rows = metrics(run_dir) if (run_dir / "metrics.jsonl").exists() else []
+            if len(rows) > 12:
+                break
+            time.sleep(0.01)
+        os.kill(pid, signal.SIGKILL)
+        out, err = p.communicate(timeout=180)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode == 0, err
+    assert "rank 1 failed first: it was killed by SIGKILL" in err
+    assert "[launch] restart 1 of 1 after rank 1 was killed by SIGKILL" in err
+    assert "run: resumed from" in out
+    a, b = metrics(tmp_path / "whole"), metrics(run_dir)
+    assert [r["step"] for r in b] == list(range(201))
+    for ra, rb in zip(a, b):
+        for key in ra:
+            assert rb[key] == pytest.approx(ra[key], rel=1e-5, abs=1e-6), (ra["step"], key)
+    ref_a, ref_b = Reference(str(tmp_path / "whole" / "latest")), Reference(str(run_dir / "latest"))
+    for name, value in ref_a.w.items():
+        np.testing.assert_allclose(ref_b.w[name], value, rtol=1e-5, atol=1e-6, err_msg=name)

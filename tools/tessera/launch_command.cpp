@@ -47,7 +47,8 @@ const char* kLaunchUsage =
     "usage: tessera launch [--hosts H1,H2,... | --hostfile FILE] [-n N] [--backend ring|mpi]\n"
     "                      [--env K=V]... [-p/--starting-port P] [--connections-per-ip C]\n"
     "                      [--cwd DIR] [--python PY] [--print-python] [--cpu-bind auto|none]\n"
-    "                      [--verbose] [--no-prefix] [--grace S] [--mlx] [--trace DIR]\n"
+    "                      [--verbose] [--no-prefix] [--grace S] [--max-restarts N] [--mlx]\n"
+    "                      [--trace DIR]\n"
     "                      [--mpi-arg ARG]...\n"
     "                      [--] program [args...] | -m module [args...]\n"
     "Runs `program` as the ranks of one job: N ranks (-n, default 1) on each host of --hosts\n"
@@ -65,7 +66,10 @@ const char* kLaunchUsage =
     "host only, else from -p (default 32323), one per rank, address and connection. Output\n"
     "lines are prefixed with \"[rank] \"; stdin goes to every rank. When a rank fails the\n"
     "others get SIGTERM, then SIGKILL after --grace seconds (default 5), and the exit status\n"
-    "is the first failure's. A remote rank stops when its ssh connection ends or when this\n"
+    "is the first failure's. --max-restarts N (or TESSERA_MAX_RESTARTS) then starts the whole\n"
+    "job again, up to N times, with fresh ports and token and TESSERA_RESTART_COUNT set to the\n"
+    "attempt (0 first); a job stopped by SIGINT/SIGTERM is never restarted, and stdin is not\n"
+    "replayed. A remote rank stops when its ssh connection ends or when this\n"
     "launcher has been silent for TESSERA_LAUNCH_HEARTBEAT seconds.\n"
     "--cpu-bind auto (the default) gives each rank its own share of its host's CPUs (contiguous\n"
     "groups; with more ranks than CPUs, one CPU each in turn); none leaves placement to the\n"
@@ -372,7 +376,7 @@ int launch_mpi(const dd::JobHostfile& job, int repeat, const std::vector<std::st
 }  // namespace
 
 int launch_command(const std::vector<std::string>& args) {
-  int repeat = 0, connections = 1, starting_port = 0;
+  int repeat = 0, connections = 1, starting_port = 0, max_restarts = -1;
   double grace = 5.0;
   bool verbose = false, prefix = true, bind = true, mlx = false, print_python = false;
   std::string backend, trace_dir, hosts_arg, hostfile_path, cwd, python;
@@ -419,6 +423,8 @@ int launch_command(const std::vector<std::string>& args) {
       print_python = true;
     } else if (a == "--grace") {
       grace = parse_int("--grace", value(a), 0, 3600);
+    } else if (a == "--max-restarts") {
+      max_restarts = parse_int("--max-restarts", value(a), 0, 1000);
     } else if (a == "--cpu-bind") {
       const std::string& v = value(a);
       if (v != "auto" && v != "none") {
@@ -499,8 +505,14 @@ int launch_command(const std::vector<std::string>& args) {
   }
   std::vector<std::string> job_env = job.envs;
   job_env.insert(job_env.end(), cli_env.begin(), cli_env.end());
+  if (max_restarts < 0) max_restarts = static_cast<int>(config::get_int("TESSERA_MAX_RESTARTS"));
   if (backend == "mpi") {
     if (!trace_dir.empty()) throw std::invalid_argument("[launch] --trace is for the ring backend");
+    if (max_restarts > 0) {
+      throw std::invalid_argument("[launch] --max-restarts (or TESSERA_MAX_RESTARTS) is for the "
+                                  "ring backend: with --backend mpi, mpirun runs the job and this "
+                                  "launcher cannot restart it; run it again, or use the ring");
+    }
     return launch_mpi(job, repeat, program, job_env, mpi_args, cwd, verbose);
   }
 
@@ -512,178 +524,191 @@ int launch_command(const std::vector<std::string>& args) {
   if (n > 4096) throw std::invalid_argument("[launch] " + std::to_string(n) + " ranks: at most 4096");
   const bool all_local = std::all_of(places.begin(), places.end(), [](const Place& p) { return p.local; });
 
-  // Ports: one per rank, address and connection, in that order (as mlx.launch).
-  const int per_rank = static_cast<int>(places[0].ips.size()) * connections;
-  std::vector<int> ports;
-  if (all_local && starting_port == 0) {
-    ports = free_ports(n * per_rank);
-  } else {
-    const int first = starting_port > 0 ? starting_port : kDefaultStartingPort;
-    if (first + n * per_rank - 1 > 65535) {
-      throw std::invalid_argument("--starting-port " + std::to_string(first) + " with " +
-                                  std::to_string(n * per_rank) + " ports passes 65535");
+  // Each attempt: fresh ports, a fresh job token, every rank started again (--max-restarts).
+  auto run_attempt = [&](int attempt) -> SuperviseResult {
+    // Ports: one per rank, address and connection, in that order (as mlx.launch).
+    const int per_rank = static_cast<int>(places[0].ips.size()) * connections;
+    std::vector<int> ports;
+    if (all_local && starting_port == 0) {
+      ports = free_ports(n * per_rank);
+    } else {
+      int first = starting_port > 0 ? starting_port : kDefaultStartingPort;
+      const int count = n * per_rank;
+      if (first + count - 1 > 65535) {
+        throw std::invalid_argument("--starting-port " + std::to_string(first) + " with " +
+                                    std::to_string(count) + " ports passes 65535");
+      }
+      // A restart takes the next block when it fits: the last attempt's ports may linger.
+      if (first + (attempt + 1) * count - 1 <= 65535) first += attempt * count;
+      for (int i = 0; i < count; ++i) ports.push_back(first + i);
     }
-    for (int i = 0; i < n * per_rank; ++i) ports.push_back(first + i);
-  }
-  dd::Hostfile ring;
-  for (int r = 0; r < n; ++r) {
-    std::vector<dd::HostAddress> addrs;
-    for (const auto& ip : places[static_cast<size_t>(host_of[r])].ips)
-      for (int c = 0; c < connections; ++c) addrs.push_back(dd::ip_address(ip, ports[addrs.size() + static_cast<size_t>(r * per_rank)]));
-    ring.ranks.push_back(std::move(addrs));
-  }
-  const std::string ring_json = ring.to_json();
+    dd::Hostfile ring;
+    for (int r = 0; r < n; ++r) {
+      std::vector<dd::HostAddress> addrs;
+      for (const auto& ip : places[static_cast<size_t>(host_of[r])].ips)
+        for (int c = 0; c < connections; ++c) addrs.push_back(dd::ip_address(ip, ports[addrs.size() + static_cast<size_t>(r * per_rank)]));
+      ring.ranks.push_back(std::move(addrs));
+    }
+    const std::string ring_json = ring.to_json();
 
-  // Environment: a local rank inherits this one; a remote rank gets this one's Tessera and MLX
-  // settings. Both get the hostfile's envs, then --env.
-  std::vector<std::string> local_env, forwarded_env;
-  bool memory_limit_given = false;
-  for (char** e = environ; *e; ++e) {
-    const std::string kv = *e;
-    const std::string k = kv.substr(0, kv.find('='));
-    if (is_launcher_variable(k)) continue;
-    local_env.push_back(kv);
-    if (k.rfind("TESSERA_", 0) == 0 || k.rfind("MLX_", 0) == 0) forwarded_env.push_back(kv);
-    memory_limit_given |= k == "TESSERA_MEMORY_LIMIT_MB";
-  }
-  for (const auto& kv : job_env) memory_limit_given |= kv.rfind("TESSERA_MEMORY_LIMIT_MB=", 0) == 0;
-  int local_ranks = 0;
-  for (int r = 0; r < n; ++r) local_ranks += places[static_cast<size_t>(host_of[r])].local;
-  if (local_ranks > 0) check_program(program[0], launcher_path());
-  if (!memory_limit_given && local_ranks > 0) {
-    if (std::string m = memory_share_entry(local_ranks); !m.empty()) {
-      local_env.push_back(m);
-      if (verbose) std::fprintf(stderr, "[launch] memory limit per rank here: %s MiB\n", m.substr(m.find('=') + 1).c_str());
+    // Environment: a local rank inherits this one; a remote rank gets this one's Tessera and MLX
+    // settings. Both get the hostfile's envs, then --env.
+    std::vector<std::string> local_env, forwarded_env;
+    bool memory_limit_given = false;
+    for (char** e = environ; *e; ++e) {
+      const std::string kv = *e;
+      const std::string k = kv.substr(0, kv.find('='));
+      if (is_launcher_variable(k)) continue;
+      local_env.push_back(kv);
+      if (k.rfind("TESSERA_", 0) == 0 || k.rfind("MLX_", 0) == 0) forwarded_env.push_back(kv);
+      memory_limit_given |= k == "TESSERA_MEMORY_LIMIT_MB";
     }
-  }
-  if (!cwd.empty() && local_ranks > 0 && !std::filesystem::is_directory(cwd)) {
-    throw std::invalid_argument("[launch] --cwd '" + cwd + "' is not a directory on this host");
-  }
-  if (!trace_dir.empty()) {
-    if (!all_local) {
-      throw std::invalid_argument("[launch] --trace records ranks on this host only, and this "
-                                  "job has ranks on other hosts");
+    for (const auto& kv : job_env) memory_limit_given |= kv.rfind("TESSERA_MEMORY_LIMIT_MB=", 0) == 0;
+    int local_ranks = 0;
+    for (int r = 0; r < n; ++r) local_ranks += places[static_cast<size_t>(host_of[r])].local;
+    if (local_ranks > 0) check_program(program[0], launcher_path());
+    if (!memory_limit_given && local_ranks > 0) {
+      if (std::string m = memory_share_entry(local_ranks); !m.empty()) {
+        local_env.push_back(m);
+        if (verbose) std::fprintf(stderr, "[launch] memory limit per rank here: %s MiB\n", m.substr(m.find('=') + 1).c_str());
+      }
     }
-    std::error_code ec;
-    std::filesystem::create_directories(trace_dir, ec);
-    if (ec) {
-      throw std::invalid_argument("[launch] --trace: cannot create the directory '" + trace_dir +
-                                  "': " + ec.message());
+    if (!cwd.empty() && local_ranks > 0 && !std::filesystem::is_directory(cwd)) {
+      throw std::invalid_argument("[launch] --cwd '" + cwd + "' is not a directory on this host");
     }
-    trace_dir = std::filesystem::absolute(trace_dir).string();
-  }
-
-  char dir_template[] = "/tmp/tessera-launch-XXXXXX";
-  if (!::mkdtemp(dir_template)) {
-    throw std::runtime_error(std::string("[launch] mkdtemp: ") + std::strerror(errno));
-  }
-  std::filesystem::path dir(dir_template);
-  std::filesystem::path hostfile = dir / "hostfile.json";
-  std::ofstream(hostfile) << ring_json << "\n";
-  if (verbose) std::fprintf(stderr, "[launch] ring hostfile %s: %s\n", hostfile.c_str(), ring_json.c_str());
-
-  const std::string token = dd::random_hex(32);
-  std::string agent_cmd, launcher_cwd;
-  if (!all_local) {
-    agent_cmd = shell_quote(self_path()) + " " + kAgentCommand;
-    std::error_code ec;
-    launcher_cwd = std::filesystem::current_path(ec).string();
-  }
-  const double heartbeat = static_cast<double>(config::get_int("TESSERA_LAUNCH_HEARTBEAT"));
-  SshMasters masters;
-  {
-    std::vector<std::string> remote;
-    for (const auto& p : places) {
-      if (!p.local && std::find(remote.begin(), remote.end(), p.ssh) == remote.end()) remote.push_back(p.ssh);
-    }
-    try {
-      masters.open(remote, dir, verbose);
-    } catch (...) {
+    if (!trace_dir.empty()) {
+      if (!all_local) {
+        throw std::invalid_argument("[launch] --trace records ranks on this host only, and this "
+                                    "job has ranks on other hosts");
+      }
       std::error_code ec;
-      std::filesystem::remove_all(dir, ec);
-      throw;
-    }
-  }
-  std::vector<RankSpec> local;
-  std::vector<HostSpec> remote;
-  std::vector<nlohmann::json> host_ranks;  // per entry of `remote`: its ranks' jobs
-  const std::vector<int> cpus = bind ? allowed_cpus() : std::vector<int>{};
-  int local_index = 0;
-  const bool stdout_tty = ::isatty(STDOUT_FILENO) == 1;
-  for (int r = 0; r < n; ++r) {
-    const Place& place = places[static_cast<size_t>(host_of[r])];
-    std::vector<std::string> rank_env;
-    for (const char* k : {"TESSERA_RANK=", "MLX_RANK="}) rank_env.push_back(k + std::to_string(r));
-    for (const char* k : {"TESSERA_WORLD_SIZE=", "MLX_WORLD_SIZE="}) rank_env.push_back(k + std::to_string(n));
-    rank_env.push_back("TESSERA_JOB_TOKEN=" + token);
-    if (verbose) rank_env.push_back("TESSERA_RING_VERBOSE=1");
-    if (stdout_tty) rank_env.push_back("TESSERA_LAUNCH_TTY=1");
-    if (place.local) {
-      RankSpec spec;
-      spec.rank = r;
-      spec.argv = program;
-      spec.env = local_env;
-      spec.env.insert(spec.env.end(), job_env.begin(), job_env.end());
-      spec.env.insert(spec.env.end(), rank_env.begin(), rank_env.end());
-      for (const char* k : {"TESSERA_HOSTFILE=", "MLX_HOSTFILE="}) spec.env.push_back(k + hostfile.string());
-      if (!trace_dir.empty()) {
-        spec.env.push_back("TESSERA_TRACE=" + trace_dir + "/rank" + std::to_string(r) + ".json");
+      std::filesystem::create_directories(trace_dir, ec);
+      if (ec) {
+        throw std::invalid_argument("[launch] --trace: cannot create the directory '" + trace_dir +
+                                    "': " + ec.message());
       }
-      spec.cpus = cpus_for_rank(cpus, local_ranks, local_index++);
-      if (!cpus.empty()) spec.env.push_back("TESSERA_HOST_CPUS=" + std::to_string(cpus.size()));
-      spec.cwd = cwd;
-      if (verbose) {
-        std::string list;
-        for (int c : spec.cpus) list += (list.empty() ? "" : ",") + std::to_string(c);
-        std::fprintf(stderr, "[launch] rank %d: this host%s%s\n", r, list.empty() ? "" : ", CPUs ", list.c_str());
+      trace_dir = std::filesystem::absolute(trace_dir).string();
+    }
+
+    char dir_template[] = "/tmp/tessera-launch-XXXXXX";
+    if (!::mkdtemp(dir_template)) {
+      throw std::runtime_error(std::string("[launch] mkdtemp: ") + std::strerror(errno));
+    }
+    std::filesystem::path dir(dir_template);
+    std::filesystem::path hostfile = dir / "hostfile.json";
+    std::ofstream(hostfile) << ring_json << "\n";
+    if (verbose) std::fprintf(stderr, "[launch] ring hostfile %s: %s\n", hostfile.c_str(), ring_json.c_str());
+
+    const std::string token = dd::random_hex(32);
+    std::string agent_cmd, launcher_cwd;
+    if (!all_local) {
+      agent_cmd = shell_quote(self_path()) + " " + kAgentCommand;
+      std::error_code ec;
+      launcher_cwd = std::filesystem::current_path(ec).string();
+    }
+    const double heartbeat = static_cast<double>(config::get_int("TESSERA_LAUNCH_HEARTBEAT"));
+    SshMasters masters;
+    {
+      std::vector<std::string> remote;
+      for (const auto& p : places) {
+        if (!p.local && std::find(remote.begin(), remote.end(), p.ssh) == remote.end()) remote.push_back(p.ssh);
       }
-      local.push_back(std::move(spec));
-      continue;
+      try {
+        masters.open(remote, dir, verbose);
+      } catch (...) {
+        std::error_code ec;
+        std::filesystem::remove_all(dir, ec);
+        throw;
+      }
     }
-    // Ranks on a remote host: one ssh session to one agent that runs them all.
-    size_t h = 0;
-    while (h < remote.size() && remote[h].host != place.ssh) ++h;
-    if (h == remote.size()) {
-      HostSpec spec;
-      spec.host = place.ssh;
-      spec.argv = {"ssh", "-T", "-S", masters.socket_of(place.ssh), "-o", "ControlMaster=no"};
-      spec.argv.insert(spec.argv.end(), ssh_options().begin(), ssh_options().end());
-      spec.argv.insert(spec.argv.end(), {"--", place.ssh, agent_cmd});
-      spec.env = local_env;  // ssh's own: HOME, SSH_AUTH_SOCK, ...
-      remote.push_back(std::move(spec));
-      host_ranks.push_back(nlohmann::json::array());
+    std::vector<RankSpec> local;
+    std::vector<HostSpec> remote;
+    std::vector<nlohmann::json> host_ranks;  // per entry of `remote`: its ranks' jobs
+    const std::vector<int> cpus = bind ? allowed_cpus() : std::vector<int>{};
+    int local_index = 0;
+    const bool stdout_tty = ::isatty(STDOUT_FILENO) == 1;
+    for (int r = 0; r < n; ++r) {
+      const Place& place = places[static_cast<size_t>(host_of[r])];
+      std::vector<std::string> rank_env;
+      for (const char* k : {"TESSERA_RANK=", "MLX_RANK="}) rank_env.push_back(k + std::to_string(r));
+      for (const char* k : {"TESSERA_WORLD_SIZE=", "MLX_WORLD_SIZE="}) rank_env.push_back(k + std::to_string(n));
+      rank_env.push_back("TESSERA_JOB_TOKEN=" + token);
+      rank_env.push_back("TESSERA_RESTART_COUNT=" + std::to_string(attempt));
+      if (verbose) rank_env.push_back("TESSERA_RING_VERBOSE=1");
+      if (stdout_tty) rank_env.push_back("TESSERA_LAUNCH_TTY=1");
+      if (place.local) {
+        RankSpec spec;
+        spec.rank = r;
+        spec.argv = program;
+        spec.env = local_env;
+        spec.env.insert(spec.env.end(), job_env.begin(), job_env.end());
+        spec.env.insert(spec.env.end(), rank_env.begin(), rank_env.end());
+        for (const char* k : {"TESSERA_HOSTFILE=", "MLX_HOSTFILE="}) spec.env.push_back(k + hostfile.string());
+        if (!trace_dir.empty()) {
+          spec.env.push_back("TESSERA_TRACE=" + trace_dir + "/rank" + std::to_string(r) + ".json");
+        }
+        spec.cpus = cpus_for_rank(cpus, local_ranks, local_index++);
+        if (!cpus.empty()) spec.env.push_back("TESSERA_HOST_CPUS=" + std::to_string(cpus.size()));
+        spec.cwd = cwd;
+        if (verbose) {
+          std::string list;
+          for (int c : spec.cpus) list += (list.empty() ? "" : ",") + std::to_string(c);
+          std::fprintf(stderr, "[launch] rank %d: this host%s%s\n", r, list.empty() ? "" : ", CPUs ", list.c_str());
+        }
+        local.push_back(std::move(spec));
+        continue;
+      }
+      // Ranks on a remote host: one ssh session to one agent that runs them all.
+      size_t h = 0;
+      while (h < remote.size() && remote[h].host != place.ssh) ++h;
+      if (h == remote.size()) {
+        HostSpec spec;
+        spec.host = place.ssh;
+        spec.argv = {"ssh", "-T", "-S", masters.socket_of(place.ssh), "-o", "ControlMaster=no"};
+        spec.argv.insert(spec.argv.end(), ssh_options().begin(), ssh_options().end());
+        spec.argv.insert(spec.argv.end(), {"--", place.ssh, agent_cmd});
+        spec.env = local_env;  // ssh's own: HOME, SSH_AUTH_SOCK, ...
+        remote.push_back(std::move(spec));
+        host_ranks.push_back(nlohmann::json::array());
+      }
+      std::vector<std::string> env = forwarded_env;
+      env.insert(env.end(), job_env.begin(), job_env.end());
+      env.insert(env.end(), rank_env.begin(), rank_env.end());
+      remote[h].ranks.push_back(r);
+      host_ranks[h].push_back({{"rank", r}, {"env", env}});
+      if (verbose) std::fprintf(stderr, "[launch] rank %d: ssh %s\n", r, place.ssh.c_str());
     }
-    std::vector<std::string> env = forwarded_env;
-    env.insert(env.end(), job_env.begin(), job_env.end());
-    env.insert(env.end(), rank_env.begin(), rank_env.end());
-    remote[h].ranks.push_back(r);
-    host_ranks[h].push_back({{"rank", r}, {"env", env}});
-    if (verbose) std::fprintf(stderr, "[launch] rank %d: ssh %s\n", r, place.ssh.c_str());
+    for (size_t h = 0; h < remote.size(); ++h) {
+      const nlohmann::json desc = {{"argv", program},
+                                   {"cwd", cwd},
+                                   {"fallback_cwd", launcher_cwd},
+                                   {"ring_hostfile", ring_json},
+                                   {"grace", grace},
+                                   {"heartbeat", heartbeat},
+                                   {"cpu_bind", bind},
+                                   {"verbose", verbose},
+                                   {"ranks", host_ranks[h]}};
+      remote[h].preamble = desc.dump() + "\n";
+    }
+    SuperviseOptions opt;
+    opt.prefix = prefix;
+    opt.grace_seconds = grace;
+    opt.verbose = verbose;
+    opt.heartbeat_seconds = heartbeat;
+    SuperviseResult result = supervise(n, local, remote, opt);
+    if (!trace_dir.empty()) {
+      std::fprintf(stderr, "[launch] trace: %s\n", merge_rank_traces(trace_dir, n).c_str());
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    return result;
+  };
+  for (int attempt = 0;; ++attempt) {
+    const SuperviseResult result = run_attempt(attempt);
+    if (result.code == 0 || result.interrupted || attempt >= max_restarts) return result.code;
+    std::fprintf(stderr, "[launch] restart %d of %d after %s: starting every rank again\n",
+                 attempt + 1, max_restarts, result.failure.c_str());
   }
-  for (size_t h = 0; h < remote.size(); ++h) {
-    const nlohmann::json desc = {{"argv", program},
-                                 {"cwd", cwd},
-                                 {"fallback_cwd", launcher_cwd},
-                                 {"ring_hostfile", ring_json},
-                                 {"grace", grace},
-                                 {"heartbeat", heartbeat},
-                                 {"cpu_bind", bind},
-                                 {"verbose", verbose},
-                                 {"ranks", host_ranks[h]}};
-    remote[h].preamble = desc.dump() + "\n";
-  }
-  SuperviseOptions opt;
-  opt.prefix = prefix;
-  opt.grace_seconds = grace;
-  opt.verbose = verbose;
-  opt.heartbeat_seconds = heartbeat;
-  int code = supervise(n, local, remote, opt);
-  if (!trace_dir.empty()) {
-    std::fprintf(stderr, "[launch] trace: %s\n", merge_rank_traces(trace_dir, n).c_str());
-  }
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
-  return code;
 }
 
 }  // namespace tessera::cli

@@ -82,7 +82,7 @@ bool is_launcher_variable(const std::string& name) {
   for (const char* k : {"TESSERA_RANK", "MLX_RANK", "TESSERA_HOSTFILE", "MLX_HOSTFILE",
                         "TESSERA_WORLD_SIZE", "MLX_WORLD_SIZE", "TESSERA_JOB_TOKEN",
                         "TESSERA_RING_VERBOSE", "TESSERA_TRACE", "TESSERA_HOST_CPUS",
-                        "TESSERA_LAUNCH_TTY"}) {
+                        "TESSERA_LAUNCH_TTY", "TESSERA_RESTART_COUNT"}) {
     if (name == k) return true;
   }
   return false;

@@ -215,8 +215,9 @@ void signal_all(std::vector<Proc>& procs, int sig) {
 
 }  // namespace
 
-int supervise(int size, const std::vector<RankSpec>& local, const std::vector<HostSpec>& remote,
-              const SuperviseOptions& opt) {
+SuperviseResult supervise(int size, const std::vector<RankSpec>& local, const std::vector<HostSpec>& remote,
+                          const SuperviseOptions& opt) {
+  SuperviseResult result;
   std::vector<Rank> ranks(static_cast<size_t>(size));
   std::vector<Proc> procs(local.size() + remote.size());
   struct sigaction sa {};
@@ -379,6 +380,7 @@ int supervise(int size, const std::vector<RankSpec>& local, const std::vector<Ho
       if (now_s() > drain_deadline) break;  // a leftover grandchild holds a pipe: stop waiting
     }
     if (int sig = g_pending_signal.exchange(0)) {
+      result.interrupted = true;
       if (opt.verbose) std::fprintf(stderr, "[launch] forwarding signal %d to every rank\n", sig);
       signal_all(procs, sig);
       if (kill_deadline == 0) kill_deadline = now_s() + opt.grace_seconds;
@@ -533,7 +535,7 @@ int supervise(int size, const std::vector<RankSpec>& local, const std::vector<Ho
   ::sigaction(SIGTERM, &old_term, nullptr);
   ::sigaction(SIGCHLD, &old_chld, nullptr);
   g_wake_fd = -1;
-  if (first_failure < 0) return 0;
+  if (first_failure < 0) return result;
   // The cause, when the first exit seen was a reaction: a rank that died of a signal the
   // launcher did not send failed in its own right (Tessera's ranks raise, never die of a
   // signal, when a peer fails), even if its survivors' errors arrived first — as they do when
@@ -565,7 +567,10 @@ int supervise(int size, const std::vector<RankSpec>& local, const std::vector<Ho
   report += lines.empty() ? ", without output.\n" : ". Its last lines:\n";
   for (const auto& l : lines) report += "  " + l + (l.empty() || l.back() != '\n' ? "\n" : "");
   write_all(2, report.data(), report.size());
-  return f.status_code;
+  result.code = f.status_code;
+  result.failure = rank_name(first_failure, fp) + " " +
+                   (f.lost ? "lost its ssh session" : describe_exit(f.status_code));
+  return result;
 }
 
 }  // namespace tessera::cli

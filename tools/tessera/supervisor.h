@@ -35,9 +35,15 @@ struct SuperviseOptions {
   double heartbeat_seconds = 10;  // agents stop their ranks after this much silence
 };
 
-// Runs every rank of a job of `size` ranks to completion. Returns 0 when all exit 0, else the
-// status of the rank that failed first (a death by signal n as 128 + n).
-int supervise(int size, const std::vector<RankSpec>& local, const std::vector<HostSpec>& remote,
+struct SuperviseResult {
+  int code = 0;              // 0 when every rank exited 0, else the first failure's status
+  bool interrupted = false;  // SIGINT or SIGTERM reached the launcher
+  std::string failure;       // "rank 2 exited with status 3" (empty when code is 0)
+};
+
+// Runs every rank of a job of `size` ranks to completion (a death by signal n counts as status
+// 128 + n).
+SuperviseResult supervise(int size, const std::vector<RankSpec>& local, const std::vector<HostSpec>& remote,
               const SuperviseOptions& options);
 
 }  // namespace tessera::cli
