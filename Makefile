@@ -15,7 +15,7 @@ PIP_INSTALL_TREE = --config-settings=build-dir=$(PY_BUILD) \
   --config-settings=cmake.define.TESSERA_BUILD_TESTS=ON \
   --config-settings=cmake.define.TESSERA_BUILD_EXAMPLES=ON
 
-.PHONY: all deps build python demo demo-hosts demo-digits demo-cpp bench-train test test-long test-asan bench bench-dist bench-py bench-compile bench-llm docs clean
+.PHONY: all deps build python fuzz demo demo-hosts demo-digits demo-cpp bench-train test test-long test-asan bench bench-dist bench-py bench-compile bench-llm docs clean
 
 all: build
 
@@ -82,6 +82,7 @@ test: python
 test-long: python
 	cd $(PY_BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 3600
 	$(PYTEST) tests/python
+	$(MAKE) fuzz
 
 test-asan: deps
 	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -90,6 +91,19 @@ test-asan: deps
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) -LE long --timeout 1800
+
+# libFuzzer over every parser of outside bytes (tests/fuzz): a clang build of the library with
+# ASan, UBSan and coverage in $(FUZZ_BUILD), then FUZZ_RUNS inputs per target (scripts/fuzz.sh).
+# `make test` replays the checked-in corpora in the normal build (ctest Fuzz.*).
+FUZZ_BUILD ?= $(BUILD)/fuzz
+FUZZ_RUNS ?= 1000000
+fuzz: deps
+	@bash scripts/fuzz_deps.sh
+	cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+	  -DCMAKE_C_COMPILER=clang -DTESSERA_FUZZ=ON -DTESSERA_BUILD_TESTS=OFF \
+	  -DTESSERA_BUILD_BENCHMARKS=OFF -DTESSERA_BUILD_EXAMPLES=OFF $(CMAKE_FLAGS)
+	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+	bash scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_RUNS)
 
 # CPU ops and matmul against NumPy and MLX, then the op tail (convolution) against PyTorch and MLX.
 bench: build

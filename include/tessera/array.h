@@ -35,7 +35,7 @@ struct Data;
 class array {
  public:
   // A 0-d array holding one value.
-  template <typename T>
+  template <HasDtype T>
   explicit array(T val, Dtype dtype = TypeToDtype<T>());
   explicit array(const complex64_t& val, Dtype dtype = complex64);
 
@@ -264,7 +264,7 @@ size_t shape_size(const Shape& shape);
 
 // ---- template definitions ----
 
-template <typename T>
+template <HasDtype T>
 array::array(T val, Dtype dtype) : desc_(detail::make_desc(Shape{}, dtype)) {
   init(&val);
 }

@@ -121,4 +121,10 @@ template <> struct TypeToDtype<complex64_t> { operator Dtype() const { return co
 template <> struct TypeToDtype<long long> { operator Dtype() const { return int64; } };
 template <> struct TypeToDtype<unsigned long long> { operator Dtype() const { return uint64; } };
 
+// A C++ type with a dtype. Constraining array's scalar constructor with it keeps
+// std::is_constructible<array, std::nullopt_t> false without instantiating TypeToDtype for
+// other types, which clang does (std::optional<array> parameters defaulted to std::nullopt).
+template <typename T>
+concept HasDtype = requires { Dtype(TypeToDtype<T>()); };
+
 }  // namespace tessera

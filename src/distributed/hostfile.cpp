@@ -195,7 +195,7 @@ Hostfile parse_hostfile(const std::string& json_text, const std::string& origin)
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(json_text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // a syntax error, or a number out of range
     fail(origin, std::string("not valid JSON (") + e.what() +
                      "); expected a list with one entry per rank, e.g. "
                      "[[\"127.0.0.1:5000\"], [\"127.0.0.1:5001\"]]");
@@ -282,7 +282,7 @@ JobHostfile parse_job_hostfile(const std::string& json_text, const std::string& 
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(json_text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // a syntax error, or a number out of range
     fail(origin, std::string("not valid JSON (") + e.what() + "); " + example);
   }
   JobHostfile out;

@@ -527,7 +527,7 @@ GGUFLoad read_gguf(const ByteReader& r, const std::string& where) {
       fail(where, tw + "'s data offset " + std::to_string(t.offset) +
                       " is not a multiple of the alignment " + std::to_string(alignment));
     }
-    if (t.offset > data_size || t.nbytes > data_size - t.offset) {
+    if (data_start > r.size() || t.offset > data_size || t.nbytes > data_size - t.offset) {
       fail(where, tw + " (" + std::to_string(t.nbytes) + " bytes at data offset " +
                       std::to_string(t.offset) + ") runs past the end of the file (" +
                       std::to_string(data_size) +

@@ -15,6 +15,11 @@
 #include "test_util.h"
 
 using tessera::distributed::detail::expand_slurm_hostlist;
+using tessera::distributed::detail::parse_registration;
+using tessera::distributed::detail::parse_rendezvous_reply;
+using tessera::distributed::detail::Registration;
+using tessera::distributed::detail::RendezvousReply;
+using tessera::distributed::detail::rendezvous_body_length;
 using tessera::test_util::count_of;
 using tessera::test_util::free_loopback_ports;
 
@@ -79,6 +84,44 @@ TEST(Rendezvous, SlurmHostListsExpand) {
 
 // `srun -n 4` on one node: the coordinator is the step's first node ("localhost" here) and a
 // port derived from the job and step ids; every rank gets 1 + 2 + 3 + 4.
+// The messages a stranger can send the coordinator: a wrong type, a bad address or a length
+// beyond the limit is a documented error (the coordinator then ignores that connection), never
+// another exception that would end the job.
+TEST(Rendezvous, MessagesParseOrSayWhatIsWrong) {
+  const Registration r = parse_registration(
+      R"({"tessera_rendezvous": 1, "rank": 2, "size": 4, "address": "10.0.0.3:4000",
+          "host": "n3", "nonce": "ab"})");
+  EXPECT_EQ(r.rank, 2);
+  EXPECT_EQ(r.size, 4);
+  EXPECT_EQ(r.address, "10.0.0.3:4000");
+  EXPECT_EQ(r.host, "n3");
+  EXPECT_EQ(r.nonce, "ab");
+  const std::string ok_rest = R"("size": 4, "address": "10.0.0.3:4000", "host": "n3", "nonce": "ab"})";
+  EXPECT_THROW(parse_registration(R"({"tessera_rendezvous": 1, "rank": "2", )" + ok_rest),
+               std::invalid_argument);
+  EXPECT_THROW(parse_registration(R"({"tessera_rendezvous": 2, "rank": 2, )" + ok_rest),
+               std::invalid_argument);
+  EXPECT_THROW(parse_registration(R"({"tessera_rendezvous": 1, "rank": 2, "size": 4,
+      "address": "nowhere", "host": "n3", "nonce": "ab"})"), std::invalid_argument);
+  EXPECT_THROW(parse_registration("[1, 2]"), std::invalid_argument);
+  EXPECT_THROW(parse_registration("{not json"), std::invalid_argument);
+  const unsigned char big[4] = {0, 0x10, 0, 1};  // 1 MiB + 1
+  EXPECT_THROW(rendezvous_body_length(big, 1 << 20), std::invalid_argument);
+  const unsigned char small[4] = {0, 0, 1, 2};
+  EXPECT_EQ(rendezvous_body_length(small, 1 << 20), 258u);
+
+  const RendezvousReply a = parse_rendezvous_reply(
+      R"({"ok": true, "table": [["10.0.0.1:1"], ["10.0.0.2:2"]]})", "the table");
+  ASSERT_TRUE(a.ok);
+  ASSERT_EQ(a.table.size(), 2);
+  EXPECT_EQ(a.table.ranks[1][0].port, 2);
+  const RendezvousReply b = parse_rendezvous_reply(R"({"ok": false, "error": "why"})", "t");
+  EXPECT_FALSE(b.ok);
+  EXPECT_EQ(b.error, "why");
+  EXPECT_THROW(parse_rendezvous_reply(R"({"ok": "yes"})", "t"), std::invalid_argument);
+  EXPECT_THROW(parse_rendezvous_reply(R"({"ok": true, "table": [["x"]]})", "t"), std::invalid_argument);
+}
+
 TEST(Rendezvous, SlurmStepWithoutAHostfile) {
   const std::string common = "SLURM_NTASKS=4 SLURM_STEP_NODELIST=localhost SLURM_JOB_ID=" +
                              std::to_string(random_job_id()) + " SLURM_STEP_ID=0 TESSERA_JOB_TOKEN=t0k";

@@ -38,6 +38,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "config_parse.h"
 #include "distributed/hostfile.h"
 #include "distributed/ring/socket.h"
 #include "rank_host.h"
@@ -105,20 +106,6 @@ Output run(const std::vector<std::string>& argv, double seconds) {
   return r;
 }
 
-struct Addr {
-  std::string ip;  // IPv4 dotted, or an IPv6 link-local without scope
-  int prefix = 0;
-  bool v6 = false;
-};
-
-struct Iface {
-  std::string name;
-  bool up = false;
-  long speed = -1;  // Mb/s, -1 unknown
-  std::vector<Addr> v4;
-  std::string link_local;  // fe80::... ("" when none)
-};
-
 struct Host {
   std::string ssh;  // as given
   bool local = false;
@@ -167,44 +154,6 @@ std::string v4_text(uint32_t v) {
 uint32_t mask_of(int prefix) { return prefix == 0 ? 0 : ~uint32_t{0} << (32 - prefix); }
 std::string subnet_of(const Addr& a) { return v4_text(v4_of(a.ip) & mask_of(a.prefix)) + "/" + std::to_string(a.prefix); }
 
-void parse_interfaces(Host& h, const std::string& text) {
-  const size_t split = text.find("\n---\n");
-  if (split == std::string::npos) throw std::runtime_error("unexpected output of ip -j addr");
-  const json j = json::parse(text.substr(0, split));
-  std::map<std::string, long> speed;
-  std::istringstream rest(text.substr(split + 5));
-  std::string name, s;
-  while (rest >> name >> s) {
-    try {
-      speed[name] = std::stol(s);
-    } catch (...) {
-      speed[name] = -1;
-    }
-  }
-  for (const auto& e : j) {
-    Iface f;
-    f.name = e.value("ifname", "");
-    const std::string state = e.value("operstate", "");
-    bool flag_up = false, loopback = false;
-    for (const auto& fl : e.value("flags", json::array())) {
-      flag_up |= fl == "UP";
-      loopback |= fl == "LOOPBACK";
-    }
-    if (loopback) continue;
-    f.up = flag_up && (state == "UP" || state == "UNKNOWN");
-    f.speed = speed.count(f.name) ? speed[f.name] : -1;
-    for (const auto& a : e.value("addr_info", json::array())) {
-      if (a.value("family", "") == "inet") {
-        f.v4.push_back({a.value("local", ""), a.value("prefixlen", 0), false});
-      } else if (a.value("family", "") == "inet6" && a.value("scope", "") == "link" &&
-                 !a.value("tentative", false)) {
-        f.link_local = a.value("local", "");
-      }
-    }
-    h.ifaces.push_back(std::move(f));
-  }
-}
-
 struct Cidr {
   uint32_t net = 0;
   int prefix = -1;  // -1: every address
@@ -229,12 +178,6 @@ Cidr parse_over(const std::string& v) {
   c.net = ntohl(a.s_addr) & mask_of(c.prefix);
   return c;
 }
-
-// One probe result: host `from` reached host `to` at `target` over its interface `via`.
-struct Reach {
-  int from, to;
-  std::string target, via;
-};
 
 // Every host listens on `port` and connects to every other host's candidate addresses at once.
 std::vector<Reach> probe(std::vector<Host>& hosts, const Cidr& over, int port, const std::string& self,
@@ -265,10 +208,14 @@ std::vector<Reach> probe(std::vector<Host>& hosts, const Cidr& over, int port, c
     if (!errors[i].empty()) {
       throw std::runtime_error("[config] the probe on host '" + hosts[i].ssh + "' failed: " + errors[i]);
     }
-    const json j = json::parse(lines[i]);
-    for (const auto& r : j.at("reached")) {
-      out.push_back({static_cast<int>(i), r.at("host").get<int>(), r.at("target").get<std::string>(),
-                     r.at("via").get<std::string>()});
+    std::vector<Reach> mine;
+    try {
+      mine = parse_probe_output(lines[i], static_cast<int>(i), static_cast<int>(hosts.size()));
+    } catch (const std::invalid_argument& e) {
+      throw std::runtime_error("[config] the probe on host '" + hosts[i].ssh + "' answered: " + e.what());
+    }
+    for (auto& r : mine) {
+      out.push_back(std::move(r));
       if (verbose) {
         std::fprintf(stderr, "[config] %s reaches %s at %s (via %s)\n", hosts[i].ssh.c_str(),
                      hosts[static_cast<size_t>(out.back().to)].ssh.c_str(), out.back().target.c_str(),
@@ -577,9 +524,8 @@ int config_command(const std::vector<std::string>& args) {
         errs[i] = o.err;
         return;
       }
-      h.ifaces.clear();
       try {
-        parse_interfaces(h, o.out);
+        h.ifaces = parse_interfaces(o.out);
       } catch (const std::exception& e) {
         errs[i] = e.what();
       }

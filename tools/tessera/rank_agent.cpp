@@ -300,28 +300,27 @@ int rank_agent_command(const std::vector<std::string>&) {
         }
         last_heard = now_s();
         frames.append(buf, static_cast<size_t>(got));
-        size_t at = 0;
-        while (at < frames.size()) {
-          const char type = frames[at];
-          if (type == 'D') {
-            if (frames.size() - at < 5) break;
-            const uint32_t len = read_u32(frames.data() + at + 1);
-            if (frames.size() - at - 5 < len) break;
-            for (auto& rj : job.ranks) {
-              if (rj.in >= 0) rj.pending_in.append(frames, at + 5, len);
-            }
-            at += 5 + len;
-          } else if (type == 'S') {
-            if (frames.size() - at < 2) break;
-            signal_ranks(static_cast<unsigned char>(frames[at + 1]));
-            signalled = true;
-            at += 2;
-          } else {
-            if (type == 'E') close_inputs = true;
-            at += 1;  // 'H' and anything unknown: nothing to do
-          }
+        size_t used = 0;
+        try {
+          used = decode_launcher_frames(frames, [&](const Frame& fr) {
+            if (fr.type == 'D') {
+              for (auto& rj : job.ranks) {
+                if (rj.in >= 0) rj.pending_in.append(fr.data);
+              }
+            } else if (fr.type == 'S') {
+              signal_ranks(static_cast<int>(fr.value));
+              signalled = true;
+            } else if (fr.type == 'E') {
+              close_inputs = true;
+            }  // 'H': heard from the launcher, which is all it says
+          });
+        } catch (const std::runtime_error& e) {  // as good as a lost connection
+          std::fprintf(stderr, "[agent] %s; stopping the ranks\n", e.what());
+          stdin_open = false;
+          stop(signalled);
+          continue;
         }
-        frames.erase(0, at);
+        frames.erase(0, used);
         continue;
       }
       for (auto& rj : job.ranks) {

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <cstdio>
 #include <stdexcept>
 
 namespace tessera::cli {
@@ -28,6 +29,78 @@ uint32_t read_u32(const char* p) {
   uint32_t v = 0;
   for (int k = 0; k < 4; ++k) v = (v << 8) | static_cast<unsigned char>(p[k]);
   return v;
+}
+
+namespace {
+
+[[noreturn]] void bad_frame(size_t at, char type, const char* stream) {
+  char hex[8];
+  std::snprintf(hex, sizeof hex, "0x%02x", static_cast<unsigned char>(type));
+  throw std::runtime_error(std::string("unreadable ") + stream + " stream at byte " +
+                           std::to_string(at) + ": frame type " + hex + " is not one of its own");
+}
+
+// The u32 length at p, checked against kMaxFramePayload.
+uint32_t payload_length(const char* p, size_t at, const char* stream) {
+  const uint32_t n = read_u32(p);
+  if (n > kMaxFramePayload) {
+    throw std::runtime_error(std::string("unreadable ") + stream + " stream at byte " +
+                             std::to_string(at) + ": a frame of " + std::to_string(n) +
+                             " bytes (at most " + std::to_string(kMaxFramePayload) + ")");
+  }
+  return n;
+}
+
+}  // namespace
+
+size_t decode_launcher_frames(std::string_view buf, const std::function<void(const Frame&)>& on_frame) {
+  static const char* kStream = "launcher -> agent";
+  size_t at = 0;
+  while (at < buf.size()) {
+    Frame f;
+    f.type = buf[at];
+    size_t len = 1;
+    if (f.type == 'D') {
+      if (buf.size() - at < 5) break;
+      const uint32_t n = payload_length(buf.data() + at + 1, at, kStream);
+      if (buf.size() - at - 5 < n) break;
+      f.data = buf.substr(at + 5, n);
+      len = 5 + n;
+    } else if (f.type == 'S') {
+      if (buf.size() - at < 2) break;
+      f.value = static_cast<unsigned char>(buf[at + 1]);
+      len = 2;
+    } else if (f.type != 'E' && f.type != 'H') {
+      bad_frame(at, f.type, kStream);
+    }
+    on_frame(f);
+    at += len;
+  }
+  return at;
+}
+
+size_t decode_agent_frames(std::string_view buf, const std::function<void(const Frame&)>& on_frame) {
+  static const char* kStream = "agent -> launcher";
+  size_t at = 0;
+  while (at < buf.size()) {
+    Frame f;
+    f.type = buf[at];
+    if (f.type != 'O' && f.type != 'R' && f.type != 'X') bad_frame(at, f.type, kStream);
+    if (buf.size() - at < 9) break;
+    f.rank = read_u32(buf.data() + at + 1);
+    size_t len = 9;
+    if (f.type == 'X') {
+      f.value = read_u32(buf.data() + at + 5);
+    } else {
+      const uint32_t n = payload_length(buf.data() + at + 5, at, kStream);
+      if (buf.size() - at - 9 < n) break;
+      f.data = buf.substr(at + 9, n);
+      len += n;
+    }
+    on_frame(f);
+    at += len;
+  }
+  return at;
 }
 
 std::string frame_data(const char* data, size_t n) {

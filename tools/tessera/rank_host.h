@@ -22,7 +22,9 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tessera::cli {
@@ -38,6 +40,22 @@ std::string frame_output(char type, int rank, const char* data, size_t n);  // '
 std::string frame_exit(int rank, int status);
 // A big-endian u32 at p.
 uint32_t read_u32(const char* p);
+
+// One frame of either stream.
+struct Frame {
+  char type = 0;          // 'D', 'E', 'H', 'S' (launcher -> agent); 'O', 'R', 'X' (agent -> launcher)
+  uint32_t rank = 0;      // 'O', 'R', 'X'
+  uint32_t value = 0;     // 'S': the signal; 'X': the status
+  std::string_view data;  // 'D', 'O', 'R'
+};
+// The longest payload a frame may carry (the builders' callers send at most one read, 64 KiB).
+inline constexpr uint32_t kMaxFramePayload = 1u << 20;
+// Decode the whole frames at the start of `buf` in order, calling on_frame for each, and return
+// the bytes they took (a partial frame at the end waits for more bytes). A type byte that does
+// not belong to the stream, or a length above kMaxFramePayload, throws std::runtime_error naming
+// the byte offset: nothing after it can be trusted.
+size_t decode_launcher_frames(std::string_view buf, const std::function<void(const Frame&)>& on_frame);
+size_t decode_agent_frames(std::string_view buf, const std::function<void(const Frame&)>& on_frame);
 
 // The CPUs this process may run on, ascending.
 std::vector<int> allowed_cpus();

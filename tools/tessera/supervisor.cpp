@@ -344,28 +344,21 @@ SuperviseResult supervise(int size, const std::vector<RankSpec>& local, const st
       p.saw_marker = true;
       p.frames.erase(0, marker.size());
     }
-    size_t at = 0;
-    while (p.frames.size() - at >= 9) {
-      const char type = p.frames[at];
-      const auto r = static_cast<int>(read_u32(p.frames.data() + at + 1));
-      const uint32_t v = read_u32(p.frames.data() + at + 5);
-      const bool known = r >= 0 && r < size && ranks[static_cast<size_t>(r)].proc == static_cast<int>(&p - procs.data());
-      if (type == 'X') {
-        if (known) rank_exited(r, static_cast<int>(v), false);
-        at += 9;
-      } else if (type == 'O' || type == 'R') {
-        if (p.frames.size() - at - 9 < v) break;
-        if (known) {
-          Rank& rk = ranks[static_cast<size_t>(r)];
-          (type == 'O' ? rk.out_relay : rk.err_relay).feed(p.frames.data() + at + 9, v);
-        }
-        at += 9 + v;
-      } else {  // a broken stream: nothing after this can be trusted
-        p.messages.feed("unreadable output from the agent\n", 33);
-        at = p.frames.size();
-      }
+    const int self = static_cast<int>(&p - procs.data());
+    try {
+      const size_t used = decode_agent_frames(p.frames, [&](const Frame& f) {
+        const int r = static_cast<int>(f.rank);
+        if (f.rank >= static_cast<uint32_t>(size) || ranks[static_cast<size_t>(r)].proc != self) return;
+        Rank& rk = ranks[static_cast<size_t>(r)];
+        if (f.type == 'X') rank_exited(r, static_cast<int>(f.value), false);
+        else (f.type == 'O' ? rk.out_relay : rk.err_relay).feed(f.data.data(), f.data.size());
+      });
+      p.frames.erase(0, used);
+    } catch (const std::runtime_error& e) {  // nothing after this can be trusted
+      const std::string line = std::string(e.what()) + "\n";
+      p.messages.feed(line.data(), line.size());
+      p.frames.clear();
     }
-    p.frames.erase(0, at);
   };
 
   auto any_open = [&] {

@@ -2,11 +2,26 @@
 // for wider vectors (elementwise loops, GEMM, convolution) pick one with these. False off x86-64.
 #pragma once
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 namespace tessera::cpu {
 
 #if defined(__x86_64__)
 inline bool cpu_has_avx2_fma() {
   static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return ok;
+}
+// CPUID read directly where clang 14's __builtin_cpu_supports lacks the feature's name.
+inline bool cpu_has_f16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  static const bool ok = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+  return ok;
+}
+inline bool cpu_has_avx512_bf16() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  static const bool ok = __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5)) != 0;
   return ok;
 }
 inline bool cpu_has_avx512f() {
@@ -21,6 +36,8 @@ inline bool cpu_has_avx512_skx() {
 }
 #else
 inline bool cpu_has_avx2_fma() { return false; }
+inline bool cpu_has_f16c() { return false; }
+inline bool cpu_has_avx512_bf16() { return false; }
 inline bool cpu_has_avx512f() { return false; }
 inline bool cpu_has_avx512_skx() { return false; }
 #endif

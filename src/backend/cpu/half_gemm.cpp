@@ -323,11 +323,11 @@ void run_range(HalfIsa isa, bool b_rows_are_n, const Job<T>& J, int j0, int j1) 
 HalfIsa choose_isa() {
   const RequestedIsa want = requested_isa();
 #if defined(__x86_64__) && defined(__GNUC__)
-  const bool avx2 = cpu_has_avx2_fma() && __builtin_cpu_supports("f16c");
+  const bool avx2 = cpu_has_avx2_fma() && cpu_has_f16c();
   const bool avx512 = avx2 && cpu_has_avx512_skx();
   if (want == RequestedIsa::baseline) return HalfIsa::scalar;
   if (want == RequestedIsa::avx2) return HalfIsa::avx2;
-  if (avx512 && __builtin_cpu_supports("avx512bf16")) return HalfIsa::avx512_bf16;
+  if (avx512 && cpu_has_avx512_bf16()) return HalfIsa::avx512_bf16;
   return avx512 ? HalfIsa::avx512 : avx2 ? HalfIsa::avx2 : HalfIsa::scalar;
 #else
   return HalfIsa::scalar;

@@ -36,7 +36,7 @@ RequestedIsa requested_isa() {
                                   " is not one of auto, baseline, avx2, avx512");
     }
 #if defined(__x86_64__)
-    const bool avx2 = cpu_has_avx2_fma() && __builtin_cpu_supports("f16c");
+    const bool avx2 = cpu_has_avx2_fma() && cpu_has_f16c();
     if ((want == "avx2" && !avx2) || (want == "avx512" && !(avx2 && cpu_has_avx512_skx()))) {
       const char* lacks = want == "avx2" ? "AVX2 + FMA + F16C" : "AVX-512 (F, BW, DQ, VL)";
       throw std::invalid_argument("TESSERA_CPU_ISA=" + want + ": this CPU does not have " +

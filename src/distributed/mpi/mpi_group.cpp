@@ -184,7 +184,9 @@ class MpiGroup : public GroupImpl {
     } else {
       agree(Kind::all_reduce, d, static_cast<int64_t>(op));
     }
-    auto [type, mop] = mpi_type_op(dtype, op);
+    // Named copies: lambdas cannot capture structured bindings in clang 14.
+    const auto type_op = mpi_type_op(dtype, op);
+    const auto type = type_op.first, mop = type_op.second;
     const size_t esize = dtype.size();
     for (size_t done = 0; done < count;) {
       const size_t n = std::min<size_t>(count - done, size_t{1} << 30);
@@ -205,7 +207,9 @@ class MpiGroup : public GroupImpl {
     agree(Kind::reduce_scatter, d, static_cast<int64_t>(op));
     if (count == 0) return;
     if (count > static_cast<size_t>(INT_MAX)) too_big(d, count);
-    auto [type, mop] = mpi_type_op(dtype, op);
+    // Named copies: lambdas cannot capture structured bindings in clang 14.
+    const auto type_op = mpi_type_op(dtype, op);
+    const auto type = type_op.first, mop = type_op.second;
     checked(d, [&] { return a_.Reduce_scatter_block(in, out, static_cast<int>(count), type, mop, comm_); });
   }
 

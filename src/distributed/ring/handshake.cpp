@@ -4,6 +4,8 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstring>
 #include <stdexcept>
 
@@ -198,6 +200,70 @@ void refuse_busy(const Socket& s) {
   [[maybe_unused]] ssize_t w = ::send(s.fd(), &r, sizeof(r), MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
+HelloVerdict judge_hello(std::string_view hello, const JobTerms& terms, int my_rank,
+                         int world_size, int max_index, const SourceCheck& source_check) {
+  static_assert(sizeof(Hello) == kHelloBytes);
+  HelloVerdict v;
+  auto refuse = [&](Status status, std::string why) {
+    v.status = status;
+    v.why = std::move(why);
+    return v;
+  };
+  Hello h{};
+  if (hello.size() == sizeof(h)) std::memcpy(&h, hello.data(), sizeof(h));
+  if (hello.size() != sizeof(h) || h.magic != kHelloMagic || h.version != kVersion) {
+    return refuse(kRejected, "not a Tessera ring handshake of this version (bad magic or version)");
+  }
+  v.claimed = static_cast<int>(std::min<uint32_t>(h.client_rank, INT32_MAX));
+  v.id.client_rank = v.claimed;
+  v.id.server_rank = static_cast<int>(std::min<uint32_t>(h.server_rank, INT32_MAX));
+  v.id.index = static_cast<int>(std::min<uint32_t>(h.index, INT32_MAX));
+  v.id.kind = static_cast<ConnKind>(h.kind);
+  if (h.server_rank != static_cast<uint32_t>(my_rank)) {
+    return refuse(kWrongRank, "it wants rank " + std::to_string(h.server_rank) +
+                                  " but this is rank " + std::to_string(my_rank) +
+                                  ": the ranks have different hostfiles (MLX_HOSTFILE)");
+  }
+  if (h.world_size != static_cast<uint32_t>(world_size)) {
+    return refuse(kHostfileDiffers, "its hostfile lists " + std::to_string(h.world_size) +
+                                        " ranks and this rank's " + std::to_string(world_size) +
+                                        " (MLX_HOSTFILE differs between ranks)");
+  }
+  if (h.generation > terms.generation) {
+    v.routine = true;
+    return refuse(kOlderGroup, "it is for init() #" + std::to_string(h.generation) +
+                                   " and this group is #" + std::to_string(terms.generation) +
+                                   " (being torn down); told it to retry");
+  }
+  if (h.generation < terms.generation) {
+    return refuse(kNewerGroup, "it is from an older group of the job (init() #" +
+                                   std::to_string(h.generation) + ", this is #" +
+                                   std::to_string(terms.generation) + ")");
+  }
+  if (h.client_rank >= static_cast<uint32_t>(world_size) ||
+      h.client_rank == static_cast<uint32_t>(my_rank)) {
+    return refuse(kRejected, "rank " + std::to_string(h.client_rank) +
+                                 " cannot connect to rank " + std::to_string(my_rank) +
+                                 " in a group of " + std::to_string(world_size));
+  }
+  if (source_check) {
+    if (std::string why = source_check(v.id.client_rank); !why.empty()) {
+      return refuse(kWrongHost, why);
+    }
+  }
+  if (h.kind > 2 || (v.id.kind == ConnKind::ring && h.index >= static_cast<uint32_t>(max_index)) ||
+      (v.id.kind != ConnKind::ring && h.index != 0)) {
+    return refuse(kRejected, "bad connection kind/index " + std::to_string(h.kind) + "/" +
+                                 std::to_string(h.index));
+  }
+  if ((h.has_token != 0) != !terms.token.empty()) {
+    return refuse(kTokenPresence, terms.token.empty()
+                                      ? "it has a TESSERA_JOB_TOKEN and this rank has none"
+                                      : "it has no TESSERA_JOB_TOKEN and this rank has one");
+  }
+  return v;
+}
+
 ConnIdentity server_handshake(const Socket& s, const JobTerms& terms, int my_rank,
                               int world_size, int max_index, const Deadline& deadline,
                               const std::string& peer_text, const SourceCheck& source_check) {
@@ -216,9 +282,11 @@ ConnIdentity server_handshake(const Socket& s, const JobTerms& terms, int my_ran
   if (h.magic == kHelloMagic && h.version == kVersion) {
     recv_all(s, reinterpret_cast<char*>(&h) + kPrefix, sizeof(h) - kPrefix, deadline, ctx);
   }
-  const bool well_formed = h.magic == kHelloMagic && h.version == kVersion;
-  const int claimed = well_formed ? static_cast<int>(h.client_rank) : -1;
-  bool routine = false;
+  const size_t got = h.magic == kHelloMagic && h.version == kVersion ? sizeof(h) : kPrefix;
+  const HelloVerdict v = judge_hello(std::string_view(reinterpret_cast<const char*>(&h), got), terms,
+                                     my_rank, world_size, max_index, source_check);
+  const int claimed = v.claimed;
+  const bool routine = v.routine;
   auto refused = [&](const std::string& why) {
     return HandshakeRejected("[ring] rank " + std::to_string(my_rank) +
                                  ": rejected a connection from " + peer_text +
@@ -226,66 +294,17 @@ ConnIdentity server_handshake(const Socket& s, const JobTerms& terms, int my_ran
                                  ": " + why,
                              claimed, routine);
   };
-  auto reject = [&](Status status, const std::string& why) -> ConnIdentity {
+  if (v.status != kOk) {
     Reply r{};
     r.magic = kReplyMagic;
-    r.status = status;
+    r.status = v.status;
     try {
       send_all(s, &r, sizeof(r), Deadline::after(0.5), ctx);
     } catch (const std::runtime_error&) {
     }
-    throw refused(why);
-  };
-  if (!well_formed) {
-    return reject(kRejected, "not a Tessera ring handshake of this version (bad magic or version)");
+    throw refused(v.why);
   }
-  ConnIdentity id;
-  id.client_rank = static_cast<int>(h.client_rank);
-  id.server_rank = static_cast<int>(h.server_rank);
-  id.index = static_cast<int>(h.index);
-  id.kind = static_cast<ConnKind>(h.kind);
-  if (h.server_rank != static_cast<uint32_t>(my_rank)) {
-    return reject(kWrongRank, "it wants rank " + std::to_string(h.server_rank) +
-                                  " but this is rank " + std::to_string(my_rank) +
-                                  ": the ranks have different hostfiles (MLX_HOSTFILE)");
-  }
-  if (h.world_size != static_cast<uint32_t>(world_size)) {
-    return reject(kHostfileDiffers, "its hostfile lists " + std::to_string(h.world_size) +
-                                        " ranks and this rank's " + std::to_string(world_size) +
-                                        " (MLX_HOSTFILE differs between ranks)");
-  }
-  if (h.generation > terms.generation) {
-    routine = true;
-    return reject(kOlderGroup, "it is for init() #" + std::to_string(h.generation) +
-                                   " and this group is #" + std::to_string(terms.generation) +
-                                   " (being torn down); told it to retry");
-  }
-  if (h.generation < terms.generation) {
-    return reject(kNewerGroup, "it is from an older group of the job (init() #" +
-                                   std::to_string(h.generation) + ", this is #" +
-                                   std::to_string(terms.generation) + ")");
-  }
-  if (h.client_rank >= static_cast<uint32_t>(world_size) ||
-      h.client_rank == static_cast<uint32_t>(my_rank)) {
-    return reject(kRejected, "rank " + std::to_string(h.client_rank) +
-                                 " cannot connect to rank " + std::to_string(my_rank) +
-                                 " in a group of " + std::to_string(world_size));
-  }
-  if (source_check) {
-    if (std::string why = source_check(id.client_rank); !why.empty()) {
-      return reject(kWrongHost, why);
-    }
-  }
-  if (h.kind > 2 || (id.kind == ConnKind::ring && h.index >= static_cast<uint32_t>(max_index)) ||
-      (id.kind != ConnKind::ring && h.index != 0)) {
-    return reject(kRejected, "bad connection kind/index " + std::to_string(h.kind) + "/" +
-                                 std::to_string(h.index));
-  }
-  if ((h.has_token != 0) != !token.empty()) {
-    return reject(kTokenPresence, token.empty()
-                                      ? "it has a TESSERA_JOB_TOKEN and this rank has none"
-                                      : "it has no TESSERA_JOB_TOKEN and this rank has one");
-  }
+  const ConnIdentity id = v.id;
   ctx.peer = id.client_rank;
   Reply r{};
   r.magic = kReplyMagic;

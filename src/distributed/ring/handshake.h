@@ -9,6 +9,7 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "distributed/ring/socket.h"
 #include "distributed/sha256.h"
@@ -65,6 +66,19 @@ struct HandshakeRejected : std::runtime_error {
 // `source_check(claimed_rank)`, when given, says why the connection's source address cannot be
 // that rank ("" when it can); the client is then refused before any data or token exchange.
 using SourceCheck = std::function<std::string(int claimed_rank)>;
+// The accepting side's judgement of a client's hello (the bytes it sent; fewer than
+// kHelloBytes, or another magic or version, is malformed) before any token exchange: the
+// identity it claims, every field checked against this rank's group, or why it is refused.
+inline constexpr size_t kHelloBytes = 104;
+struct HelloVerdict {
+  uint32_t status = 0;  // 0: acceptable (the token proof follows); else the refusal code sent back
+  std::string why;      // the refusal, for this rank's message
+  ConnIdentity id;
+  int claimed = -1;     // the rank the client says it is (-1: a malformed hello)
+  bool routine = false;
+};
+HelloVerdict judge_hello(std::string_view hello, const JobTerms& terms, int my_rank,
+                         int world_size, int max_index, const SourceCheck& source_check = nullptr);
 ConnIdentity server_handshake(const Socket& s, const JobTerms& terms, int my_rank,
                               int world_size, int max_index, const Deadline& deadline,
                               const std::string& peer_text,

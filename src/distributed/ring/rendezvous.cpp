@@ -11,6 +11,7 @@
 #include <cstring>
 #include <iostream>
 #include <stdexcept>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
@@ -89,20 +90,13 @@ std::string recv_message(const Socket& s, size_t limit, const std::string& token
                          const std::string& bound_to, const Deadline& d, const IoContext& ctx) {
   unsigned char len[4];
   recv_all(s, len, 4, d, ctx);
-  const uint32_t n = (uint32_t{len[0]} << 24) | (uint32_t{len[1]} << 16) | (uint32_t{len[2]} << 8) | len[3];
-  if (n > limit) {
-    throw std::runtime_error("a message of " + std::to_string(n) + " bytes (more than " +
-                             std::to_string(limit) + "): not a Tessera rendezvous");
-  }
+  const uint32_t n = rendezvous_body_length(len, limit);  // before anything is allocated
   std::string body(n, '\0');
   recv_all(s, body.data(), n, d, ctx);
   if (!token.empty()) {
     Digest256 mac{};
     recv_all(s, mac.data(), mac.size(), d, ctx);
-    const Digest256 want = hmac_sha256(token, bound_to + body);
-    if (!constant_time_equal(mac.data(), want.data(), mac.size())) {
-      throw std::runtime_error("its message is not signed with this job's TESSERA_JOB_TOKEN");
-    }
+    check_rendezvous_mac(body, mac.data(), token, bound_to);
   }
   return body;
 }
@@ -159,19 +153,17 @@ Hostfile coordinate(const SchedulerJob& job, const HostAddress& at, const std::s
            " s (TESSERA_DIST_CONNECT_TIMEOUT); did they start, and can they reach " + at.text() + "?");
     }
     c.set_nonblocking(false);
-    nlohmann::json reg;
+    Registration reg;
     try {
-      reg = nlohmann::json::parse(recv_message(c, kMaxRegistration, opt.token, "",
-                                               Deadline::after(std::min(kRegistrationWait, d.remaining_s() + 0.1)),
-                                               context(0, -1, peer)));
-      if (reg.value("tessera_rendezvous", 0) != 1) throw std::runtime_error("not a registration");
+      reg = parse_registration(recv_message(c, kMaxRegistration, opt.token, "",
+                                            Deadline::after(std::min(kRegistrationWait, d.remaining_s() + 0.1)),
+                                            context(0, -1, peer)));
     } catch (const std::exception& e) {
       if (opt.verbose) std::cerr << "[ring] rank 0: ignored a connection from " << peer << ": " << e.what() << "\n";
       continue;  // a stranger cannot end the job
     }
-    const int r = reg.value("rank", -1), size = reg.value("size", -1);
-    const std::string host = reg.value("host", "?"), address = reg.value("address", "");
-    const std::string who = "the process on " + host + " (" + peer + ")";
+    const int r = reg.rank, size = reg.size;
+    const std::string who = "the process on " + reg.host + " (" + peer + ")";
     if (size != job.size) {
       fail(who + " registered as rank " + std::to_string(r) + " of " + std::to_string(size) +
            " ranks, but this job has " + std::to_string(job.size) + ": two jobs share the coordinator?");
@@ -182,9 +174,9 @@ Hostfile coordinate(const SchedulerJob& job, const HostAddress& at, const std::s
       fail("both the process on " + g.host + " and " + who + " registered as rank " + std::to_string(r));
     }
     g.socket = std::move(c);
-    g.address = address;
-    g.host = host;
-    g.nonce = reg.value("nonce", "");
+    g.address = reg.address;
+    g.host = reg.host;
+    g.nonce = reg.nonce;
     --missing;
   }
   nlohmann::json table = nlohmann::json::array();
@@ -195,6 +187,88 @@ Hostfile coordinate(const SchedulerJob& job, const HostAddress& at, const std::s
 }
 
 }  // namespace
+
+uint32_t rendezvous_body_length(const unsigned char length[4], size_t limit) {
+  const uint32_t n = (uint32_t{length[0]} << 24) | (uint32_t{length[1]} << 16) |
+                     (uint32_t{length[2]} << 8) | length[3];
+  if (n > limit) {
+    throw std::invalid_argument("a message of " + std::to_string(n) + " bytes (more than " +
+                                std::to_string(limit) + "): not a Tessera rendezvous");
+  }
+  return n;
+}
+
+void check_rendezvous_mac(const std::string& body, const unsigned char mac[32],
+                          const std::string& token, const std::string& bound_to) {
+  const Digest256 want = hmac_sha256(token, bound_to + body);
+  if (!constant_time_equal(mac, want.data(), want.size())) {
+    throw std::invalid_argument("its message is not signed with this job's TESSERA_JOB_TOKEN");
+  }
+}
+
+namespace {
+
+// The JSON object of a message, or std::invalid_argument naming what it is not.
+nlohmann::json message_object(const std::string& body, const char* what) {
+  nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) throw std::invalid_argument(std::string("not a rendezvous ") + what + ": not a JSON object");
+  return j;
+}
+
+template <typename T>
+T field(const nlohmann::json& j, const char* key, const char* what) {
+  const auto it = j.find(key);
+  const bool ok = it != j.end() && (std::is_same_v<T, std::string> ? it->is_string()
+                                    : std::is_same_v<T, bool>      ? it->is_boolean()
+                                                                   : it->is_number_integer());
+  if (!ok) {
+    throw std::invalid_argument(std::string("not a rendezvous ") + what + ": \"" + key + "\" is missing or not a " +
+                                (std::is_same_v<T, std::string> ? "string" : std::is_same_v<T, bool> ? "bool" : "integer"));
+  }
+  if constexpr (std::is_same_v<T, int>) {
+    constexpr int64_t kMax = int64_t{1} << 30;
+    const int64_t v = it->is_number_unsigned()
+                          ? static_cast<int64_t>(std::min<uint64_t>(it->template get<uint64_t>(), kMax + 1))
+                          : it->template get<int64_t>();
+    if (v < 0 || v > kMax) {
+      throw std::invalid_argument(std::string("not a rendezvous ") + what + ": \"" + key + "\" is " + std::to_string(v));
+    }
+    return static_cast<int>(v);
+  } else {
+    return it->template get<T>();
+  }
+}
+
+}  // namespace
+
+Registration parse_registration(const std::string& body) {
+  const nlohmann::json j = message_object(body, "registration");
+  if (field<int>(j, "tessera_rendezvous", "registration") != 1) {
+    throw std::invalid_argument("not a rendezvous registration: \"tessera_rendezvous\" is not 1");
+  }
+  Registration r;
+  r.rank = field<int>(j, "rank", "registration");
+  r.size = field<int>(j, "size", "registration");
+  r.address = field<std::string>(j, "address", "registration");
+  r.host = field<std::string>(j, "host", "registration");
+  r.nonce = field<std::string>(j, "nonce", "registration");
+  parse_host_address(r.address, "the registration's address");  // throws naming it
+  return r;
+}
+
+RendezvousReply parse_rendezvous_reply(const std::string& body, const std::string& origin) {
+  const nlohmann::json j = message_object(body, "answer");
+  RendezvousReply r;
+  r.ok = field<bool>(j, "ok", "answer");
+  if (!r.ok) {
+    r.error = field<std::string>(j, "error", "answer");
+    return r;
+  }
+  const auto table = j.find("table");
+  if (table == j.end()) throw std::invalid_argument("not a rendezvous answer: no \"table\"");
+  r.table = parse_hostfile(table->dump(), origin);
+  return r;
+}
 
 std::vector<std::string> expand_slurm_hostlist(const std::string& list) {
   auto bad = [&](const std::string& why) -> std::invalid_argument {
@@ -347,20 +421,21 @@ std::shared_ptr<GroupImpl> rendezvous_ring(const SchedulerJob& job, RingOptions 
     const double wait = opt.connect_timeout_s + 10;
     ctx.timeout_s = wait;
     ctx.limit_var = "TESSERA_DIST_CONNECT_TIMEOUT";
-    nlohmann::json reply;
+    RendezvousReply reply;
     try {
-      reply = nlohmann::json::parse(recv_message(c, kMaxTable, opt.token, nonce, Deadline::after(wait), ctx));
+      reply = parse_rendezvous_reply(recv_message(c, kMaxTable, opt.token, nonce, Deadline::after(wait), ctx),
+                                     "the rendezvous table from " + coord.text());
     } catch (const PeerFailure&) {
       throw;
     } catch (const std::exception& e) {
       throw std::runtime_error("[ring] rank " + std::to_string(job.rank) + ": the answer of the coordinator " +
                                coord.text() + " is not usable: " + e.what());
     }
-    if (!reply.value("ok", false)) {
+    if (!reply.ok) {
       throw std::runtime_error("[ring] rank " + std::to_string(job.rank) + ": the rendezvous at " +
-                               coord.text() + " failed: " + reply.value("error", "no reason given"));
+                               coord.text() + " failed: " + reply.error);
     }
-    hf = parse_hostfile(reply["table"].dump(), "the rendezvous table from " + coord.text());
+    hf = std::move(reply.table);
   }
   return std::make_shared<RingGroup>(job.rank, std::move(hf), std::move(opt), std::move(listeners));
 }

@@ -36,6 +36,27 @@ std::optional<SchedulerJob> detect_scheduler_job();
 // Throws std::invalid_argument for a malformed list.
 std::vector<std::string> expand_slurm_hostlist(const std::string& list);
 
+// The messages, as bytes (each parser throws std::invalid_argument saying what is wrong):
+// a u32 big-endian length of at most `limit` bytes, the JSON body, then (with a token)
+// HMAC-SHA256 of bound_to + body under the token.
+uint32_t rendezvous_body_length(const unsigned char length[4], size_t limit);
+void check_rendezvous_mac(const std::string& body, const unsigned char mac[32],
+                          const std::string& token, const std::string& bound_to);
+// A rank's registration: {"tessera_rendezvous": 1, "rank", "size", "address" (host:port),
+// "host", "nonce"}.
+struct Registration {
+  int rank = -1, size = -1;
+  std::string address, host, nonce;
+};
+Registration parse_registration(const std::string& body);
+// Rank 0's answer: {"ok": true, "table": [[address], ...]} or {"ok": false, "error": why}.
+struct RendezvousReply {
+  bool ok = false;
+  std::string error;
+  Hostfile table;
+};
+RendezvousReply parse_rendezvous_reply(const std::string& body, const std::string& origin);
+
 // Meets every rank of `job` at its coordinator and returns this rank's ring group.
 std::shared_ptr<GroupImpl> rendezvous_ring(const SchedulerJob& job, RingOptions options);
 
