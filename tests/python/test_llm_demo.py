@@ -9,6 +9,7 @@ validation loss), and an uninterrupted run (resume)."""
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -276,11 +277,15 @@ def test_a_rank_killed_mid_run_fails_the_job_clearly(tmp_path, cache):
     assert "rank 1 failed first: it was killed by SIGKILL (signal 9)" in err
 
 
-def test_demo_hosts_two_simulated_hosts(tmp_path, cache):
+def simhosts_program():
     simhosts = Path(os.environ.get("TESSERA_TEST_PROGRAMS", ROOT / "build" / "py")) / "simhosts"
     if os.geteuid() != 0 or not simhosts.exists():
         pytest.skip("needs root and the simhosts program of the test build (make test builds it)")
-    r = run([simhosts, "2", "--", BIN / "tessera", "launch", "--hosts", "node0,node1", "-n", "2",
+    return simhosts
+
+
+def test_demo_hosts_two_simulated_hosts(tmp_path, cache):
+    r = run([simhosts_program(), "2", "--", BIN / "tessera", "launch", "--hosts", "node0,node1", "-n", "2",
              TRAIN, "--run-dir", tmp_path / "run", "--cache-dir", cache, *TINY, "--steps", "3",
              "--no-generate"])
     assert r.returncode == 0, r.stdout + r.stderr
@@ -295,18 +300,26 @@ def test_demo_hosts_two_simulated_hosts(tmp_path, cache):
             assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-6), (a["step"], key)
 
 
-def test_a_killed_rank_is_restarted_and_the_run_ends_as_if_uninterrupted(tmp_path, cache):
-    """`tessera launch --max-restarts 1`: rank 1 killed with SIGKILL mid-run; the launcher starts
-    the job again (TESSERA_RESTART_COUNT=1), the program resumes from its latest checkpoint, and
-    every logged loss and the final weights equal an uninterrupted run's."""
+@pytest.mark.parametrize("hosts", [0, 2])
+def test_a_killed_rank_is_restarted_and_the_run_ends_as_if_uninterrupted(tmp_path, cache, hosts):
+    """`tessera launch --max-restarts 1`: rank 1 killed with SIGKILL mid-run (on one host, or on
+    the second of 2 simulated hosts); the launcher starts the job again
+    (TESSERA_RESTART_COUNT=1), the program resumes from its latest checkpoint, and every logged
+    loss and the final weights equal an uninterrupted run's."""
     common = [*TINY, "--steps", "200", "--checkpoint-every", "5", "--eval-every", "50",
               "--no-generate", "--cache-dir", cache]
     whole = run([BIN / "tessera", "launch", "-n", "2", TRAIN, "--run-dir", tmp_path / "whole",
                  *common])
     assert whole.returncode == 0, whole.stderr
     run_dir = tmp_path / "restarted"
-    p = subprocess.Popen([str(c) for c in [BIN / "tessera", "launch", "-n", "2", "--max-restarts",
-                                           "1", TRAIN, "--run-dir", run_dir, *common]],
+    where = ["-n", "2"]
+    prefix = []
+    if hosts:
+        where = ["--hosts", "node0,node1"]
+        prefix = [simhosts_program(), "2", "--"]
+    p = subprocess.Popen([str(c) for c in [*prefix, BIN / "tessera", "launch", *where,
+                                           "--max-restarts", "1", TRAIN, "--run-dir", run_dir,
+                                           *common]],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
     try:
         deadline = time.monotonic() + 120
@@ -323,8 +336,9 @@ def test_a_killed_rank_is_restarted_and_the_run_ends_as_if_uninterrupted(tmp_pat
             p.kill()
             p.communicate()
     assert p.returncode == 0, err
-    assert "rank 1 failed first: it was killed by SIGKILL" in err
-    assert "[launch] restart 1 of 1 after rank 1 was killed by SIGKILL" in err
+    assert re.search(r"rank 1( \(host node1\))? failed first: it was killed by SIGKILL", err), err
+    assert re.search(r"\[launch\] restart 1 of 1 after rank 1( \(host node1\))? was killed by "
+                     r"SIGKILL", err), err
     assert "run: resumed from" in out
     a, b = metrics(tmp_path / "whole"), metrics(run_dir)
     assert [r["step"] for r in b] == list(range(201))

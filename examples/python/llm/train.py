@@ -302,7 +302,7 @@ def main(argv=None):
         corpus = data.prepare(args.cache_dir, args.vocab, args.max_corpus_mb, log=out.print)
     mx.eval(mx.distributed.all_sum(mx.array(0), group=group))
     if rank != 0:
-        corpus = data.prepare(args.cache_dir, args.vocab, args.max_corpus_mb, log=lambda *a: None)
+        corpus = data.prepare(args.cache_dir, args.vocab, args.max_corpus_mb)
     entropy = data.unigram_entropy(corpus.validation, corpus.vocab_size)
     phases["data"] = time.perf_counter() - t0
     out.print(f"data: {len(corpus.files)} files of the Python {sys.version.split()[0]} standard "
