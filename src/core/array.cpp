@@ -2,6 +2,7 @@
 // iterative teardown that frees a million-node chain without recursion.
 #include "tessera/array.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/object_pool.h"
@@ -31,6 +32,8 @@ Strides row_strides(const Shape& shape) {
 }
 
 size_t shape_size(const Shape& shape) {
+  // No elements whatever the other dimensions (the product must not overflow on the way to 0).
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
   int64_t n = 1;
   for (auto d : shape) {
     if (__builtin_mul_overflow(n, static_cast<int64_t>(d), &n)) {

@@ -930,3 +930,13 @@ TEST(ShapeOverflow, OpsThatGrowADimensionNameTheOp) {
   // Shifts that cancel out are fine (the sum fits).
   EXPECT_EQ(values<int>(roll(arange(0, 4), Shape{imax, -imax})), (std::vector<int>{0, 1, 2, 3}));
 }
+
+// A zero-size dimension makes an empty array whatever the others are: the element count is 0,
+// not an overflow of the product of the others (found by fuzzing GGUF shapes).
+TEST(Shape, AZeroDimensionIsEmptyWhateverTheOthers) {
+  const array a = zeros({1 << 30, 1 << 30, 1 << 30, 0});
+  EXPECT_EQ(a.size(), 0u);
+  EXPECT_EQ(a.nbytes(), 0u);
+  eval(a);
+  EXPECT_THROW(zeros({1 << 30, 1 << 30, 1 << 30, 1 << 30}), std::overflow_error);
+}
