@@ -73,7 +73,7 @@ demo-cpp: build
 # tree `pip install .` built, then pytest against the package installed in $(VENV) (its wheel
 # test builds a wheel from the same tree: TESSERA_PIP_INSTALL_TREE; the test programs such as
 # simhosts come from that tree too: TESSERA_TEST_PROGRAMS).
-PYTEST = TESSERA_PIP_INSTALL_TREE="$(PIP_INSTALL_TREE)" TESSERA_TEST_PROGRAMS=$(PY_BUILD) \
+PYTEST = TESSERA_PIP_INSTALL_TREE="$(PIP_INSTALL_TREE)" TESSERA_TEST_PROGRAMS=$(abspath $(PY_BUILD)) \
   $(VENV)/bin/python -m pytest -q
 test: python
 	cd $(PY_BUILD) && ctest --output-on-failure -j $(JOBS) -LE long --timeout 900

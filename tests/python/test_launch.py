@@ -198,7 +198,7 @@ def simhosts_program():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    path = Path(os.environ.get("TESSERA_TEST_PROGRAMS", root / "build" / "py")) / "simhosts"
+    path = (Path(os.environ.get("TESSERA_TEST_PROGRAMS", root / "build" / "py")) / "simhosts").resolve()
     if os.geteuid() != 0 or not path.exists():
         pytest.skip("needs root and the simhosts program of the test build (make test builds it)")
     return path

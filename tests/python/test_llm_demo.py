@@ -278,7 +278,7 @@ def test_a_rank_killed_mid_run_fails_the_job_clearly(tmp_path, cache):
 
 
 def simhosts_program():
-    simhosts = Path(os.environ.get("TESSERA_TEST_PROGRAMS", ROOT / "build" / "py")) / "simhosts"
+    simhosts = (Path(os.environ.get("TESSERA_TEST_PROGRAMS", ROOT / "build" / "py")) / "simhosts").resolve()
     if os.geteuid() != 0 or not simhosts.exists():
         pytest.skip("needs root and the simhosts program of the test build (make test builds it)")
     return simhosts
