@@ -121,10 +121,7 @@ def test_resume_equals_an_uninterrupted_run(tmp_path, cache):
     assert "resumed from" in second.stdout and "(step 2)" in second.stdout
     a, b = metrics(tmp_path / "whole"), metrics(part)
     assert [r["step"] for r in b] == list(range(7))  # step 3 ran twice, logged once
-    for ra, rb in zip(a, b):
-        assert ra.keys() == rb.keys()
-        for key in ra:
-            assert rb[key] == pytest.approx(ra[key], rel=1e-5, abs=1e-6), (ra["step"], key)
+    assert_same_metrics(a, b)
     ref_a = Reference(str(tmp_path / "whole" / "latest"))
     ref_b = Reference(str(part / "latest"))
     for name, value in ref_a.w.items():
@@ -256,24 +253,41 @@ def rank_pid(run_dir, rank, deadline):
     raise AssertionError(f"rank {rank} of {run_dir} never started")
 
 
-def test_a_rank_killed_mid_run_fails_the_job_clearly(tmp_path, cache):
-    run_dir = tmp_path / "run"
-    cmd = [BIN / "tessera", "launch", "-n", "2", TRAIN, "--run-dir", run_dir,
-           "--cache-dir", cache, *TINY, "--steps", "100000", "--no-generate"]
+def kill_rank_1_mid_run(cmd, run_dir, after_rows):
+    """Starts the job, kills its rank 1 with SIGKILL once metrics.jsonl has more than
+    `after_rows` lines, and returns (status, stdout, stderr) of the launcher."""
     p = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, env=ENV)
     try:
         deadline = time.monotonic() + 120
         pid = rank_pid(run_dir, 1, deadline)
-        while not (run_dir / "metrics.jsonl").exists() and time.monotonic() < deadline:
-            time.sleep(0.1)  # training has started
+        while time.monotonic() < deadline:
+            rows = metrics(run_dir) if (run_dir / "metrics.jsonl").exists() else []
+            if len(rows) > after_rows:
+                break
+            time.sleep(0.01)
         os.kill(pid, signal.SIGKILL)
-        out, err = p.communicate(timeout=120)
+        out, err = p.communicate(timeout=180)
     finally:
         if p.poll() is None:
             p.kill()
             p.communicate()
-    assert p.returncode == 128 + signal.SIGKILL, err
+    return p.returncode, out, err
+
+
+def assert_same_metrics(a, b):
+    for ra, rb in zip(a, b):
+        assert ra.keys() == rb.keys()
+        for key in ra:
+            assert rb[key] == pytest.approx(ra[key], rel=1e-5, abs=1e-6), (ra["step"], key)
+
+
+def test_a_rank_killed_mid_run_fails_the_job_clearly(tmp_path, cache):
+    run_dir = tmp_path / "run"
+    status, _, err = kill_rank_1_mid_run(
+        [BIN / "tessera", "launch", "-n", "2", TRAIN, "--run-dir", run_dir, "--cache-dir", cache,
+         *TINY, "--steps", "100000", "--no-generate"], run_dir, after_rows=0)
+    assert status == 128 + signal.SIGKILL, err
     assert "rank 1 failed first: it was killed by SIGKILL (signal 9)" in err
 
 
@@ -295,9 +309,7 @@ def test_demo_hosts_two_simulated_hosts(tmp_path, cache):
     assert local.returncode == 0, local.stdout + local.stderr
     across, here = metrics(tmp_path / "run"), metrics(tmp_path / "local")
     assert [r["step"] for r in across] == [0, 1, 2, 3]
-    for a, b in zip(across, here):
-        for key in a:
-            assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-6), (a["step"], key)
+    assert_same_metrics(across, here)
 
 
 @pytest.mark.parametrize("hosts", [0, 2])
@@ -317,34 +329,17 @@ def test_a_killed_rank_is_restarted_and_the_run_ends_as_if_uninterrupted(tmp_pat
     if hosts:
         where = ["--hosts", "node0,node1"]
         prefix = [simhosts_program(), "2", "--"]
-    p = subprocess.Popen([str(c) for c in [*prefix, BIN / "tessera", "launch", *where,
-                                           "--max-restarts", "1", TRAIN, "--run-dir", run_dir,
-                                           *common]],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
-    try:
-        deadline = time.monotonic() + 120
-        pid = rank_pid(run_dir, 1, deadline)
-        while time.monotonic() < deadline:  # past the first checkpoints
-            rows = metrics(run_dir) if (run_dir / "metrics.jsonl").exists() else []
-            if len(rows) > 12:
-                break
-            time.sleep(0.01)
-        os.kill(pid, signal.SIGKILL)
-        out, err = p.communicate(timeout=180)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.communicate()
-    assert p.returncode == 0, err
+    status, out, err = kill_rank_1_mid_run(  # past the first checkpoints
+        [*prefix, BIN / "tessera", "launch", *where, "--max-restarts", "1", TRAIN, "--run-dir",
+         run_dir, *common], run_dir, after_rows=12)
+    assert status == 0, err
     assert re.search(r"rank 1( \(host node1\))? failed first: it was killed by SIGKILL", err), err
     assert re.search(r"\[launch\] restart 1 of 1 after rank 1( \(host node1\))? was killed by "
                      r"SIGKILL", err), err
     assert "run: resumed from" in out
     a, b = metrics(tmp_path / "whole"), metrics(run_dir)
     assert [r["step"] for r in b] == list(range(201))
-    for ra, rb in zip(a, b):
-        for key in ra:
-            assert rb[key] == pytest.approx(ra[key], rel=1e-5, abs=1e-6), (ra["step"], key)
+    assert_same_metrics(a, b)
     ref_a, ref_b = Reference(str(tmp_path / "whole" / "latest")), Reference(str(run_dir / "latest"))
     for name, value in ref_a.w.items():
         np.testing.assert_allclose(ref_b.w[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
