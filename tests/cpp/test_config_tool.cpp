@@ -1,12 +1,13 @@
 // `tessera config` on simulated hosts (tests/cluster/cluster.h): the management network is the
 // cluster's bridge (ssh runs over it); the test wires point-to-point veth links between the
 // hosts' namespaces, and the tool must find them by probing: the ring in a square with one
-// diagonal, no ring when a link is missing, two parallel subnets (two addresses per host), an
-// unreachable host with and without --ignore-unreachable, and an unaddressed link that
+// diagonal, no ring when a link is missing, two parallel subnets (two addresses per host), a
+// host whose ssh starts late, a probe that cannot listen, an unreachable host with and without --ignore-unreachable, and an unaddressed link that
 // --auto-setup configures. Each written hostfile then runs a job (dist_worker join), and --dot
 // output must parse as DOT (GraphViz's own parser).
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -161,6 +162,47 @@ TEST(ConfigTool, TwoSubnetsGiveTwoAddressesPerHost) {
   EXPECT_EQ(j["hosts"][1]["ips"], (nlohmann::json{"192.168.30.2", "192.168.31.2"})) << j.dump();
   expect_job_runs(c, ssh, hf, 2);
   std::remove(hf.c_str());
+}
+
+// A host whose ssh session starts 8 s after the other's (a loaded machine; the probes used to
+// give up after 6 s): every host listens before any connects, so both links are still found.
+TEST(ConfigTool, AHostThatStartsLateIsStillProbed) {
+  REQUIRE_SSH_CLUSTER();
+  Cluster c(2);
+  SshHosts ssh(c);
+  wire(c, 0, 1, 32);
+  const std::string slow = "/tmp/" + c.prefix() + "-slow";
+  std::filesystem::create_directories(slow);
+  {
+    std::ofstream w(slow + "/ssh");
+    w << "#!/bin/sh\ncase \"$*\" in *\" " << Cluster::ip(1) << " \"*_probe*) sleep 8;; esac\nexec " << ssh.dir()
+      << "/bin/ssh \"$@\"\n";
+  }
+  std::filesystem::permissions(slow + "/ssh", std::filesystem::perms::owner_all);
+  const std::string hf = out_path(c, "late.json");
+  Process& p = c.start(0, "PATH=" + slow + ":" + ssh.dir() + "/bin:$PATH timeout -s KILL 90 " + std::string(TESSERA_CLI) +
+                              " config --hosts " + host_list(2) + " --over 192.168.0.0/16 --output " + hf);
+  ASSERT_EQ(p.wait(60), 0) << p.output();
+  auto j = read_json(hf);
+  ASSERT_EQ(j["hosts"].size(), 2u) << j.dump();
+  EXPECT_EQ(j["hosts"][0]["ips"], (nlohmann::json{"192.168.32.1"})) << j.dump();
+  EXPECT_EQ(j["hosts"][1]["ips"], (nlohmann::json{"192.168.32.2"})) << j.dump();
+  std::filesystem::remove_all(slow);
+  std::remove(hf.c_str());
+}
+
+// A probe that cannot start (its port is taken on host 1): the error names the host and why.
+TEST(ConfigTool, AProbeThatCannotListenNamesTheHost) {
+  REQUIRE_SSH_CLUSTER();
+  Cluster c(2);
+  SshHosts ssh(c);
+  Process& busy = c.start(1, "python3 -c \"import socket,time; s=socket.socket(); s.bind((\\\"\\\", 47911)); "
+                             "s.listen(); print(\\\"bound\\\", flush=True); time.sleep(60)\"");
+  ASSERT_TRUE(busy.wait_for_output("bound", 10)) << busy.output();
+  Process& p = run_tessera(c, ssh, "config --hosts " + host_list(2) + " --probe-port 47911");
+  EXPECT_EQ(p.wait(1), 1) << p.output();
+  EXPECT_NE(p.output().find("the probe on host '" + Cluster::ip(1) + "' failed: cannot listen on port 47911"),
+            std::string::npos) << p.output();
 }
 
 // A host nobody can reach over ssh: an error naming it, or with --ignore-unreachable a hostfile

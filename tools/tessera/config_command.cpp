@@ -27,6 +27,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -113,14 +114,17 @@ struct Host {
   bool root = false, sudo = false;
 };
 
-// Runs a shell command on `h` (directly when it is this machine).
-Output on_host(const Host& h, const std::string& cmd, double seconds) {
-  if (h.local) return run({"sh", "-c", cmd}, seconds);
+// The command line that runs the shell command `cmd` on `h` (through ssh unless it is this machine).
+std::vector<std::string> host_argv(const Host& h, const std::string& cmd) {
+  if (h.local) return {"sh", "-c", cmd};
   std::vector<std::string> a = {"ssh"};
   a.insert(a.end(), ssh_options().begin(), ssh_options().end());
   a.insert(a.end(), {"--", h.ssh, cmd});
-  return run(a, seconds);
+  return a;
 }
+
+// Runs a shell command on `h`, bounded by `seconds`.
+Output on_host(const Host& h, const std::string& cmd, double seconds) { return run(host_argv(h, cmd), seconds); }
 
 template <typename F>
 void each_host(std::vector<Host>& hosts, F&& f) {
@@ -179,13 +183,37 @@ Cidr parse_over(const std::string& v) {
   return c;
 }
 
-// Every host listens on `port` and connects to every other host's candidate addresses at once.
+// One host's `tessera _probe`, its stdin and stdout piped to this process, its stderr in a
+// file; killed (its process group) and cleaned up on destruction.
+struct ProbeProc {
+  pid_t pid = -1;
+  Fd in, out;
+  std::string buf, err_path;
+  ~ProbeProc() {
+    if (pid > 0) {
+      ::kill(-pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+    if (!err_path.empty()) ::unlink(err_path.c_str());
+  }
+  std::string err() const {
+    std::ifstream f(err_path);
+    std::string e(std::istreambuf_iterator<char>(f), {});
+    while (!e.empty() && e.back() == '\n') e.pop_back();
+    return e;
+  }
+};
+
+// Every host listens on `port` and says so; only when all of them listen are they told to
+// connect to every other host's candidate addresses, and each keeps listening until the last
+// has reported (its stdin closes). A host whose ssh session starts seconds after the others' (a
+// loaded machine) is probed all the same.
 std::vector<Reach> probe(std::vector<Host>& hosts, const Cidr& over, int port, const std::string& self,
                          bool verbose) {
   const std::string token = dd::random_hex(8);
-  std::vector<std::string> lines(hosts.size());
-  std::vector<std::string> errors(hosts.size());
-  each_host(hosts, [&](size_t i, Host& h) {
+  std::vector<ProbeProc> ps(hosts.size());
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    const Host& h = hosts[i];
     std::string cmd = shell_quote(self) + " _probe " + std::to_string(port) + " " + std::to_string(i) + " " + token;
     for (size_t j = 0; j < hosts.size(); ++j) {
       if (j == i) continue;
@@ -199,15 +227,85 @@ std::vector<Reach> probe(std::vector<Host>& hosts, const Cidr& over, int port, c
         }
       }
     }
-    Output o = on_host(h, cmd, 20);
-    if (o.code != 0) errors[i] = o.err.empty() ? "status " + std::to_string(o.code) : o.err;
-    lines[i] = o.out;
-  });
+    char err_t[] = "/tmp/tessera-config-XXXXXX";
+    const int ef = ::mkstemp(err_t);
+    if (ef < 0) throw std::runtime_error(std::string("[config] cannot create a temporary file: ") + std::strerror(errno));
+    ps[i].err_path = err_t;
+    int in[2], out[2];
+    make_pipe(in);
+    make_pipe(out);
+    ps[i].pid = spawn_child(host_argv(h, cmd), nullptr, {}, "", in[0], out[1], ef);
+    ::close(in[0]);
+    ::close(out[1]);
+    ::close(ef);
+    ps[i].in = Fd(in[1]);
+    ps[i].out = Fd(out[0]);
+  }
+  // The next line of every probe, waiting at most `seconds` for all of them.
+  auto next_lines = [&](double seconds, const std::string& what) {
+    std::vector<std::string> lines(ps.size());
+    std::vector<bool> have(ps.size(), false);
+    for (const double end = now_s() + seconds;;) {
+      std::vector<pollfd> fds;
+      std::vector<size_t> who;
+      for (size_t i = 0; i < ps.size(); ++i) {
+        const size_t nl = ps[i].buf.find('\n');
+        if (!have[i] && nl != std::string::npos) {
+          lines[i] = ps[i].buf.substr(0, nl);
+          ps[i].buf.erase(0, nl + 1);
+          have[i] = true;
+        }
+        if (!have[i]) {
+          fds.push_back({ps[i].out.fd, POLLIN, 0});
+          who.push_back(i);
+        }
+      }
+      if (fds.empty()) return lines;
+      const double left = end - now_s();
+      if (left <= 0) {
+        throw std::runtime_error("[config] the probe on host '" + hosts[who[0]].ssh + "' did not " + what + " within " +
+                                 std::to_string(static_cast<int>(seconds)) + " s" +
+                                 (ps[who[0]].err().empty() ? "" : ": " + ps[who[0]].err()));
+      }
+      if (::poll(fds.data(), fds.size(), static_cast<int>(left * 1000) + 1) < 0 && errno != EINTR) {
+        throw std::runtime_error(std::string("[config] poll failed: ") + std::strerror(errno));
+      }
+      for (size_t k = 0; k < fds.size(); ++k) {
+        if (!fds[k].revents) continue;
+        char chunk[4096];
+        const ssize_t n = ::read(fds[k].fd, chunk, sizeof chunk);
+        if (n > 0) {
+          ps[who[k]].buf.append(chunk, static_cast<size_t>(n));
+        } else if (n == 0 || errno != EINTR) {
+          ProbeProc& p = ps[who[k]];
+          int st = 0;
+          for (int t = 0; t < 100 && ::waitpid(p.pid, &st, WNOHANG) == 0; ++t) ::usleep(10000);
+          const std::string e = p.err();
+          throw std::runtime_error("[config] the probe on host '" + hosts[who[k]].ssh + "' failed: " +
+                                   (e.empty() ? "it ended before it could " + what : e));
+        }
+      }
+    }
+  };
+  // ssh to a busy host can take many seconds; the probes themselves take at most 6 s.
+  for (auto& l : next_lines(60, "start listening")) {
+    if (l != "listening") throw std::runtime_error("[config] a probe answered '" + l + "' instead of 'listening'");
+  }
+  for (auto& p : ps) write_all(p.in.fd, "go\n");
+  const std::vector<std::string> lines = next_lines(30, "report");
+  for (auto& p : ps) p.in.reset();  // every probe may stop listening now
+  for (auto& p : ps) {
+    int st = 0;
+    for (int t = 0; t < 500; ++t) {
+      if (::waitpid(p.pid, &st, WNOHANG) == p.pid) {
+        p.pid = -1;
+        break;
+      }
+      ::usleep(10000);
+    }
+  }
   std::vector<Reach> out;
   for (size_t i = 0; i < hosts.size(); ++i) {
-    if (!errors[i].empty()) {
-      throw std::runtime_error("[config] the probe on host '" + hosts[i].ssh + "' failed: " + errors[i]);
-    }
     std::vector<Reach> mine;
     try {
       mine = parse_probe_output(lines[i], static_cast<int>(i), static_cast<int>(hosts.size()));
@@ -315,9 +413,10 @@ std::string dot_id(size_t i) { return "h" + std::to_string(i); }
 }  // namespace
 
 // `tessera _probe PORT INDEX TOKEN TARGET...` (on every host at once, hidden): listens on
-// [::]:PORT (dual stack) answering "TESSERA-PROBE TOKEN INDEX", connects to every TARGET
-// (ipv4, or fe80::...%iface) until each answers or 6 s pass, keeps listening 3 s more for the
-// other hosts, and prints {"reached": [{"target", "host", "via"}]}.
+// [::]:PORT (dual stack) answering "TESSERA-PROBE TOKEN INDEX" and prints "listening"; on "go"
+// from stdin connects to every TARGET (ipv4, or fe80::...%iface) until each answers or 6 s
+// pass, prints {"reached": [{"target", "host", "via"}]}, and listens on until stdin closes
+// (the other hosts may still be probing this one). Never more than 5 minutes in all.
 int probe_command(const std::vector<std::string>& args) {
   if (args.size() < 3) throw std::invalid_argument("usage: tessera _probe PORT INDEX TOKEN TARGET...");
   const int port = std::stoi(args[0]);
@@ -349,6 +448,39 @@ int probe_command(const std::vector<std::string>& args) {
     std::string target, via;
     int host = -1;
   };
+  // The next line from stdin; none at its end or after 5 minutes in all.
+  const double give_up = now_s() + 300;
+  std::string in_buf;
+  auto stdin_line = [&]() -> std::optional<std::string> {
+    for (;;) {
+      const size_t nl = in_buf.find('\n');
+      if (nl != std::string::npos) {
+        std::string l = in_buf.substr(0, nl);
+        in_buf.erase(0, nl + 1);
+        return l;
+      }
+      pollfd p{0, POLLIN, 0};
+      const double left = give_up - now_s();
+      if (left <= 0) return std::nullopt;
+      if (::poll(&p, 1, static_cast<int>(left * 1000) + 1) <= 0) continue;
+      char chunk[256];
+      const ssize_t n = ::read(0, chunk, sizeof chunk);
+      if (n == 0 || (n < 0 && errno != EINTR)) return std::nullopt;
+      if (n > 0) in_buf.append(chunk, static_cast<size_t>(n));
+    }
+  };
+  auto finish = [&] {
+    stop = true;
+    acceptor.join();
+    ::close(lfd);
+  };
+  std::printf("listening\n");
+  std::fflush(stdout);
+  if (stdin_line() != "go") {
+    finish();
+    std::fprintf(stderr, "the probe was not told to go\n");
+    return 1;
+  }
   std::vector<Result> results(args.size() - 3);
   std::vector<std::thread> ts;
   const std::string want = "TESSERA-PROBE " + args[2] + " ";
@@ -400,14 +532,14 @@ int probe_command(const std::vector<std::string>& args) {
     });
   }
   for (auto& t : ts) t.join();
-  std::this_thread::sleep_for(std::chrono::seconds(3));  // the slowest host's probes of this one
-  stop = true;
-  acceptor.join();
-  ::close(lfd);
   json out = {{"reached", json::array()}};
   for (const auto& r : results)
     if (r.host >= 0) out["reached"].push_back({{"target", r.target}, {"host", r.host}, {"via", r.via}});
   std::printf("%s\n", out.dump().c_str());
+  std::fflush(stdout);
+  while (stdin_line()) {
+  }  // stdin closed: every host has reported
+  finish();
   return 0;
 }
 

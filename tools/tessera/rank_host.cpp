@@ -1,6 +1,7 @@
 // Per-host rank defaults and the agent frames (see rank_host.h).
 #include "rank_host.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -184,6 +185,15 @@ const std::vector<std::string>& ssh_options() {
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+void Fd::reset() {
+  if (fd >= 0) ::close(fd);
+  fd = -1;
+}
+
+void make_pipe(int fds[2]) {
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe failed: ") + std::strerror(errno));
 }
 
 void write_all(int fd, const char* p, size_t n) {

@@ -87,6 +87,27 @@ const std::vector<std::string>& ssh_options();
 void write_all(int fd, const char* p, size_t n);
 inline void write_all(int fd, const std::string& s) { write_all(fd, s.data(), s.size()); }
 
+// Owns a file descriptor; closes it on destruction.
+struct Fd {
+  int fd = -1;
+  Fd() = default;
+  explicit Fd(int f) : fd(f) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  Fd(Fd&& o) noexcept : fd(o.fd) { o.fd = -1; }
+  Fd& operator=(Fd&& o) noexcept {
+    reset();
+    fd = o.fd;
+    o.fd = -1;
+    return *this;
+  }
+  ~Fd() { reset(); }
+  void reset();
+};
+
+// pipe2(O_CLOEXEC), or std::runtime_error naming the reason.
+void make_pipe(int fds[2]);
+
 // Starts `argv` (looked up in PATH) with stdin / stdout / stderr from in / out / err, in its own
 // process group (signals reach its whole tree), killed when this process dies, on `cpus` (empty:
 // anywhere), in `cwd` ("": here), with `env` (nullptr: this process's). Signals stay blocked

@@ -49,27 +49,6 @@ std::string describe_exit(int code) {
          " (signal " + std::to_string(sig) + ")";
 }
 
-// Owns a pipe end; closes it on destruction.
-struct Fd {
-  int fd = -1;
-  Fd() = default;
-  explicit Fd(int f) : fd(f) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  Fd(Fd&& o) noexcept : fd(o.fd) { o.fd = -1; }
-  Fd& operator=(Fd&& o) noexcept {
-    reset();
-    fd = o.fd;
-    o.fd = -1;
-    return *this;
-  }
-  ~Fd() { reset(); }
-  void reset() {
-    if (fd >= 0) ::close(fd);
-    fd = -1;
-  }
-};
-
 // Splits a stream into lines and writes each with the rank's prefix; keeps the last few lines
 // for the launcher's closing report. Text ended by a lone carriage return (a progress line that
 // redraws itself) is passed on at once, prefixed, and not kept; "\r\n" ends a line.
@@ -126,12 +105,6 @@ int status_to_code(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return 1;
-}
-
-void make_pipe(int fds[2]) {
-  if (::pipe2(fds, O_CLOEXEC) != 0) {
-    throw std::runtime_error(std::string("[launch] pipe failed: ") + std::strerror(errno));
-  }
 }
 
 // A process the launcher started: a local rank, or one remote host's ssh session.
