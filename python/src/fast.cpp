@@ -99,7 +99,7 @@ void init_fast(nb::module_& parent) {
       "    sinks (array, optional): One extra logit per query head that enters\n"
       "      the softmax but carries no value.\n"
       "    force_fused (bool, optional): Accepted for MLX compatibility; unused\n"
-      "      (there is no fused kernel). Default: ``False``.\n\n"
+      "      (the one kernel is always used). Default: ``False``.\n\n"
       "Returns:\n"
       "    array: The attention output.\n");
 

@@ -197,3 +197,142 @@ TEST(Gemm, BadCallsRaise) {
                  std::invalid_argument);
   }
 }
+
+// ---- half-precision operands (hgemm) ----
+
+namespace {
+
+// p's operands rounded to T, and back to float (the values hgemm sees).
+template <typename T>
+struct HalfProblem {
+  Problem widened;
+  std::vector<T> a, b;
+};
+
+template <typename T>
+HalfProblem<T> make_half_problem(int64_t m, int64_t n, int64_t k, bool ta, bool tb, uint32_t seed,
+                                 int64_t pad) {
+  HalfProblem<T> h{make_problem(m, n, k, ta, tb, seed), {}, {}};
+  Problem& p = h.widened;
+  // Leading dims of either parity: odd ones take the packers' element-by-element paths.
+  p.lda = (ta ? m : k) + pad;
+  p.ldb = (tb ? k : n) + pad;
+  p.a.resize(static_cast<size_t>((ta ? k : m) * p.lda));
+  p.b.resize(static_cast<size_t>((tb ? n : k) * p.ldb));
+  for (auto [src, dst] : {std::pair{&p.a, &h.a}, std::pair{&p.b, &h.b}}) {
+    dst->resize(src->size());
+    for (size_t i = 0; i < src->size(); ++i) {
+      (*dst)[i] = T(std::sin(static_cast<float>(i) * 0.7f + static_cast<float>(seed)));
+      (*src)[i] = static_cast<float>((*dst)[i]);
+    }
+  }
+  return h;
+}
+
+template <typename T>
+void check_half_gemm(bool pairs) {
+  struct Shape3 {
+    int64_t m, n, k;
+  };
+  // Tile and block edges as above, odd K (a pair with one value), K across blocks.
+  const Shape3 shapes[] = {{13, 33, 7}, {37, 50, 301}, {96, 64, 256}, {25, 17, 513}, {64, 40, 1}};
+  const float ab[][2] = {{1.0f, 0.0f}, {-0.75f, 0.5f}};
+  uint32_t seed = 11;
+  for (const Shape3& s : shapes) {
+    for (int t = 0; t < 4; ++t) {
+      for (int64_t pad : {2, 3}) {
+        const HalfProblem<T> h = make_half_problem<T>(s.m, s.n, s.k, t & 1, t & 2, seed++, pad);
+        const Problem& p = h.widened;
+        for (const auto& [alpha, beta] : ab) {
+          SCOPED_TRACE(testing::Message() << s.m << "x" << s.n << "x" << s.k << " ta " << p.ta
+                                          << " tb " << p.tb << " pad " << pad << " alpha "
+                                          << alpha << " beta " << beta << " pairs " << pairs);
+          std::vector<float> got = p.c;
+          if (beta == 0.0f) {
+            for (float& v : got) v = std::numeric_limits<float>::quiet_NaN();
+          }
+          cpu::hgemm<T>(p.ta, p.tb, p.m, p.n, p.k, alpha, h.a.data(), p.lda, h.b.data(), p.ldb,
+                        beta, got.data(), p.ldc, pairs);
+          const std::vector<float> want = reference(p, alpha, beta);
+          for (int64_t i = 0; i < p.m; ++i) {
+            if (!pairs) {  // widened as packed: sgemm's bits on the widened operands
+              ASSERT_EQ(std::memcmp(got.data() + i * p.ldc, want.data() + i * p.ldc,
+                                    sizeof(float) * p.n), 0)
+                  << "row " << i;
+              continue;
+            }
+            // Pairs: another summation order; within float32 rounding of the exact sum.
+            for (int64_t j = 0; j < p.n; ++j) {
+              double exact = beta * double(p.c[i * p.ldc + j]), mag = std::abs(exact);
+              for (int64_t l = 0; l < p.k; ++l) {
+                exact += alpha * double(p.at_a(i, l)) * p.at_b(l, j);
+                mag += std::abs(alpha * double(p.at_a(i, l)) * p.at_b(l, j));
+              }
+              ASSERT_NEAR(got[i * p.ldc + j], exact, double(p.k + 4) * 0x1p-24 * mag + 1e-30)
+                  << i << "," << j;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST(Gemm, HalfOperandsWidenedAsPackedHaveSgemmsBits) {
+  if (!cpu::gemm_supported()) GTEST_SKIP() << "this CPU has neither AVX2 + FMA nor AVX-512";
+  check_half_gemm<float16_t>(false);
+  check_half_gemm<bfloat16_t>(false);
+}
+
+TEST(Gemm, BfloatPairsMatchTheExactSum) {
+  if (!cpu::gemm_supported() || !cpu::hgemm_pairs_supported()) {
+    GTEST_SKIP() << "this CPU has no AVX512_BF16";
+  }
+  check_half_gemm<bfloat16_t>(true);
+}
+
+// matmul / addmm / a batched product of bfloat16 and float16 with more than 16 rows (the GEMM,
+// not the skinny path) against a float64 product of the same half values, rounded once.
+TEST(Gemm, HalfMatmulOfManyRowsMatchesFloat64) {
+  for (Dtype dt : {bfloat16, float16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    array a = astype(test_util::random_array({2, 70, 300}, float32, 17), dt);
+    array bt = astype(test_util::random_array({40, 300}, float32, 18), dt);
+    array c = astype(test_util::random_array({70, 40}, float32, 19), dt);
+    array out = addmm(c, a, transpose(bt), 1.5f, -0.5f);
+    array a2 = astype(test_util::random_array({70, 300}, float32, 20), dt);
+    array b2 = astype(test_util::random_array({300, 40}, float32, 21), dt);
+    array prod = matmul(transpose(b2), transpose(a2));  // (40 x 300) @ (300 x 70): ta and tb views
+    eval({out, prod});
+    const std::vector<double> av = test_util::values(a), bv = test_util::values(bt),
+                              cv = test_util::values(c), got = test_util::values(out),
+                              a2v = test_util::values(a2), b2v = test_util::values(b2),
+                              got2 = test_util::values(prod);
+    const double ulp = dt == bfloat16 ? 0x1p-8 : 0x1p-11;
+    for (int64_t batch = 0; batch < 2; ++batch) {
+      for (int64_t i = 0; i < 70; ++i) {
+        for (int64_t j = 0; j < 40; ++j) {
+          double s = 0.0, mag = 0.0;
+          for (int64_t l = 0; l < 300; ++l) {
+            const double t = av[(batch * 70 + i) * 300 + l] * bv[j * 300 + l];
+            s += t;
+            mag += std::abs(t);
+          }
+          const double want = 1.5 * s - 0.5 * cv[i * 40 + j];
+          ASSERT_NEAR(got[(batch * 70 + i) * 40 + j], want, ulp * std::abs(want) + 1e-5 * (1.5 * mag + 1.0))
+              << batch << ", " << i << ", " << j;
+          if (batch == 0) {
+            double s2 = 0.0, mag2 = 0.0;
+            for (int64_t l = 0; l < 300; ++l) {
+              s2 += b2v[l * 40 + j] * a2v[i * 300 + l];
+              mag2 += std::abs(b2v[l * 40 + j] * a2v[i * 300 + l]);
+            }
+            ASSERT_NEAR(got2[j * 70 + i], s2, ulp * std::abs(s2) + 1e-5 * mag2) << j << ", " << i;
+          }
+        }
+      }
+    }
+  }
+}

@@ -178,6 +178,32 @@ def test_fast_cross_entropy_is_one_pass_over_a_large_vocabulary():
     assert np.isnan(np.array(bad)).all()
 
 
+def test_fast_cross_entropy_row_widths_dtypes_and_special_values():
+    # Widths around the 16-lane vectors (a tail alone, whole vectors, both), each float dtype,
+    # a NaN logit (that row's loss is NaN), -inf logits (excluded classes), large logits.
+    rng = np.random.default_rng(3)
+    for n in (1, 16, 37, 100):
+        x = (rng.standard_normal((5, n)) * 3).astype(np.float32)
+        x[1] += 1e4
+        if n > 1:
+            x[2, 0] = -np.inf
+            x[3, n // 2] = np.nan
+        t = rng.integers(0, n, 5).astype(np.int32)
+        t[2] = n - 1 if n > 1 else 0
+        for dt in (mx.float32, mx.float16, mx.bfloat16):
+            if dt == mx.float16:
+                x16 = x.copy()
+                x16[1] -= 1e4 - 60.0  # float16's range
+            else:
+                x16 = x
+            xa = mx.array(x16).astype(dt)
+            ref = np.array(xa.astype(mx.float32), np.float64)
+            with np.errstate(invalid="ignore"):
+                want = _np_cross_entropy(ref, t)
+            got = np.array(mx.fast.cross_entropy(xa, mx.array(t)))
+            np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5, err_msg=f"n={n} {dt}")
+
+
 def _np_gated_delta(q, k, v, gamma, beta, state=None, mask=None):
     B, T, Hk, Dk = q.shape
     Hv, Dv = v.shape[2:]

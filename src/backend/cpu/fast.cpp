@@ -4,9 +4,14 @@
 #include <cfloat>
 #include <cmath>
 #include <limits>
-#include <vector>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "backend/cpu/blas.h"
 #include "backend/cpu/copy.h"
@@ -253,12 +258,86 @@ template <typename T>
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#define TESSERA_CE_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
+// g++ 12 takes the unmasked AVX-512 intrinsics' pass-through operand (and the reductions'
+// helpers') for a read of an undefined register; every lane they read is defined.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+// 16 values of x from x + j as float32, lanes past `mask` set to `fill`.
 template <typename T>
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma"))) void cross_entropy_avx512(
-    const T* x, const int32_t* targets, int n, size_t r0, size_t r1, float* loss, const float* g,
-    T* grad) {
-  cross_entropy_body(x, targets, n, r0, r1, loss, g, grad);
+TESSERA_CE_AVX512 inline __m512 load16(const T* x, __mmask16 mask, float fill) {
+  const __m512 f = _mm512_set1_ps(fill);
+  if constexpr (std::is_same_v<T, float>) {
+    return _mm512_mask_loadu_ps(f, mask, x);
+  } else {
+    const __m256i h = _mm256_maskz_loadu_epi16(mask, x);
+    __m512 v;
+    if constexpr (std::is_same_v<T, bfloat16_t>) {
+      v = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    } else {
+      v = _mm512_cvtph_ps(h);
+    }
+    return _mm512_mask_blend_ps(mask, f, v);
+  }
 }
+
+// exp(x) for x <= 0 (a logit minus its row's maximum), NaN passed on: x = n ln2 + r with
+// |r| <= ln2 / 2, e^r from the polynomial of vector_math.h, scaled by 2^n (vscalefps).
+TESSERA_CE_AVX512 inline __m512 exp_nonpositive(__m512 x) {
+  const __m512 c = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);  // NaN x: x (max's second operand)
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(c, _mm512_set1_ps(cpu::kLog2e)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(cpu::kLn2Hi), c);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(cpu::kLn2Lo), r);
+  __m512 p = _mm512_set1_ps(cpu::kExpPoly[0]);
+  for (size_t i = 1; i < std::size(cpu::kExpPoly); ++i) {
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(cpu::kExpPoly[i]));
+  }
+  const __m512 e = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(e, n);
+}
+
+// row_lse on 16 lanes: the maximum, then the sum of exp(x - m) (the row is read twice; a row of
+// a 32 K vocabulary is 64 KiB of bfloat16, in L2 the second time).
+template <typename T>
+TESSERA_CE_AVX512 std::pair<float, float> row_lse_avx512(const T* x, int n) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  __m512 vm = _mm512_set1_ps(ninf);
+  int j = 0;
+  for (; j + 16 <= n; j += 16) vm = _mm512_max_ps(vm, load16(x + j, 0xffff, ninf));
+  const __mmask16 tail = static_cast<__mmask16>((1u << (n - j)) - 1);
+  if (tail) vm = _mm512_max_ps(vm, load16(x + j, tail, ninf));
+  // A NaN logit makes the row's loss NaN: the sum below carries it (exp(NaN - m) is NaN).
+  const float m = _mm512_reduce_max_ps(vm);
+  const __m512 vmx = _mm512_set1_ps(m);
+  __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+  for (j = 0; j + 32 <= n; j += 32) {
+    s0 = _mm512_add_ps(s0, exp_nonpositive(_mm512_sub_ps(load16(x + j, 0xffff, 0.0f), vmx)));
+    s1 = _mm512_add_ps(s1, exp_nonpositive(_mm512_sub_ps(load16(x + j + 16, 0xffff, 0.0f), vmx)));
+  }
+  for (; j < n; j += 16) {
+    const __mmask16 k = n - j >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (n - j)) - 1);
+    s0 = _mm512_add_ps(s0, _mm512_maskz_mov_ps(k, exp_nonpositive(_mm512_sub_ps(load16(x + j, k, 0.0f), vmx))));
+  }
+  return {m, _mm512_reduce_add_ps(_mm512_add_ps(s0, s1))};
+}
+
+template <typename T>
+TESSERA_CE_AVX512 void cross_entropy_avx512(const T* x, const int32_t* targets, int n, size_t r0,
+                                            size_t r1, float* loss, const float* g, T* grad) {
+  if (grad) return cross_entropy_body(x, targets, n, r0, r1, loss, g, grad);
+  for (size_t r = r0; r < r1; ++r) {
+    const T* xr = x + r * n;
+    int t = targets[r];
+    if (t < 0) t += n;
+    const auto [m, sum] = row_lse_avx512(xr, n);
+    loss[r] = t >= 0 && t < n ? std::log(sum) - (static_cast<float>(xr[t]) - m)
+                              : std::numeric_limits<float>::quiet_NaN();
+  }
+}
+#pragma GCC diagnostic pop
 template <typename T>
 __attribute__((target("avx2,fma"))) void cross_entropy_avx2(const T* x, const int32_t* targets,
                                                             int n, size_t r0, size_t r1,

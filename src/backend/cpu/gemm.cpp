@@ -11,8 +11,10 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
-#include <thread>
 #include <cmath>
+#include <cstdint>
+#include <thread>
+#include <type_traits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -128,19 +130,88 @@ __attribute__((target("avx2,fma"))) void tile_avx2(int64_t kc, const float* pa, 
   }
 }
 
+// Two bfloat16 values along K in one 32-bit word, the even K index in the low half: what
+// vdpbf16ps reads from each operand.
+using Pair = uint32_t;
+
+// The pairs twin of tile_avx512: C[R x 32] from pa (kc pairs x 12) and pb (kc pairs x 32).
+template <int R>
+__attribute__((target("avx512f,avx512bf16"))) void tile_pairs(int64_t kc, const Pair* pa,
+                                                              const Pair* pb, float* c,
+                                                              int64_t ldc, const Update& u,
+                                                              bool raw) {
+  __m512 acc[R][2];
+#pragma GCC unroll 12
+  for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+#pragma GCC unroll 2
+  for (int64_t kk = 0; kk < kc; ++kk) {
+    const __m512i b0 = _mm512_loadu_si512(pb + kk * 32), b1 = _mm512_loadu_si512(pb + kk * 32 + 16);
+    const Pair* ak = pa + kk * 12;
+#pragma GCC unroll 12
+    for (int i = 0; i < R; ++i) {
+      const __m512i x = _mm512_set1_epi32(static_cast<int>(ak[i]));
+      acc[i][0] = _mm512_dpbf16_ps(acc[i][0], (__m512bh)x, (__m512bh)b0);
+      acc[i][1] = _mm512_dpbf16_ps(acc[i][1], (__m512bh)x, (__m512bh)b1);
+    }
+  }
+  const __m512 va = _mm512_set1_ps(u.alpha), vb = _mm512_set1_ps(u.beta);
+#pragma GCC unroll 12
+  for (int i = 0; i < R; ++i) {
+    for (int h = 0; h < 2; ++h) {
+      float* p = c + i * ldc + 16 * h;
+      __m512 r = acc[i][h];
+      if (raw) {
+      } else if (!u.first) {
+        r = _mm512_fmadd_ps(va, r, _mm512_loadu_ps(p));
+      } else if (u.beta == 0.0f) {
+        r = _mm512_mul_ps(va, r);
+      } else {
+        r = _mm512_fmadd_ps(va, r, _mm512_mul_ps(vb, _mm512_loadu_ps(p)));
+      }
+      _mm512_storeu_ps(p, r);
+    }
+  }
+}
+
 #endif
 
 bool cpu_has(GemmIsa isa) {
   return isa == GemmIsa::Avx512 ? cpu_has_avx512f() : cpu_has_avx2_fma();
 }
 
-using TileFn = void (*)(int64_t, const float*, const float*, float*, int64_t, const Update&, bool);
+#if !defined(__x86_64__)
+using Pair = uint32_t;
+#endif
+
+// E: the packed element (float, or a Pair of bfloat16 values).
+template <typename E>
+using TileFn = void (*)(int64_t, const E*, const E*, float*, int64_t, const Update&, bool);
 // The kernel for the last h < MR rows of a block and how many rows it computes (at least h).
+template <typename E>
 struct EdgeTile {
-  TileFn fn;
+  TileFn<E> fn;
   int64_t rows;
 };
-using EdgeFn = EdgeTile (*)(int64_t h);
+template <typename E>
+using EdgeFn = EdgeTile<E> (*)(int64_t h);
+
+// Packed elements of a K range of kcl values.
+template <typename E>
+constexpr int64_t packed_len(int64_t kcl) {
+  return std::is_same_v<E, Pair> ? (kcl + 1) / 2 : kcl;
+}
+
+// op(x)[r][kk] as E: a float (widened from a half value), or the pair (kk, kk + 1) with a zero
+// past kcl. `at(r, kk)` reads one value as its bits or as a float.
+template <typename E, typename In, typename At>
+inline E packed_value(At at, int64_t r, int64_t kk, int64_t kcl) {
+  if constexpr (std::is_same_v<E, Pair>) {
+    const uint32_t lo = at(r, kk).bits, hi = kk + 1 < kcl ? at(r, kk + 1).bits : 0u;
+    return lo | (hi << 16);
+  } else {
+    return static_cast<float>(at(r, kk));
+  }
+}
 
 #if defined(__x86_64__)
 
@@ -201,14 +272,17 @@ __attribute__((target("avx2"))) void transpose_rows(const float* src, int64_t ld
 
 #endif
 
-// dst[kk * ld + i] = src[i * lds + kk] for i < rows, kk < kcl (a transposing copy).
-inline void transpose_copy(const float* src, int64_t lds, int rows, int64_t kcl, float* dst,
-                           int64_t ld) {
+// dst[kk * ld + i] = src[i * lds + kk] for i < rows, kk < kcl (a transposing copy of 32-bit
+// elements: floats, or pairs of bfloat16 values; only bits move).
+template <typename E>
+inline void transpose_copy(const E* src, int64_t lds, int rows, int64_t kcl, E* dst, int64_t ld) {
+  static_assert(sizeof(E) == sizeof(float));
   int64_t done = 0;
 #if defined(__x86_64__)
   if (rows % 4 == 0 && cpu_has(GemmIsa::Avx2)) {
     done = kcl / 8 * 8;
-    transpose_rows(src, lds, rows, done, dst, ld);
+    transpose_rows(reinterpret_cast<const float*>(src), lds, rows, done,
+                   reinterpret_cast<float*>(dst), ld);
   }
 #endif
   for (int i = 0; i < rows; ++i) {
@@ -216,67 +290,91 @@ inline void transpose_copy(const float* src, int64_t lds, int rows, int64_t kcl,
   }
 }
 
-// Panel p (columns n0 + p * NR ...) of op(b) over K range [kb0, kb0 + kcl) into dst (kcl x NR),
-// columns past the chunk's nc zeros.
-template <int NR>
-void pack_b_panel(bool tb, const float* b, int64_t ldb, int64_t n0, int64_t nc, int64_t p,
-                  int64_t kb0, int64_t kcl, float* dst) {
+// Panel p (columns n0 + p * NR ...) of op(b) over K range [kb0, kb0 + kcl) into dst
+// (packed_len(kcl) x NR), columns past the chunk's nc zeros.
+template <int NR, typename E, typename In>
+void pack_b_panel(bool tb, const In* b, int64_t ldb, int64_t n0, int64_t nc, int64_t p,
+                  int64_t kb0, int64_t kcl, E* dst) {
   const int64_t j0 = n0 + p * NR, w = std::min<int64_t>(NR, n0 + nc - j0);
-  if (!tb) {
-    if (w == NR) {  // a fixed-length copy the compiler keeps in registers (not a memmove call)
+  const int64_t kp = packed_len<E>(kcl);
+  if constexpr (std::is_same_v<E, float> && std::is_same_v<In, float>) {
+    if (!tb) {
+      if (w == NR) {  // a fixed-length copy the compiler keeps in registers (not a memmove call)
+        for (int64_t kk = 0; kk < kcl; ++kk) {
+          const float* src = b + (kb0 + kk) * ldb + j0;
+          float* d = dst + kk * NR;
+          for (int j = 0; j < NR; ++j) d[j] = src[j];
+        }
+        return;
+      }
       for (int64_t kk = 0; kk < kcl; ++kk) {
         const float* src = b + (kb0 + kk) * ldb + j0;
         float* d = dst + kk * NR;
-        for (int j = 0; j < NR; ++j) d[j] = src[j];
+        std::copy(src, src + w, d);
+        std::fill(d + w, d + NR, 0.0f);
       }
       return;
     }
-    for (int64_t kk = 0; kk < kcl; ++kk) {
-      const float* src = b + (kb0 + kk) * ldb + j0;
-      float* d = dst + kk * NR;
-      std::copy(src, src + w, d);
-      std::fill(d + w, d + NR, 0.0f);
-    }
-    return;
   }
-  const int wv = static_cast<int>(w) / 4 * 4;
-  transpose_copy(b + j0 * ldb + kb0, ldb, wv, kcl, dst, NR);
-  for (int64_t j = wv; j < NR; ++j) {
-    if (j < w) {
-      const float* src = b + (j0 + j) * ldb + kb0;
-      for (int64_t kk = 0; kk < kcl; ++kk) dst[kk * NR + j] = src[kk];
-    } else {
-      for (int64_t kk = 0; kk < kcl; ++kk) dst[kk * NR + j] = 0.0f;
+  int64_t wv = 0;  // columns packed by transposing 32-bit elements
+  if constexpr (std::is_same_v<E, In>) {
+    if (tb) wv = w / 4 * 4;
+  } else if constexpr (std::is_same_v<E, Pair>) {
+    // A pair of op(b)'s column j is 32 contiguous bits of b's row j when rows and blocks start
+    // on even elements of a 4-byte aligned array.
+    if (tb && ldb % 2 == 0 && reinterpret_cast<uintptr_t>(b) % 4 == 0) wv = w / 4 * 4;
+  }
+  if (wv > 0) {
+    transpose_copy(reinterpret_cast<const E*>(b + j0 * ldb + kb0), ldb * int64_t{sizeof(In)} / 4,
+                   static_cast<int>(wv), kcl / (std::is_same_v<E, Pair> ? 2 : 1), dst, NR);
+    if constexpr (std::is_same_v<E, Pair>) {  // the last pair: one value and a zero
+      if (kcl % 2 != 0) for (int64_t j = 0; j < wv; ++j) dst[(kp - 1) * NR + j] = static_cast<E>(b[(j0 + j) * ldb + kb0 + kcl - 1].bits);
     }
+  }
+  auto at = [&](int64_t j, int64_t kk) { return tb ? b[(j0 + j) * ldb + kb0 + kk] : b[(kb0 + kk) * ldb + j0 + j]; };
+  for (int64_t kq = 0; kq < kp; ++kq) {
+    const int64_t kk = std::is_same_v<E, Pair> ? 2 * kq : kq;
+    for (int64_t j = wv; j < NR; ++j) dst[kq * NR + j] = j < w ? packed_value<E, In>(at, j, kk, kcl) : E{0};
   }
 }
 
-// Rows [i0, i0 + rows) and K range [kb0, kb0 + kcl) of op(a) as MR-row micro-panels of kcl x MR,
-// rows past the block zeros.
-template <int MR>
-void pack_a(bool ta, const float* a, int64_t lda, int64_t i0, int64_t rows, int64_t kb0,
-            int64_t kcl, float* out) {
+// Rows [i0, i0 + rows) and K range [kb0, kb0 + kcl) of op(a) as MR-row micro-panels of
+// packed_len(kcl) x MR, rows past the block zeros.
+template <int MR, typename E, typename In>
+void pack_a(bool ta, const In* a, int64_t lda, int64_t i0, int64_t rows, int64_t kb0,
+            int64_t kcl, E* out) {
+  const int64_t kp = packed_len<E>(kcl);
   for (int64_t r0 = 0; r0 < rows; r0 += MR) {
-    float* dst = out + (r0 / MR) * kcl * MR;
+    E* dst = out + (r0 / MR) * kp * MR;
     const int64_t h = std::min<int64_t>(MR, rows - r0);
-    if (!ta) {
-      const int hv = static_cast<int>(h) / 4 * 4;
-      transpose_copy(a + (i0 + r0) * lda + kb0, lda, hv, kcl, dst, MR);
-      for (int64_t r = hv; r < MR; ++r) {
-        if (r < h) {
-          const float* src = a + (i0 + r0 + r) * lda + kb0;
-          for (int64_t kk = 0; kk < kcl; ++kk) dst[kk * MR + r] = src[kk];
-        } else {
-          for (int64_t kk = 0; kk < kcl; ++kk) dst[kk * MR + r] = 0.0f;
+    if constexpr (std::is_same_v<E, float> && std::is_same_v<In, float>) {
+      if (ta) {
+        for (int64_t kk = 0; kk < kcl; ++kk) {
+          const float* src = a + (kb0 + kk) * lda + i0 + r0;
+          float* d = dst + kk * MR;
+          std::copy(src, src + h, d);
+          std::fill(d + h, d + MR, 0.0f);
         }
+        continue;
       }
-    } else {
-      for (int64_t kk = 0; kk < kcl; ++kk) {
-        const float* src = a + (kb0 + kk) * lda + i0 + r0;
-        float* d = dst + kk * MR;
-        std::copy(src, src + h, d);
-        std::fill(d + h, d + MR, 0.0f);
+    }
+    int64_t hv = 0;  // rows packed by transposing 32-bit elements
+    if constexpr (std::is_same_v<E, In>) {
+      if (!ta) hv = h / 4 * 4;
+    } else if constexpr (std::is_same_v<E, Pair>) {
+      if (!ta && lda % 2 == 0 && reinterpret_cast<uintptr_t>(a) % 4 == 0) hv = h / 4 * 4;
+    }
+    if (hv > 0) {
+      transpose_copy(reinterpret_cast<const E*>(a + (i0 + r0) * lda + kb0), lda * int64_t{sizeof(In)} / 4,
+                     static_cast<int>(hv), kcl / (std::is_same_v<E, Pair> ? 2 : 1), dst, MR);
+      if constexpr (std::is_same_v<E, Pair>) {
+        if (kcl % 2 != 0) for (int64_t r = 0; r < hv; ++r) dst[(kp - 1) * MR + r] = static_cast<E>(a[(i0 + r0 + r) * lda + kb0 + kcl - 1].bits);
       }
+    }
+    auto at = [&](int64_t r, int64_t kk) { return ta ? a[(kb0 + kk) * lda + i0 + r0 + r] : a[(i0 + r0 + r) * lda + kb0 + kk]; };
+    for (int64_t kq = 0; kq < kp; ++kq) {
+      const int64_t kk = std::is_same_v<E, Pair> ? 2 * kq : kq;
+      for (int64_t r = hv; r < MR; ++r) dst[kq * MR + r] = r < h ? packed_value<E, In>(at, r, kk, kcl) : E{0};
     }
   }
 }
@@ -290,10 +388,11 @@ inline void pause() {
 #endif
 }
 
-template <int MR, int NR>
-void sgemm_tiles(TileFn tile, EdgeFn edge, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-                 float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
-                 float* c, int64_t ldc) {
+template <int MR, int NR, typename E, typename In>
+void gemm_tiles(TileFn<E> tile, EdgeFn<E> edge, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                float alpha, const In* a, int64_t lda, const In* b, int64_t ldb, float beta,
+                float* c, int64_t ldc) {
+  const int64_t kpb = packed_len<E>(kKc);  // packed length of a full K block
   const int64_t chunk = std::max<int64_t>(NR, kMaxPackedB / k / NR * NR);
   const int64_t threads = detail::num_threads();
   const int64_t kblocks = (k + kKc - 1) / kKc;
@@ -301,9 +400,9 @@ void sgemm_tiles(TileFn tile, EdgeFn edge, bool ta, bool tb, int64_t m, int64_t 
   for (int64_t n0 = 0; n0 < n; n0 += chunk) {
     const int64_t nc = std::min(chunk, n - n0);
     const int64_t panels = (nc + NR - 1) / NR;
-    allocator::Buffer buf = allocator::malloc(static_cast<size_t>(panels * NR * k) * sizeof(float));
-    float* packed = static_cast<float*>(buf.raw_ptr());
-    // Panel p of K block kb sits at packed + kb * kKc * panels * NR + p * kcl * NR. Its state:
+    allocator::Buffer buf = allocator::malloc(static_cast<size_t>(panels * NR * kpb * kblocks) * sizeof(E));
+    E* packed = static_cast<E*>(buf.raw_ptr());
+    // Panel p of K block kb sits at packed + kb * kpb * panels * NR + p * kp * NR. Its state:
     // 0 unpacked, 1 being packed, 2 ready. The first task to need a panel packs it, so packing
     // is shared by whichever threads are running, without a barrier.
     std::unique_ptr<std::atomic<int>[]> state(new std::atomic<int>[kblocks * panels]);
@@ -317,23 +416,23 @@ void sgemm_tiles(TileFn tile, EdgeFn edge, bool ta, bool tb, int64_t m, int64_t 
                                 std::min(threads, std::max<int64_t>(1, nc / kMinTaskColumns)));
     const int64_t tr = std::min(units, std::max<int64_t>(1, (threads + tc - 1) / tc));
     parallel_blocks(static_cast<size_t>(tr * tc), 1, [&](size_t lo, size_t hi) {
-      thread_local std::vector<float> abuf;
+      thread_local std::vector<E> abuf;
       alignas(64) float scratch[MR * NR];
-      abuf.resize(static_cast<size_t>((kMc + MR - 1) / MR * MR * kKc));
+      abuf.resize(static_cast<size_t>((kMc + MR - 1) / MR * MR * kpb));
       for (size_t t = lo; t < hi; ++t) {
         const int64_t ti = static_cast<int64_t>(t) / tc, tj = static_cast<int64_t>(t) % tc;
         const int64_t row0 = ti * units / tr * MR, row1 = std::min(m, (ti + 1) * units / tr * MR);
         const int64_t p0 = tj * panels / tc, p1 = (tj + 1) * panels / tc;
         for (int64_t kb = 0; kb < kblocks; ++kb) {
-          const int64_t kb0 = kb * kKc, kcl = std::min(kKc, k - kb0);
+          const int64_t kb0 = kb * kKc, kcl = std::min(kKc, k - kb0), kp = packed_len<E>(kcl);
           const Update u{alpha, beta, kb == 0};
-          float* bblock = packed + kb0 * panels * NR;
+          E* bblock = packed + kb * kpb * panels * NR;
           std::atomic<int>* st = state.get() + kb * panels;
           for (int64_t p = p0; p < p1; ++p) {
             int idle = 0;
             if (st[p].load(std::memory_order_acquire) == 0 &&
                 st[p].compare_exchange_strong(idle, 1, std::memory_order_acq_rel)) {
-              pack_b_panel<NR>(tb, b, ldb, n0, nc, p, kb0, kcl, bblock + p * kcl * NR);
+              pack_b_panel<NR>(tb, b, ldb, n0, nc, p, kb0, kcl, bblock + p * kp * NR);
               st[p].store(2, std::memory_order_release);
             }
           }
@@ -342,18 +441,18 @@ void sgemm_tiles(TileFn tile, EdgeFn edge, bool ta, bool tb, int64_t m, int64_t 
             pack_a<MR>(ta, a, lda, i0, rows, kb0, kcl, abuf.data());
             for (int64_t p = p0; p < p1; ++p) {
               while (st[p].load(std::memory_order_acquire) != 2) pause();
-              const float* pb = bblock + p * kcl * NR;
+              const E* pb = bblock + p * kp * NR;
               const int64_t w = std::min<int64_t>(NR, nc - p * NR);
               for (int64_t r0 = 0; r0 < rows; r0 += MR) {
-                const float* pa = abuf.data() + (r0 / MR) * kcl * MR;
+                const E* pa = abuf.data() + (r0 / MR) * kp * MR;
                 const int64_t h = std::min<int64_t>(MR, rows - r0);
                 float* cp = c + (i0 + r0) * ldc + n0 + p * NR;
-                const EdgeTile t = h == MR ? EdgeTile{tile, MR} : edge(h);
+                const EdgeTile<E> t = h == MR ? EdgeTile<E>{tile, MR} : edge(h);
                 if (t.rows == h && w == NR) {
-                  t.fn(kcl, pa, pb, cp, ldc, u, false);
+                  t.fn(kp, pa, pb, cp, ldc, u, false);
                   continue;
                 }
-                t.fn(kcl, pa, pb, scratch, NR, u, true);
+                t.fn(kp, pa, pb, scratch, NR, u, true);
                 for (int64_t i = 0; i < h; ++i) {
                   for (int64_t j = 0; j < w; ++j) {
                     cp[i * ldc + j] = updated(scratch[i * NR + j], cp[i * ldc + j], u);
@@ -367,6 +466,26 @@ void sgemm_tiles(TileFn tile, EdgeFn edge, bool ta, bool tb, int64_t m, int64_t 
     });
     allocator::free(buf);
   }
+}
+
+// The float32 kernel of `isa` over operands of type In (widened to float32 as they are packed).
+template <GemmIsa isa, typename In>
+void run_float_tiles(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const In* a,
+                     int64_t lda, const In* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+#if defined(__x86_64__)
+  if constexpr (isa == GemmIsa::Avx512) {
+    const EdgeFn<float> edge = [](int64_t h) {
+      return h <= 4 ? EdgeTile<float>{tile_avx512<4>, 4}
+             : h <= 8 ? EdgeTile<float>{tile_avx512<8>, 8}
+                      : EdgeTile<float>{tile_avx512<12>, 12};
+    };
+    gemm_tiles<12, 32, float>(tile_avx512<12>, edge, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta,
+                              c, ldc);
+  } else {
+    const EdgeFn<float> edge = [](int64_t) { return EdgeTile<float>{tile_avx2, 6}; };
+    gemm_tiles<6, 16, float>(tile_avx2, edge, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+#endif
 }
 
 }  // namespace
@@ -384,20 +503,47 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const
                                 (isa == GemmIsa::Avx512 ? "AVX-512" : "AVX2 + FMA") +
                                 " (check gemm_supported first)");
   }
-#if defined(__x86_64__)
   if (isa == GemmIsa::Avx512) {
-    const EdgeFn edge = [](int64_t h) {
-      return h <= 4 ? EdgeTile{tile_avx512<4>, 4}
-             : h <= 8 ? EdgeTile{tile_avx512<8>, 8}
-                      : EdgeTile{tile_avx512<12>, 12};
-    };
-    sgemm_tiles<12, 32>(tile_avx512<12>, edge, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c,
-                        ldc);
+    run_float_tiles<GemmIsa::Avx512>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   } else {
-    const EdgeFn edge = [](int64_t) { return EdgeTile{tile_avx2, 6}; };
-    sgemm_tiles<6, 16>(tile_avx2, edge, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    run_float_tiles<GemmIsa::Avx2>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+}
+
+bool hgemm_pairs_supported() { return cpu_has_avx512f() && cpu_has_avx512_bf16(); }
+
+template <typename T>
+void hgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const T* a, int64_t lda,
+           const T* b, int64_t ldb, float beta, float* c, int64_t ldc, bool pairs) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) throw std::invalid_argument("[hgemm] needs k > 0, got " + std::to_string(k));
+  if (!gemm_supported() || (pairs && !hgemm_pairs_supported())) {
+    throw std::invalid_argument("[hgemm] this CPU has no kernel for it (check gemm_supported and hgemm_pairs_supported first)");
+  }
+#if defined(__x86_64__)
+  if constexpr (std::is_same_v<T, bfloat16_t>) {
+    if (pairs) {
+      const EdgeFn<Pair> edge = [](int64_t h) {
+        return h <= 4 ? EdgeTile<Pair>{tile_pairs<4>, 4}
+               : h <= 8 ? EdgeTile<Pair>{tile_pairs<8>, 8}
+                        : EdgeTile<Pair>{tile_pairs<12>, 12};
+      };
+      gemm_tiles<12, 32, Pair>(tile_pairs<12>, edge, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta,
+                               c, ldc);
+      return;
+    }
+  }
+  if (cpu_has(GemmIsa::Avx512)) {
+    run_float_tiles<GemmIsa::Avx512>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  } else {
+    run_float_tiles<GemmIsa::Avx2>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
 #endif
 }
+
+template void hgemm<float16_t>(bool, bool, int64_t, int64_t, int64_t, float, const float16_t*,
+                               int64_t, const float16_t*, int64_t, float, float*, int64_t, bool);
+template void hgemm<bfloat16_t>(bool, bool, int64_t, int64_t, int64_t, float, const bfloat16_t*,
+                                int64_t, const bfloat16_t*, int64_t, float, float*, int64_t, bool);
 
 }  // namespace tessera::cpu

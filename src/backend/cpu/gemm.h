@@ -13,6 +13,8 @@
 
 #include <cstdint>
 
+#include "tessera/types.h"
+
 namespace tessera::cpu {
 
 // The K block: part of the result's definition (changing it changes the bits).
@@ -33,5 +35,17 @@ inline bool gemm_serves(int64_t m, int64_t n) { return m >= 8 && n >= 16; }
 void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
            GemmIsa isa = GemmIsa::Best);
+
+// Half-precision operands (float16_t or bfloat16_t), a float32 result: the contract of sgemm with
+// c in float32 (the caller rounds it once). `pairs`: bfloat16 through AVX512_BF16's vdpbf16ps,
+// K taken in pairs (each pair's two exact products and the running sum added in float32, inputs
+// and results below float32's normal range flushed to zero), the pair sums chained in K order per
+// K block; otherwise each value is widened to float32 as it is packed and the float32 kernel runs,
+// giving sgemm's bits on the widened operands. Requires gemm_supported() and, for `pairs`,
+// hgemm_pairs_supported().
+bool hgemm_pairs_supported();
+template <typename T>
+void hgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const T* a, int64_t lda,
+           const T* b, int64_t ldb, float beta, float* c, int64_t ldc, bool pairs);
 
 }  // namespace tessera::cpu

@@ -3,8 +3,11 @@
 // width) where the CPU has AVX2 + FMA; the rest (float64, complex64, matrix-vector shapes, small
 // batched products, other CPUs) on OpenBLAS gemm per batch. Inputs whose last two dims are row-
 // or column-contiguous (any row/column pitch, any batch strides, broadcast included) are read as
-// they are (NoTrans / Trans); other layouts are copied first. float16/bfloat16 run through a
-// float32 product (float32 accumulation) and are rounded once at the end.
+// they are (NoTrans / Trans); other layouts are copied first. float16/bfloat16 products of at
+// most 16 rows read the weights in their own dtype (half_gemm.h); larger ones run on Tessera's
+// GEMM packing from the half operands (bfloat16 pairs through vdpbf16ps where the CPU has
+// AVX512_BF16, otherwise widened to float32 as they are packed), or, where it has no kernel for
+// the shape, through float32 copies on OpenBLAS; all accumulate in float32 and are rounded once.
 
 #include <algorithm>
 #include <climits>
@@ -126,11 +129,17 @@ Operand prepare_gathered(const array& x, const uint32_t* index, size_t batch) {
   return p;
 }
 
-// out (row-contiguous, of dtype T, already holding c when beta != 0) = alpha*a@b + beta*out;
-// with `gathered`, out's matrix i is a's lhs[i] times b's rhs[i].
-template <typename T>
-void batched_gemm(const array& a, const array& b, array& out, float alpha, float beta,
-                  const Gathered* gathered = nullptr) {
+// The operands of out's products (batch matrices of m x n), ready for BLAS; with `gathered`,
+// out's matrix i is a's lhs[i] times b's rhs[i]. One b for every batch and a's matrices stacked
+// row after row ((..., M, K) @ (K, N) as compile traces it, b broadcast) become one product of
+// batch * M rows.
+struct Products {
+  Operand pa, pb;
+  int m, n, k;
+  size_t batch;
+};
+
+Products prepare_products(const array& a, const array& b, const array& out, const Gathered* gathered) {
   const int nd = static_cast<int>(out.ndim());
   int m = out.shape(nd - 2);
   const int n = out.shape(nd - 1);
@@ -139,8 +148,6 @@ void batched_gemm(const array& a, const array& b, array& out, float alpha, float
   size_t batch = detail::shape_size(batch_shape);
   Operand pa = gathered ? prepare_gathered(a, gathered->lhs, batch) : prepare(a, batch_shape, batch);
   Operand pb = gathered ? prepare_gathered(b, gathered->rhs, batch) : prepare(b, batch_shape, batch);
-  // One b for every batch and a's matrices stacked row after row ((..., M, K) @ (K, N) as
-  // compile traces it, b broadcast): one product of batch * M rows.
   if (batch > 1 && !pa.layout.trans &&
       static_cast<int64_t>(batch) * m <= std::numeric_limits<int>::max()) {
     bool stacked = true;
@@ -154,6 +161,19 @@ void batched_gemm(const array& a, const array& b, array& out, float alpha, float
       batch = 1;
     }
   }
+  return Products{std::move(pa), std::move(pb), m, n, k, batch};
+}
+
+// out (row-contiguous, of dtype T, already holding c when beta != 0) = alpha*a@b + beta*out;
+// with `gathered`, out's matrix i is a's lhs[i] times b's rhs[i].
+template <typename T>
+void batched_gemm(const array& a, const array& b, array& out, float alpha, float beta,
+                  const Gathered* gathered = nullptr) {
+  Products pr = prepare_products(a, b, out, gathered);
+  const Operand& pa = pr.pa;
+  const Operand& pb = pr.pb;
+  const int m = pr.m, n = pr.n, k = pr.k;
+  const size_t batch = pr.batch;
   const T* ap = pa.arr.template data<T>();
   const T* bp = pb.arr.template data<T>();
   T* cp = out.data<T>();
@@ -248,6 +268,31 @@ bool half_skinny(const array& a, const array& b, array& out, float alpha, float 
   return true;
 }
 
+// A half-precision product of more rows on Tessera's GEMM (gemm.h: the operands packed from their
+// own dtype, bfloat16 pairs through vdpbf16ps where the CPU has it) into out32 (float32, holding c
+// when beta != 0); false when the shape or the CPU has no kernel there.
+template <typename T>
+bool half_gemm(const array& a, const array& b, array& out32, float alpha, float beta,
+               const Gathered* gathered) {
+  if (!cpu::gemm_supported()) return false;
+  Products pr = prepare_products(a, b, out32, gathered);
+  if (!cpu::gemm_serves(pr.m, pr.n) || static_cast<double>(pr.m) * pr.n * pr.k < kSmallGemmWork) {
+    return false;
+  }
+  const bool pairs = std::is_same_v<T, bfloat16_t> && cpu::half_isa() == cpu::HalfIsa::avx512_bf16 &&
+                     cpu::hgemm_pairs_supported();
+  const T* ap = pr.pa.arr.template data<T>();
+  const T* bp = pr.pb.arr.template data<T>();
+  float* cp = out32.data<float>();
+  const size_t mat = static_cast<size_t>(pr.m) * pr.n;
+  for (size_t i = 0; i < pr.batch; ++i) {
+    cpu::hgemm<T>(pr.pa.layout.trans, pr.pb.layout.trans, pr.m, pr.n, pr.k, alpha,
+                  ap + pr.pa.batch_offsets[i], pr.pa.layout.ld, bp + pr.pb.batch_offsets[i],
+                  pr.pb.layout.ld, beta, cp + i * mat, pr.n, pairs);
+  }
+  return true;
+}
+
 // The shared body of Matmul (c == nullptr), AddMM and GatherMM (`gathered`).
 void matmul_cpu(const array& a, const array& b, const array* c, array& out, float alpha,
                 float beta, const Gathered* gathered = nullptr) {
@@ -278,11 +323,12 @@ void matmul_cpu(const array& a, const array& b, const array* c, array& out, floa
   } else if (dt == bfloat16 && half_skinny<bfloat16_t>(a, b, out, alpha, beta, gathered)) {
     return;
   } else if (dt == float16 || dt == bfloat16) {
-    array a32 = to_float32(a), b32 = to_float32(b);
     array out32(allocator::malloc(out.size() * sizeof(float)), out.shape(), float32,
                 allocator::free);
     if (c && beta != 0.0f) cpu::copy_into(out, out32);
-    batched_gemm<float>(a32, b32, out32, alpha, beta, gathered);
+    const bool done = dt == float16 ? half_gemm<float16_t>(a, b, out32, alpha, beta, gathered)
+                                    : half_gemm<bfloat16_t>(a, b, out32, alpha, beta, gathered);
+    if (!done) batched_gemm<float>(to_float32(a), to_float32(b), out32, alpha, beta, gathered);
     cpu::copy_into(out32, out);
   } else {
     throw std::invalid_argument("[matmul] no CPU kernel for dtype " + dtype_name(dt));
