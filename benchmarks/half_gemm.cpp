@@ -28,36 +28,44 @@ namespace {
 constexpr long kPeakIters = 50'000'000;
 
 #if defined(__x86_64__)
-// 12 independent accumulators: enough to cover the instruction's latency at full throughput.
-__attribute__((target("avx512f,avx512bf16"))) float dpbf16_loop(long iters) {
-  __m512 acc[12];
-  for (auto& a : acc) a = _mm512_setzero_ps();
-  const __m512i x = _mm512_set1_epi32(0x3f803f80), y = _mm512_set1_epi32(0x3c003c00);
-  for (long i = 0; i < iters; ++i) {
-    for (auto& a : acc) a = _mm512_dpbf16_ps(a, (__m512bh)x, (__m512bh)y);
-    __asm__ volatile("" : "+v"(acc[0]), "+v"(acc[1]), "+v"(acc[2]), "+v"(acc[3]), "+v"(acc[4]),
-                     "+v"(acc[5]), "+v"(acc[6]), "+v"(acc[7]), "+v"(acc[8]), "+v"(acc[9]),
-                     "+v"(acc[10]), "+v"(acc[11]));
-  }
-  __m512 s = acc[0];
-  for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, acc[i]);
-  return _mm512_reduce_add_ps(s);
+__attribute__((target("avx512f"))) float lane_sum(__m512 v) {
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, v);
+  float t = 0;
+  for (float x : lanes) t += x;
+  return t;
 }
 
-__attribute__((target("avx512f"))) float fma_loop(long iters) {
-  __m512 acc[12];
-  for (auto& a : acc) a = _mm512_setzero_ps();
-  const __m512 x = _mm512_set1_ps(1.0001f), y = _mm512_set1_ps(0.9999f);
-  for (long i = 0; i < iters; ++i) {
-    for (auto& a : acc) a = _mm512_fmadd_ps(x, y, a);
-    __asm__ volatile("" : "+v"(acc[0]), "+v"(acc[1]), "+v"(acc[2]), "+v"(acc[3]), "+v"(acc[4]),
-                     "+v"(acc[5]), "+v"(acc[6]), "+v"(acc[7]), "+v"(acc[8]), "+v"(acc[9]),
-                     "+v"(acc[10]), "+v"(acc[11]));
+// One instruction on each of 12 accumulators (named operands a0..a11).
+#define TESSERA_X12(INS)                                                                      \
+  INS " %[x], %[y], %[a0]\n\t" INS " %[x], %[y], %[a1]\n\t" INS " %[x], %[y], %[a2]\n\t"         \
+  INS " %[x], %[y], %[a3]\n\t" INS " %[x], %[y], %[a4]\n\t" INS " %[x], %[y], %[a5]\n\t"       \
+  INS " %[x], %[y], %[a6]\n\t" INS " %[x], %[y], %[a7]\n\t" INS " %[x], %[y], %[a8]\n\t"       \
+  INS " %[x], %[y], %[a9]\n\t" INS " %[x], %[y], %[a10]\n\t" INS " %[x], %[y], %[a11]\n\t"
+
+// 12 independent accumulators kept in registers (written out in assembly: a compiler may keep an
+// array of them in memory), enough to cover the instruction's latency at full throughput.
+#define TESSERA_PEAK_LOOP(NAME, TARGET, INS)                                                \
+  __attribute__((target(TARGET))) float NAME(long iters, int xbits, int ybits) {           \
+    const __m512 x = _mm512_castsi512_ps(_mm512_set1_epi32(xbits)),                         \
+                 y = _mm512_castsi512_ps(_mm512_set1_epi32(ybits));                         \
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, \
+           a7 = a0, a8 = a0, a9 = a0, a10 = a0, a11 = a0;                                   \
+    for (long i = 0; i < iters; ++i) {                                                      \
+      __asm__ volatile(TESSERA_X12(INS)                                                     \
+                       : [a0] "+v"(a0), [a1] "+v"(a1), [a2] "+v"(a2), [a3] "+v"(a3),        \
+                         [a4] "+v"(a4), [a5] "+v"(a5), [a6] "+v"(a6), [a7] "+v"(a7),        \
+                         [a8] "+v"(a8), [a9] "+v"(a9), [a10] "+v"(a10), [a11] "+v"(a11)     \
+                       : [x] "v"(x), [y] "v"(y));                                           \
+    }                                                                                       \
+    float t = 0;                                                                            \
+    for (__m512 v : {a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11}) t += lane_sum(v);   \
+    return t;                                                                               \
   }
-  __m512 s = acc[0];
-  for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, acc[i]);
-  return _mm512_reduce_add_ps(s);
-}
+TESSERA_PEAK_LOOP(dpbf16_loop, "avx512f,avx512bf16", "vdpbf16ps")
+TESSERA_PEAK_LOOP(fma_loop, "avx512f", "vfmadd231ps")
+#undef TESSERA_PEAK_LOOP
+#undef TESSERA_X12
 #endif
 
 // GFLOP/s of `loop` (flop_per_iter per iteration) on `threads` threads at once, best of 3.
@@ -90,8 +98,9 @@ int main() {
   }
   const int threads = static_cast<int>(mx::detail::num_threads());
   const bool bf16 = mx::cpu::cpu_has_avx512_bf16();
-  const double fma_peak = peak(fma_loop, 12 * 32.0, threads);
-  const double dp_peak = bf16 ? peak(dpbf16_loop, 12 * 64.0, threads) : 0;
+  // Operands that keep the sums finite: bf16 pairs of 1.0 and 2^-7; floats 1.0 and 2^-20.
+  const double fma_peak = peak([](long n) { return fma_loop(n, 0x3f800000, 0x35800000); }, 12 * 32.0, threads);
+  const double dp_peak = bf16 ? peak([](long n) { return dpbf16_loop(n, 0x3f803f80, 0x3c003c00); }, 12 * 64.0, threads) : 0;
   std::printf("\n### Prefill products, x @ W.T with a 512-token prompt, %d threads (GFLOP/s, median of 5; "
               "%% of the instruction's peak)\n\n", threads);
   std::printf("register-only peak, %d threads: vdpbf16ps %.0f GFLOP/s, vfmadd231ps (zmm) %.0f GFLOP/s\n\n",

@@ -468,3 +468,26 @@ def test_state_the_function_adds_and_attributes_and_tree_types():
 
     out = mx.compile(lambda p: Pair([p[0] + 1, p[1] * 2]))(Pair([mx.array(1), mx.array(2)]))
     assert isinstance(out, Pair) and [v.item() for v in out] == [2, 4]
+
+
+def test_bfloat16_kernels_take_the_vector_loop_with_the_eager_bits():
+    # A fused bfloat16 chain (casts, sigmoid, products, sums: SwiGLU's gradient) runs in the
+    # 16-lane loop, bfloat16 values rounded where each step rounds: the same bits as eager ops,
+    # NaN, infinities, huge and tiny values and a length that is not a multiple of 16 included.
+    def f(a, b, g):
+        s = mx.sigmoid(a.astype(mx.float32))
+        y = (g * b).astype(mx.float32) * s * (1 + a.astype(mx.float32) * (1 - s))
+        return y.astype(mx.bfloat16), a * b + g
+
+    rng = np.random.default_rng(5)
+    vals = [rng.standard_normal(4099).astype(np.float32) * 4 for _ in range(3)]
+    vals[0][:6] = [np.nan, np.inf, -np.inf, 3e38, 1e-39, -0.0]
+    vals[1][10:13] = [np.nan, 1e30, -1e-30]
+    a, b, g = (mx.array(v).astype(mx.bfloat16) for v in vals)
+    want = f(a, b, g)
+    got = mx.compile(f)(a, b, g)
+    for w, o in zip(want, got):
+        assert o.dtype == mx.bfloat16
+        wb = np.array(w.view(mx.uint16))
+        ob = np.array(o.view(mx.uint16))
+        np.testing.assert_array_equal(ob, wb)

@@ -57,6 +57,40 @@ TESSERA_VEC16_TRIG(CosOp, v16::cos_fast)
 
 #undef TESSERA_VEC16_TRIG
 
+// A cast between floating types: the value itself (the fused kernels' 16-lane loop rounds every
+// step to its dtype, round16 below).
+#define TESSERA_VEC16_CAST(T)                        \
+  template <>                                        \
+  struct Vec16<CastOp<T>> {                          \
+    static constexpr bool kHas = true;               \
+    static constexpr bool kPartial = false;          \
+    static __m512 apply(__m512 x) { return x; }      \
+  };
+TESSERA_VEC16_CAST(float)
+TESSERA_VEC16_CAST(tessera::bfloat16_t)
+#undef TESSERA_VEC16_CAST
+
+// bfloat16 in the 16-lane loop: values held as float32 (exact), rounded where a step of that
+// dtype rounds, with detail::float_to_bf16_bits's bits (nearest even; a NaN keeps its sign and
+// top payload bits and is made quiet).
+inline __m512 round_bf16(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
+  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  const __m512i r = _mm512_mask_or_epi32(rounded, nan, u, _mm512_set1_epi32(0x00400000));
+  return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32(int32_t(0xffff0000u))));
+}
+inline __m512 load_bf16(__mmask16 m, const tessera::bfloat16_t* p) {
+  const __m256i h = _mm256_maskz_loadu_epi16(m, p);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+// x already rounded (round_bf16): its top halves.
+inline void store_bf16(tessera::bfloat16_t* p, __mmask16 m, __m512 x) {
+  const __m256i h = _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(x), 16));
+  _mm256_mask_storeu_epi16(p, m, h);
+}
+
 // apply(x...), clearing in `ok` the lanes outside the op's fast domain. For an op without a
 // 16-lane form (float to float), the op lane by lane: it keeps generated code that names one
 // compiling, though the fused kernels only take their 16-lane loop when every op has a form.

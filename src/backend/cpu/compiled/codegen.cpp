@@ -101,16 +101,17 @@ void emit_inputs(std::ostringstream& os, const std::vector<Dtype>& in, const std
   }
 }
 
-// Whether every input, step and output of c is float32 (the 16-lane loop's domain).
-bool all_float32(const Compiled& c) {
-  auto f32 = [](Dtype d) { return d == float32; };
+// Whether every input, step and output of c is float32 or bfloat16 (the 16-lane loop's domain:
+// bfloat16 values are held as float32 and rounded where a step of that dtype rounds).
+bool all_vec16_dtypes(const Compiled& c) {
+  auto ok = [](Dtype d) { return d == float32 || d == bfloat16; };
   const auto outs = c.output_dtypes();
-  return std::all_of(c.input_dtypes().begin(), c.input_dtypes().end(), f32) &&
-         std::all_of(outs.begin(), outs.end(), f32) &&
-         std::all_of(c.steps().begin(), c.steps().end(), [&](auto& s) { return f32(s.dtype); });
+  return std::all_of(c.input_dtypes().begin(), c.input_dtypes().end(), ok) &&
+         std::all_of(outs.begin(), outs.end(), ok) &&
+         std::all_of(c.steps().begin(), c.steps().end(), [&](auto& s) { return ok(s.dtype); });
 }
 
-// The 16-lane loop (vec16_ops.h's vec16_loop) of a float32 kernel with contiguous and
+// The 16-lane loop (vec16_ops.h's vec16_loop) of a float32 / bfloat16 kernel with contiguous and
 // single-value inputs, in kernels built for AVX-512 CPUs, taken when every step has a 16-lane
 // form (the same bits as the functor, in about half the instructions of g++'s vectorisation of
 // it) and no output partly overlaps an input. A vector with a lane outside a step's fast domain
@@ -123,8 +124,9 @@ void emit_vec16(std::ostringstream& os, const Compiled& c, const std::string& la
   for (size_t o = 0; o < outs.size(); ++o) {
     for (size_t k = 0; k < in.size(); ++k) {
       if (layout[k] == 's') continue;
-      os << "  vec_ok = vec_ok && (q" << o << " + e <= p" << k << " + b || p" << k << " + e <= q"
-         << o << " + b || static_cast<const void*>(q" << o << ") == p" << k << ");\n";
+      os << "  vec_ok = vec_ok && (static_cast<const void*>(q" << o << " + e) <= p" << k
+         << " + b || static_cast<const void*>(p" << k << " + e) <= q" << o
+         << " + b || static_cast<const void*>(q" << o << ") == p" << k << ");\n";
     }
   }
   os << "  constexpr bool kVec = true";
@@ -133,7 +135,9 @@ void emit_vec16(std::ostringstream& os, const Compiled& c, const std::string& la
   }
   os << ";\n  if (kVec && vec_ok) {\n";
   for (size_t k = 0; k < in.size(); ++k) {
-    if (layout[k] == 's') os << "    const __m512 v" << k << " = _mm512_set1_ps(x" << k << ");\n";
+    if (layout[k] == 's') {
+      os << "    const __m512 v" << k << " = _mm512_set1_ps(static_cast<float>(x" << k << "));\n";
+    }
   }
   // head(i) loads vector i and runs the first steps (about half the work, weighing exp-like and
   // trig steps heavily), tail(i) the rest and the stores; vec16_loop runs head(i + 16) before
@@ -170,15 +174,18 @@ void emit_vec16(std::ostringstream& os, const Compiled& c, const std::string& la
         "__attribute__((always_inline)) {\n      __mmask16 ok = m;\n";
   for (size_t k = 0; k < in.size(); ++k) {
     if (layout[k] != 's') {
-      os << "      const __m512 v" << k << " = _mm512_maskz_loadu_ps(m, p" << k << " + i);\n";
+      os << "      const __m512 v" << k << " = "
+         << (in[k] == bfloat16 ? "tessera::cpu::ops::load_bf16(m, p" : "_mm512_maskz_loadu_ps(m, p")
+         << k << " + i);\n";
     }
   }
   auto emit_steps = [&](size_t from, size_t to) {
     for (size_t i = from; i < to; ++i) {
-      os << "      const __m512 w" << i << " = tessera::cpu::ops::vec16_apply<decltype("
-         << steps[i].functor << ")>(ok";
+      const bool bf16 = steps[i].dtype == bfloat16;
+      os << "      const __m512 w" << i << " = " << (bf16 ? "tessera::cpu::ops::round_bf16(" : "")
+         << "tessera::cpu::ops::vec16_apply<decltype(" << steps[i].functor << ")>(ok";
       for (int v : steps[i].args) os << ", " << name(v);
-      os << ");\n";
+      os << (bf16 ? "));\n" : ");\n");
     }
   };
   emit_steps(0, h);
@@ -189,8 +196,11 @@ void emit_vec16(std::ostringstream& os, const Compiled& c, const std::string& la
   for (auto& v : carried) os << "      const __m512 " << v << " = r." << v << ";\n";
   emit_steps(h, steps.size());
   os << "      if (__builtin_expect(ok != m, 0)) return false;\n";
+  const auto out_dts = c.output_dtypes();
   for (size_t o = 0; o < outs.size(); ++o) {
-    os << "      _mm512_mask_storeu_ps(q" << o << " + i, m, " << name(outs[o]) << ");\n";
+    // An output that is an input: a bfloat16 input's values are already bfloat16.
+    os << "      " << (out_dts[o] == bfloat16 ? "tessera::cpu::ops::store_bf16(q" : "_mm512_mask_storeu_ps(q")
+       << o << " + i, m, " << name(outs[o]) << ");\n";
   }
   os << "      return true;\n    };\n"
      << "    tessera::cpu::ops::vec16_loop<Carry>(b, e, head, tail, [&](int64_t i0, int64_t i1) {\n"
@@ -231,7 +241,7 @@ std::string fused_source(const Compiled& c, const std::string& layout) {
            << k << " + e) <= reinterpret_cast<const char*>(q" << o << " + b));\n";
       }
     }
-    if (all_float32(c)) emit_vec16(os, c, layout);
+    if (all_vec16_dtypes(c)) emit_vec16(os, c, layout);
     os << "  constexpr bool kFast = false";
     for (auto& stp : c.steps()) {
       os << "\n      || tessera::cpu::ops::has_fast_path<decltype(" << stp.functor << ")";
