@@ -488,6 +488,18 @@ def test_bfloat16_kernels_take_the_vector_loop_with_the_eager_bits():
     got = mx.compile(f)(a, b, g)
     for w, o in zip(want, got):
         assert o.dtype == mx.bfloat16
-        wb = np.array(w.view(mx.uint16))
-        ob = np.array(o.view(mx.uint16))
-        np.testing.assert_array_equal(ob, wb)
+        np.testing.assert_array_equal(np.array(o.view(mx.uint16)), np.array(w.view(mx.uint16)))
+
+    # Broadcast inputs (a value per row, a row for every row, a scalar): the strided loop's
+    # 16-lane inner runs, rows of 37 (two vectors and a tail).
+    def h(x, r, w, g):
+        gy = (g * w).astype(mx.float32)
+        return (gy * r + x.astype(mx.float32) * r * 0.5).astype(mx.bfloat16), gy
+
+    x = mx.array(vals[0][:110 * 37].reshape(110, 37)).astype(mx.bfloat16)
+    gg = mx.array(vals[1][:110 * 37].reshape(110, 37)).astype(mx.bfloat16)
+    w = mx.array(vals[2][:37]).astype(mx.bfloat16)
+    r = mx.array(rng.standard_normal((110, 1)).astype(np.float32))
+    for wv, ov in zip(h(x, r, w, gg), mx.compile(h)(x, r, w, gg)):
+        bits = mx.uint16 if wv.dtype == mx.bfloat16 else mx.uint32
+        np.testing.assert_array_equal(np.array(ov.view(bits)), np.array(wv.view(bits)))

@@ -209,6 +209,50 @@ void emit_vec16(std::ostringstream& os, const Compiled& c, const std::string& la
   os << "      }\n    });\n    return;\n  }\n#endif\n";
 }
 
+// The strided loop's inner run of `len` elements on 16 lanes, for float32 / bfloat16 kernels
+// without general strides ('g'): contiguous ('d', 'r'), per-row ('b') and single ('s') inputs.
+// A vector with a lane outside an op's fast domain is computed element by element. Emitted
+// before the element loop, which it skips (`continue` past it) when it ran.
+void emit_vec16_strided(std::ostringstream& os, const Compiled& c, const std::string& layout) {
+  const auto& in = c.input_dtypes();
+  const auto& steps = c.steps();
+  const auto& outs = c.output_steps();
+  const auto out_dts = c.output_dtypes();
+  os << "#if defined(__AVX512F__)\n    if (vec_ok) {\n"
+     << "      for (int64_t j0 = 0; j0 < len; j0 += 16) {\n"
+     << "        const __mmask16 m = len - j0 >= 16 ? __mmask16(0xffff) : "
+        "static_cast<__mmask16>((1u << (len - j0)) - 1);\n        __mmask16 ok = m;\n";
+  auto name = [](int v) { return (v < 0 ? "v" : "w") + std::to_string(v < 0 ? -v - 1 : v); };
+  for (size_t k = 0; k < in.size(); ++k) {
+    const char t = layout[k];
+    os << "        const __m512 v" << k << " = ";
+    if (t == 's') {
+      os << "_mm512_set1_ps(static_cast<float>(x" << k << "));\n";
+    } else if (t == 'b') {
+      os << "_mm512_set1_ps(static_cast<float>(p" << k << "[o" << k << "]));\n";
+    } else {
+      os << (in[k] == bfloat16 ? "tessera::cpu::ops::load_bf16(m, p" : "_mm512_maskz_loadu_ps(m, p") << k
+         << (t == 'd' ? " + i + j0);\n" : std::string(" + o") + std::to_string(k) + " + j0);\n");
+    }
+  }
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const bool bf16 = steps[i].dtype == bfloat16;
+    os << "        const __m512 w" << i << " = " << (bf16 ? "tessera::cpu::ops::round_bf16(" : "")
+       << "tessera::cpu::ops::vec16_apply<decltype(" << steps[i].functor << ")>(ok";
+    for (int v : steps[i].args) os << ", " << name(v);
+    os << (bf16 ? "));\n" : ");\n");
+  }
+  os << "        if (__builtin_expect(ok != m, 0)) {\n"
+     << "          for (int64_t j = j0; j < j0 + 16 && j < len; ++j) {\n";
+  emit_body(os, c, layout, true);
+  os << "          }\n          continue;\n        }\n";
+  for (size_t o = 0; o < outs.size(); ++o) {
+    os << "        " << (out_dts[o] == bfloat16 ? "tessera::cpu::ops::store_bf16(q" : "_mm512_mask_storeu_ps(q")
+       << o << " + i + j0, m, " << name(outs[o]) << ");\n";
+  }
+  os << "      }\n    } else\n#endif\n";
+}
+
 }  // namespace
 
 std::string fused_source(const Compiled& c, const std::string& layout) {
@@ -280,11 +324,35 @@ std::string fused_source(const Compiled& c, const std::string& layout) {
        << " = 0;\n  for (int d = 0; d < nd; ++d) o" << k << " += pos[d] * st" << k << "[d];\n";
     if (layout[k] == 'g') os << "  const int64_t s" << k << " = st" << k << "[nd - 1];\n";
   }
+  // The 16-lane inner loop: every op has a 16-lane form, no general strides, and no output is an
+  // input read at other positions (a donated input is read where it is written).
+  const bool vec = all_vec16_dtypes(c) && layout.find('g') == std::string::npos;
+  if (vec) {
+    os << "#if defined(__AVX512F__)\n  constexpr bool kVec = true";
+    for (auto& stp : c.steps()) {
+      os << "\n      && tessera::cpu::ops::has_vec16<decltype(" << stp.functor << ")>";
+    }
+    os << ";\n  bool vec_ok = kVec;\n";
+    for (size_t o = 0; o < dts.size(); ++o) {
+      for (size_t k = 0; k < in.size(); ++k) {
+        if (layout[k] == 's') continue;
+        if (layout[k] == 'd') {
+          os << "  vec_ok = vec_ok && (static_cast<const void*>(q" << o << " + e) <= p" << k
+             << " + b || static_cast<const void*>(p" << k << " + e) <= q" << o
+             << " + b || static_cast<const void*>(q" << o << ") == p" << k << ");\n";
+        } else {
+          os << "  vec_ok = vec_ok && static_cast<const void*>(q" << o << ") != p" << k << ";\n";
+        }
+      }
+    }
+    os << "#endif\n";
+  }
   os << "  const int64_t last = shape[nd - 1];\n  int64_t i = b;\n  while (i < e) {\n"
-     << "    const int64_t len = last - pos[nd - 1] < e - i ? last - pos[nd - 1] : e - i;\n"
-     << "#pragma GCC ivdep\n    for (int64_t j = 0; j < len; ++j) {\n";
+     << "    const int64_t len = last - pos[nd - 1] < e - i ? last - pos[nd - 1] : e - i;\n";
+  if (vec) emit_vec16_strided(os, c, layout);
+  os << "    {\n#pragma GCC ivdep\n    for (int64_t j = 0; j < len; ++j) {\n";
   emit_body(os, c, layout, true);
-  os << "    }\n    i += len;\n    pos[nd - 1] += len;\n";
+  os << "    }\n    }\n    i += len;\n    pos[nd - 1] += len;\n";
   for (size_t k = 0; k < in.size(); ++k) {
     if (layout[k] == 'd' || layout[k] == 's') continue;
     os << "    o" << k << " += len * st" << k << "[nd - 1];\n";
