@@ -111,7 +111,8 @@ bool matches(const Entry& e, const std::vector<array>& inputs, bool shapeless,
 }
 
 std::shared_ptr<const Entry> trace(const CompileFn& fun, const std::vector<array>& inputs,
-                                   std::vector<uint64_t> constants, CompileMode mode) {
+                                   std::vector<uint64_t> constants, CompileMode mode,
+                                   bool shapeless) {
   ++g_traces;
   trace::instant("compile", "compile: trace (cache miss)",
                  "\"inputs\":" + std::to_string(inputs.size()));
@@ -128,7 +129,7 @@ std::shared_ptr<const Entry> trace(const CompileFn& fun, const std::vector<array
   }
   std::vector<array> outputs;
   {
-    detail::InCompileTrace tracing;
+    detail::InCompileTrace tracing(shapeless);
     outputs = fun(stand_ins);
   }
   e->plain = compile_detail::build_graph(stand_ins, outputs);
@@ -189,7 +190,7 @@ std::vector<array> call(const CompileFn& fun, std::uintptr_t id, bool shapeless,
   }
   if (!entry) {
     // Traced without the lock: the function may call other compiled functions.
-    entry = trace(fun, inputs, constants, mode);
+    entry = trace(fun, inputs, constants, mode, shapeless);
     std::lock_guard<std::mutex> lock(g_cache_mutex);
     g_cache[id].push_back(entry);
   }

@@ -6,6 +6,7 @@ namespace tessera::detail {
 namespace {
 thread_local int tl_tracing_depth = 0;
 thread_local int tl_compile_trace_depth = 0;
+thread_local bool tl_shapeless_trace = false;
 thread_local const VmappedSources* tl_vmapped_sources = nullptr;
 }  // namespace
 
@@ -21,8 +22,15 @@ InTracing::InTracing() { ++tl_tracing_depth; }
 InTracing::~InTracing() { --tl_tracing_depth; }
 
 bool in_compile_trace() { return tl_compile_trace_depth > 0; }
-InCompileTrace::InCompileTrace() { ++tl_compile_trace_depth; }
-InCompileTrace::~InCompileTrace() { --tl_compile_trace_depth; }
+bool in_shapeless_compile_trace() { return tl_compile_trace_depth > 0 && tl_shapeless_trace; }
+InCompileTrace::InCompileTrace(bool shapeless) : prev_shapeless_(tl_shapeless_trace) {
+  ++tl_compile_trace_depth;
+  tl_shapeless_trace = shapeless || prev_shapeless_;  // false outside every trace
+}
+InCompileTrace::~InCompileTrace() {
+  --tl_compile_trace_depth;
+  tl_shapeless_trace = prev_shapeless_;
+}
 
 std::vector<array> shape_sources_while_compiling(std::initializer_list<const array*> arrays) {
   std::vector<array> out;

@@ -25,12 +25,20 @@ struct InTracing {
 // shapes (mean's divisor) become graph nodes then, so a shapeless replay recomputes them.
 bool in_compile_trace();
 
-// RAII: marks the current thread as tracing for compile while alive.
+// Whether that trace may be replayed with other shapes (compile(shapeless=True), export): ops
+// then keep shape-following nodes instead of fixed shapes.
+bool in_shapeless_compile_trace();
+
+// RAII: marks the current thread as tracing for compile while alive (`shapeless`: the trace may be
+// replayed with other shapes; a nested trace keeps an outer shapeless one shapeless).
 struct InCompileTrace {
-  InCompileTrace();
+  explicit InCompileTrace(bool shapeless = true);
   ~InCompileTrace();
   InCompileTrace(const InCompileTrace&) = delete;
   InCompileTrace& operator=(const InCompileTrace&) = delete;
+
+ private:
+  bool prev_shapeless_;
 };
 
 // `arrays`, copied, while compile traces; nothing otherwise. What a primitive keeps as its

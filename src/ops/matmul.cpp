@@ -68,10 +68,12 @@ array matmul(const array& in_a, const array& in_b, StreamOrDevice s) {
   b = astype(b, out_type, s);
 
   Shape out_shape;
-  if (a.ndim() > 2 && b.ndim() == 2 && !detail::in_compile_trace()) {
-    // One gemm over all of a's rows: (..., M, K) -> (prod(...) * M, K). Not while compile
-    // traces: those fixed shapes would pin a shapeless replay's batch and rows; the batched
-    // product below broadcasts b instead and its kernel stacks the rows into one gemm all the same.
+  if (a.ndim() > 2 && b.ndim() == 2 && !detail::in_shapeless_compile_trace()) {
+    // One gemm over all of a's rows: (..., M, K) -> (prod(...) * M, K), and so one gemm for b's
+    // gradient too (K = all rows; batched, it was one product per batch entry and a sum). Not
+    // while a shapeless compile traces: those fixed shapes would pin a replay's batch and rows;
+    // the batched product below broadcasts b instead and its kernel stacks the rows into one
+    // gemm all the same.
     Shape a_shape = a.shape();
     int rows = 1;
     for (size_t i = 0; i + 1 < a_shape.size(); ++i) rows *= a_shape[i];

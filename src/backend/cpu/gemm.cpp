@@ -290,6 +290,47 @@ inline void transpose_copy(const E* src, int64_t lds, int rows, int64_t kcl, E* 
   }
 }
 
+#if defined(__x86_64__)
+// dst[kq * 32 + j] = the pair (src[2 kq][j], src[2 kq + 1][j]) for j < 32, kq < kcl / 2: two rows
+// of 32 bfloat16 values interleaved per instruction pair (vpermt2w), rows lds apart.
+__attribute__((target("avx512f,avx512bw"))) void interleave_rows32(const bfloat16_t* src,
+                                                                  int64_t lds, int64_t kcl,
+                                                                  Pair* dst) {
+  alignas(64) static constexpr uint16_t lo[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,
+                                                  37, 6,  38, 7,  39, 8,  40, 9,  41, 10, 42,
+                                                  11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+  alignas(64) static constexpr uint16_t hi[32] = {16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21,
+                                                  53, 22, 54, 23, 55, 24, 56, 25, 57, 26, 58,
+                                                  27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
+  const __m512i ilo = _mm512_load_si512(lo), ihi = _mm512_load_si512(hi);
+  for (int64_t kq = 0; kq < kcl / 2; ++kq) {
+    const __m512i r0 = _mm512_loadu_si512(src + 2 * kq * lds);
+    const __m512i r1 = _mm512_loadu_si512(src + (2 * kq + 1) * lds);
+    _mm512_storeu_si512(dst + kq * 32, _mm512_permutex2var_epi16(r0, ilo, r1));
+    _mm512_storeu_si512(dst + kq * 32 + 16, _mm512_permutex2var_epi16(r0, ihi, r1));
+  }
+}
+
+// The same for the first `h` <= 16 columns, into `width` <= 16 pairs per row of dst (ld apart):
+// columns past h are zero pairs.
+__attribute__((target("avx512f,avx512bw"))) void interleave_rows16(const bfloat16_t* src,
+                                                                  int64_t lds, int64_t kcl, int h,
+                                                                  int width, Pair* dst,
+                                                                  int64_t ld) {
+  alignas(64) static constexpr uint16_t lo[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,
+                                                  37, 6,  38, 7,  39, 8,  40, 9,  41, 10, 42,
+                                                  11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+  const __m512i ilo = _mm512_load_si512(lo);
+  const __mmask32 in = static_cast<__mmask32>((1u << h) - 1);
+  const __mmask16 out = static_cast<__mmask16>((1u << width) - 1);
+  for (int64_t kq = 0; kq < kcl / 2; ++kq) {
+    const __m512i r0 = _mm512_maskz_loadu_epi16(in, src + 2 * kq * lds);
+    const __m512i r1 = _mm512_maskz_loadu_epi16(in, src + (2 * kq + 1) * lds);
+    _mm512_mask_storeu_epi32(dst + kq * ld, out, _mm512_permutex2var_epi16(r0, ilo, r1));
+  }
+}
+#endif
+
 // Panel p (columns n0 + p * NR ...) of op(b) over K range [kb0, kb0 + kcl) into dst
 // (packed_len(kcl) x NR), columns past the chunk's nc zeros.
 template <int NR, typename E, typename In>
@@ -324,6 +365,18 @@ void pack_b_panel(bool tb, const In* b, int64_t ldb, int64_t n0, int64_t nc, int
     // on even elements of a 4-byte aligned array.
     if (tb && ldb % 2 == 0 && reinterpret_cast<uintptr_t>(b) % 4 == 0) wv = w / 4 * 4;
   }
+#if defined(__x86_64__)
+  if constexpr (std::is_same_v<E, Pair> && NR == 32) {
+    // Row-major b: pairs from two rows, whole panels at once.
+    if (!tb && w == NR && cpu_has_avx512_skx()) {
+      interleave_rows32(b + kb0 * ldb + j0, ldb, kcl, dst);
+      if (kcl % 2 != 0) {
+        for (int64_t j = 0; j < NR; ++j) dst[(kp - 1) * NR + j] = b[(kb0 + kcl - 1) * ldb + j0 + j].bits;
+      }
+      return;
+    }
+  }
+#endif
   if (wv > 0) {
     transpose_copy(reinterpret_cast<const E*>(b + j0 * ldb + kb0), ldb * int64_t{sizeof(In)} / 4,
                    static_cast<int>(wv), kcl / (std::is_same_v<E, Pair> ? 2 : 1), dst, NR);
@@ -358,6 +411,18 @@ void pack_a(bool ta, const In* a, int64_t lda, int64_t i0, int64_t rows, int64_t
         continue;
       }
     }
+#if defined(__x86_64__)
+    if constexpr (std::is_same_v<E, Pair> && MR <= 16) {
+      // Transposed a: pairs from two rows of a, a micro-panel at once.
+      if (ta && cpu_has_avx512_skx()) {
+        interleave_rows16(a + kb0 * lda + i0 + r0, lda, kcl, static_cast<int>(h), MR, dst, MR);
+        if (kcl % 2 != 0) {
+          for (int64_t r = 0; r < MR; ++r) dst[(kp - 1) * MR + r] = r < h ? a[(kb0 + kcl - 1) * lda + i0 + r0 + r].bits : 0u;
+        }
+        continue;
+      }
+    }
+#endif
     int64_t hv = 0;  // rows packed by transposing 32-bit elements
     if constexpr (std::is_same_v<E, In>) {
       if (!ta) hv = h / 4 * 4;
