@@ -136,13 +136,20 @@ bench-compile: build
 	@bash scripts/bench_compile_deps.sh $(BUILD)/bench-venv $(BUILD)/py-bench
 	$(BUILD)/bench-venv/bin/python benchmarks/python/bench_compile.py
 
-# LLM prefill and decode (mlx-lm on the package `make python` installs) against llama.cpp,
-# PyTorch + transformers and MLX's CPU backend, on a 111 M and a ~1 B model from tools/make_llm.py
-# (cached with their GGUF files in $(BUILD)/bench-llm).
-bench-llm: python
+# The LLM path, four tables: prefill's products against the instruction's peak; LLM prefill and
+# decode (mlx-lm on the package `make python` installs) against llama.cpp, PyTorch +
+# transformers and MLX's CPU backend, on a 111 M and a ~1 B model from tools/make_llm.py (cached
+# with their GGUF files in $(BUILD)/bench-llm); the fine-tuning step (mlx_lm.lora, LoRA and full)
+# against PyTorch + PEFT; the fused kernels against their composites and PyTorch's fused ops.
+bench-llm: python build
 	@bash scripts/bench_llm_deps.sh $(BUILD)/bench-venv
+	./$(BUILD)/bench_half_gemm
 	$(VENV)/bin/python benchmarks/python/bench_llm.py --tessera-python $(VENV)/bin/python \
 	  --peer-python $(BUILD)/bench-venv/bin/python --cache $(BUILD)/bench-llm
+	$(VENV)/bin/python benchmarks/python/bench_finetune.py --tessera-python $(VENV)/bin/python \
+	  --peer-python $(BUILD)/bench-venv/bin/python --cache $(BUILD)/bench-llm
+	$(VENV)/bin/python benchmarks/python/bench_kernels.py --tessera-python $(VENV)/bin/python \
+	  --peer-python $(BUILD)/bench-venv/bin/python
 
 # Regenerate docs/env.md from the configuration registry.
 docs: build

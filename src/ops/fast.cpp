@@ -449,16 +449,17 @@ bool RoPE::is_equivalent(const Primitive& other) const {
   return o && o->state() == state();
 }
 
-// Only x (input 0) carries derivatives; batching is the composite's.
+// Only x (input 0) carries derivatives. The rotation's transpose is the rotation by the opposite
+// angle: the same kernel with the scale of the positions negated (cos(-t) = cos(t), sin(-t) =
+// -sin(t); per pair dx1 = g1 cos + g2 sin, dx2 = g2 cos - g1 sin, the composite vjp's sums).
+// Batching is the composite's.
 std::vector<array> RoPE::vjp(const std::vector<array>& primals,
                              const std::vector<array>& cotangents, const std::vector<int>& argnums,
                              const std::vector<array>& outputs) {
-  auto fn = [&](const std::vector<array>& x) {
-    std::vector<array> in = primals;
-    in[0] = x[0];
-    return std::vector<array>{composite(in)};
-  };
-  array dx = tessera::vjp(fn, {primals[0]}, cotangents).second[0];
+  std::vector<array> in = primals;
+  in[0] = astype(cotangents[0], primals[0].dtype(), stream());
+  array dx(primals[0].shape(), primals[0].dtype(),
+           std::make_shared<RoPE>(stream(), dims_, traditional_, base_, -scale_), in);
   std::vector<array> out;
   for (int a : argnums) out.push_back(a == 0 ? dx : zeros_like(primals[a], stream()));
   return out;

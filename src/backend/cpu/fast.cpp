@@ -18,6 +18,7 @@
 #include "backend/cpu/half_gemm.h"
 #include "backend/cpu/numeric.h"
 #include "backend/cpu/unary_ops.h"
+#include "backend/cpu/vec16_ops.h"
 #include "backend/cpu/vector_math.h"
 #include "core/thread_pool.h"
 #include "ops/fast.h"
@@ -26,6 +27,31 @@
 namespace tessera {
 
 namespace {
+
+#if defined(__x86_64__)
+// g++ 12 takes the unmasked AVX-512 intrinsics' pass-through operand for a read of an undefined
+// register (here and in cross entropy's rows below); every lane they read is defined.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+// One bfloat16 row of the non-traditional rotation (the two halves), 16 pairs per pass, every
+// product, sum and difference rounded to bfloat16 as the scalar loop rounds (the same bits).
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void rope_halves_bf16(
+    const bfloat16_t* x1, const bfloat16_t* x2, const bfloat16_t* c, const bfloat16_t* s,
+    bfloat16_t* o1, bfloat16_t* o2, int half) {
+  namespace v = cpu::ops;
+  for (int i = 0; i < half; i += 16) {
+    const __mmask16 m = half - i >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (half - i)) - 1);
+    const __m512 a = v::load_bf16(m, x1 + i), b = v::load_bf16(m, x2 + i);
+    const __m512 cv = v::load_bf16(m, c + i), sv = v::load_bf16(m, s + i);
+    const __m512 ac = v::round_bf16(_mm512_mul_ps(a, cv)), bs = v::round_bf16(_mm512_mul_ps(b, sv));
+    const __m512 as = v::round_bf16(_mm512_mul_ps(a, sv)), bc = v::round_bf16(_mm512_mul_ps(b, cv));
+    v::store_bf16(o1 + i, m, v::round_bf16(_mm512_sub_ps(ac, bs)));
+    v::store_bf16(o2 + i, m, v::round_bf16(_mm512_add_ps(as, bc)));
+  }
+}
+#pragma GCC diagnostic pop
+#endif
 
 // x (B, N, T, D) row-contiguous; cos / sin tables per batch entry (the offset may differ).
 template <typename T>
@@ -64,11 +90,31 @@ void rope_rows(const array& x, const int32_t* offset, size_t n_offsets, const fl
         T* o = out + row * D;
         const T* c = cos_t.data() + (r % L) * half;
         const T* s = sin_t.data() + (r % L) * half;
-        for (int i = 0; i < half; ++i) {
-          const int i1 = traditional ? 2 * i : i, i2 = traditional ? 2 * i + 1 : half + i;
-          const T x1 = in[i1], x2 = in[i2];
-          o[i1] = sub(mul(x1, c[i]), mul(x2, s[i]));
-          o[i2] = add(mul(x1, s[i]), mul(x2, c[i]));
+        if (traditional) {  // adjacent pairs
+          for (int i = 0; i < half; ++i) {
+            const T x1 = in[2 * i], x2 = in[2 * i + 1];
+            o[2 * i] = sub(mul(x1, c[i]), mul(x2, s[i]));
+            o[2 * i + 1] = add(mul(x1, s[i]), mul(x2, c[i]));
+          }
+        } else {  // the two halves
+#if defined(__x86_64__)
+          if constexpr (std::is_same_v<T, bfloat16_t>) {
+            static const cpu::HalfIsa isa = cpu::half_isa();  // TESSERA_CPU_ISA and this CPU
+            if (isa == cpu::HalfIsa::avx512 || isa == cpu::HalfIsa::avx512_bf16) {
+              rope_halves_bf16(in, in + half, c, s, o, o + half, half);
+              for (int i = dims; i < D; ++i) o[i] = in[i];
+              continue;
+            }
+          }
+#endif
+          const T* x1 = in;
+          const T* x2 = in + half;
+          T* o1 = o;
+          T* o2 = o + half;
+          for (int i = 0; i < half; ++i) {
+            o1[i] = sub(mul(x1[i], c[i]), mul(x2[i], s[i]));
+            o2[i] = add(mul(x1[i], s[i]), mul(x2[i], c[i]));
+          }
         }
         for (int i = dims; i < D; ++i) o[i] = in[i];
       }
@@ -259,8 +305,7 @@ template <typename T>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define TESSERA_CE_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
-// g++ 12 takes the unmasked AVX-512 intrinsics' pass-through operand (and the reductions'
-// helpers') for a read of an undefined register; every lane they read is defined.
+// (g++ 12's uninitialised-register warnings, as above; the reductions' helpers too.)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"

@@ -8,10 +8,45 @@
 #include <cstdint>
 #include <utility>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "backend/cpu/binary_ops.h"
 #include "backend/cpu/unary_ops.h"
 
 namespace tessera::cpu::ops {
+
+#if defined(__x86_64__)
+// The bfloat16 lanes below carry their own target, so kernels of builds for any x86-64 CPU can
+// use them in functions compiled for AVX-512 (the fused kernels, built for the CPU they run on,
+// and the per-ISA copies of fast.cpp).
+#define TESSERA_BF16_LANES \
+  __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline
+
+// bfloat16 in the 16-lane loop: values held as float32 (exact), rounded where a step of that
+// dtype rounds, with detail::float_to_bf16_bits's bits (nearest even; a NaN keeps its sign and
+// top payload bits and is made quiet).
+TESSERA_BF16_LANES __m512 round_bf16(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
+  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  const __m512i r = _mm512_mask_or_epi32(rounded, nan, u, _mm512_set1_epi32(0x00400000));
+  return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32(int32_t(0xffff0000u))));
+}
+TESSERA_BF16_LANES __m512 load_bf16(__mmask16 m, const tessera::bfloat16_t* p) {
+  const __m256i h = _mm256_maskz_loadu_epi16(m, p);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+// x already rounded (round_bf16): its top halves.
+TESSERA_BF16_LANES void store_bf16(tessera::bfloat16_t* p, __mmask16 m, __m512 x) {
+  const __m256i h = _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(x), 16));
+  _mm256_mask_storeu_epi16(p, m, h);
+}
+
+#undef TESSERA_BF16_LANES
+#endif  // __x86_64__
 
 template <typename Op>
 struct Vec16 {
@@ -69,27 +104,6 @@ TESSERA_VEC16_TRIG(CosOp, v16::cos_fast)
 TESSERA_VEC16_CAST(float)
 TESSERA_VEC16_CAST(tessera::bfloat16_t)
 #undef TESSERA_VEC16_CAST
-
-// bfloat16 in the 16-lane loop: values held as float32 (exact), rounded where a step of that
-// dtype rounds, with detail::float_to_bf16_bits's bits (nearest even; a NaN keeps its sign and
-// top payload bits and is made quiet).
-inline __m512 round_bf16(__m512 x) {
-  const __m512i u = _mm512_castps_si512(x);
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  const __m512i rounded = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
-  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-  const __m512i r = _mm512_mask_or_epi32(rounded, nan, u, _mm512_set1_epi32(0x00400000));
-  return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32(int32_t(0xffff0000u))));
-}
-inline __m512 load_bf16(__mmask16 m, const tessera::bfloat16_t* p) {
-  const __m256i h = _mm256_maskz_loadu_epi16(m, p);
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-// x already rounded (round_bf16): its top halves.
-inline void store_bf16(tessera::bfloat16_t* p, __mmask16 m, __m512 x) {
-  const __m256i h = _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(x), 16));
-  _mm256_mask_storeu_epi16(p, m, h);
-}
 
 // apply(x...), clearing in `ok` the lanes outside the op's fast domain. For an op without a
 // 16-lane form (float to float), the op lane by lane: it keeps generated code that names one
