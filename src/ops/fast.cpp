@@ -672,4 +672,69 @@ bool RMSNorm::is_equivalent(const Primitive& other) const {
   return o && o->eps_ == eps_;
 }
 
+// x and the weight: one kernel (RMSNormVjp); its outputs are dx and dweight.
+std::vector<array> RMSNorm::vjp(const std::vector<array>& primals,
+                                const std::vector<array>& cotangents,
+                                const std::vector<int>& argnums, const std::vector<array>&) {
+  const bool has_weight = primals.size() > 1;
+  std::vector<array> in = primals;
+  in.push_back(cotangents[0]);
+  std::vector<Shape> shapes{primals[0].shape()};
+  std::vector<Dtype> dtypes{primals[0].dtype()};
+  if (has_weight) {
+    shapes.push_back(primals[1].shape());
+    dtypes.push_back(primals[1].dtype());
+  }
+  auto grads =
+      array::make_arrays(shapes, dtypes, std::make_shared<RMSNormVjp>(stream(), eps_, has_weight), in);
+  std::vector<array> out;
+  for (int a : argnums) out.push_back(grads[a]);
+  return out;
+}
+
+// ---- RMSNormVjp: the composite vjp's transforms ----
+
+std::vector<array> RMSNormVjp::composite(const std::vector<array>& in) const {
+  const array& g = in.back();
+  auto fn = [&](const std::vector<array>& p) {
+    std::optional<array> weight;
+    if (has_weight_) weight = p[1];
+    return std::vector<array>{fast::rms_norm_composite(p[0], weight, eps_, g.dtype(), stream())};
+  };
+  std::vector<array> primals(in.begin(), in.end() - 1);
+  return tessera::vjp(fn, primals, {g}).second;
+}
+
+bool RMSNormVjp::is_equivalent(const Primitive& other) const {
+  auto* o = dynamic_cast<const RMSNormVjp*>(&other);
+  return o && o->state() == state();
+}
+
+std::vector<Shape> RMSNormVjp::output_shapes(const std::vector<array>& in) {
+  std::vector<Shape> out{in[0].shape()};
+  if (has_weight_) out.push_back(in[1].shape());
+  return out;
+}
+
+std::vector<array> RMSNormVjp::vjp(const std::vector<array>& primals,
+                                   const std::vector<array>& cotangents,
+                                   const std::vector<int>& argnums, const std::vector<array>&) {
+  auto fn = [&](const std::vector<array>& in) { return composite(in); };
+  return composite_vjp(fn, primals, cotangents, argnums);
+}
+
+std::vector<array> RMSNormVjp::jvp(const std::vector<array>& primals,
+                                   const std::vector<array>& tangents,
+                                   const std::vector<int>& argnums) {
+  auto fn = [&](const std::vector<array>& in) { return composite(in); };
+  return composite_jvp(fn, primals, tangents, argnums, stream());
+}
+
+std::pair<std::vector<array>, std::vector<int>> RMSNormVjp::vmap(const std::vector<array>& inputs,
+                                                                 const std::vector<int>& axes) {
+  auto fn = [this](const std::vector<array>& in) { return composite(in); };
+  auto out = tessera::vmap(fn, axes, std::vector<int>(has_weight_ ? 2 : 1, 0))(inputs);
+  return {out, std::vector<int>(out.size(), 0)};
+}
+
 }  // namespace tessera

@@ -51,6 +51,7 @@ class RMSNorm : public ComposedPrimitive {
   RMSNorm(Stream s, float eps) : ComposedPrimitive(s), eps_(eps) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   array composite(const std::vector<array>& inputs) const override;
+  TESSERA_DECLARE_VJP
   const char* name() const override { return "RMSNorm"; }
   TESSERA_STATE(eps_)
   bool is_equivalent(const Primitive& other) const override;
@@ -60,6 +61,26 @@ class RMSNorm : public ComposedPrimitive {
 
  private:
   float eps_;
+};
+
+// RMSNorm's vjp in one kernel: inputs x, [weight,] the output's cotangent; outputs dx (x's dtype)
+// and, with a weight, dweight (the weight's dtype: the sum over rows of cotangent * normalised x).
+// Its own transforms replay the composite's vjp.
+class RMSNormVjp : public Primitive {
+ public:
+  RMSNormVjp(Stream s, float eps, bool has_weight)
+      : Primitive(s), eps_(eps), has_weight_(has_weight) {}
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
+  TESSERA_DECLARE_TRANSFORMS
+  const char* name() const override { return "RMSNormVjp"; }
+  TESSERA_STATE(eps_, has_weight_)
+  bool is_equivalent(const Primitive& other) const override;
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
+
+ private:
+  std::vector<array> composite(const std::vector<array>& inputs) const;
+  float eps_;
+  bool has_weight_;
 };
 
 // Cross entropy of logits (..., C) against int32 class indices (...): float32 (...). Its vjp is

@@ -230,6 +230,8 @@ def _sweep_cases():
                             mx.fast.rope(a, 2, traditional=True, base=None, scale=0.5, offset=1,
                                          freqs=mx.array([3.0])),
                             mx.fast.rms_norm(a, a[0, 0, 0], 1e-5),
+                            *mx.grad(lambda p, q: mx.fast.rms_norm(p, q, 1e-5).sum(),
+                                     argnums=(0, 1))(a, a[0, 0, 0]),
                             mx.fast.layer_norm(a, a[0, 0, 0], a[0, 0, 1], 1e-5),
                             mx.fast.layer_norm(a, None, None, 1e-4),
                             mx.fast.cross_entropy(a, mx.array([[[0, 3, -1], [1, 2, 0]]])),

@@ -1054,3 +1054,30 @@ def test_rms_norm_kernel_equals_its_ops_and_differentiates(dtype):
         f = lambda a: mx.fast.rms_norm(a, w, 1e-5)  # noqa: E731
         np.testing.assert_allclose(np.array(mx.vmap(f, in_axes=1)(x)),
                                    np.array(mx.swapaxes(f(x), 0, 1)), rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_rms_norm_gradient_kernel_against_float64(dtype):
+    # One kernel for dx and dweight: against the float64 derivative of the same function, odd
+    # widths, row counts that are not a multiple of its 16-row blocks, with and without a weight.
+    dt = getattr(mx, dtype)
+    tol = {"float32": 2e-5, "bfloat16": 3e-2, "float16": 5e-3}[dtype]
+    for rows, D in ((5, 37), (35, 64)):
+        x = mx.array(randn(rows, D)).astype(dt)
+        w = mx.array(randn(D)).astype(dt)
+        g = mx.array(randn(rows, D)).astype(dt)
+        xd, wd, gd = (np.array(a.astype(mx.float32), np.float64) for a in (x, w, g))
+        r = 1 / np.sqrt((xd ** 2).mean(-1, keepdims=True) + 1e-5)
+        for weighted in (True, False):
+            gy = gd * wd if weighted else gd
+            want_dx = gy * r - xd * r ** 3 * (gy * xd).sum(-1, keepdims=True) / D
+            if weighted:
+                dx, dw = mx.vjp(lambda a, b: mx.fast.rms_norm(a, b, 1e-5), [x, w], [g])[1]
+                np.testing.assert_allclose(np.array(dw.astype(mx.float32)), (gd * xd * r).sum(0),
+                                           rtol=tol, atol=tol * np.sqrt(rows))
+                assert dw.dtype == dt
+            else:
+                dx = mx.vjp(lambda a: mx.fast.rms_norm(a, None, 1e-5), [x], [g])[1][0]
+            assert dx.dtype == dt
+            np.testing.assert_allclose(np.array(dx.astype(mx.float32)), want_dx, rtol=tol,
+                                       atol=tol * np.abs(want_dx).max())
