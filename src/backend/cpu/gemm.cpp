@@ -291,18 +291,19 @@ inline void transpose_copy(const E* src, int64_t lds, int rows, int64_t kcl, E* 
 }
 
 #if defined(__x86_64__)
+// vpermt2w's indices that interleave two rows of 32 16-bit values: (r0[j], r1[j]) for j < 16, then
+// for 16 <= j < 32 (r1's values are indices 32 and up).
+alignas(64) constexpr uint16_t kInterleave[64] = {
+    0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,  37, 6,  38, 7,  39, 8,  40, 9,  41, 10, 42,
+    11, 43, 12, 44, 13, 45, 14, 46, 15, 47, 16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53,
+    22, 54, 23, 55, 24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
+
 // dst[kq * 32 + j] = the pair (src[2 kq][j], src[2 kq + 1][j]) for j < 32, kq < kcl / 2: two rows
 // of 32 bfloat16 values interleaved per instruction pair (vpermt2w), rows lds apart.
 __attribute__((target("avx512f,avx512bw"))) void interleave_rows32(const bfloat16_t* src,
                                                                   int64_t lds, int64_t kcl,
                                                                   Pair* dst) {
-  alignas(64) static constexpr uint16_t lo[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,
-                                                  37, 6,  38, 7,  39, 8,  40, 9,  41, 10, 42,
-                                                  11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
-  alignas(64) static constexpr uint16_t hi[32] = {16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21,
-                                                  53, 22, 54, 23, 55, 24, 56, 25, 57, 26, 58,
-                                                  27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
-  const __m512i ilo = _mm512_load_si512(lo), ihi = _mm512_load_si512(hi);
+  const __m512i ilo = _mm512_load_si512(kInterleave), ihi = _mm512_load_si512(kInterleave + 32);
   for (int64_t kq = 0; kq < kcl / 2; ++kq) {
     const __m512i r0 = _mm512_loadu_si512(src + 2 * kq * lds);
     const __m512i r1 = _mm512_loadu_si512(src + (2 * kq + 1) * lds);
@@ -317,10 +318,7 @@ __attribute__((target("avx512f,avx512bw"))) void interleave_rows16(const bfloat1
                                                                   int64_t lds, int64_t kcl, int h,
                                                                   int width, Pair* dst,
                                                                   int64_t ld) {
-  alignas(64) static constexpr uint16_t lo[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,
-                                                  37, 6,  38, 7,  39, 8,  40, 9,  41, 10, 42,
-                                                  11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
-  const __m512i ilo = _mm512_load_si512(lo);
+  const __m512i ilo = _mm512_load_si512(kInterleave);
   const __mmask32 in = static_cast<__mmask32>((1u << h) - 1);
   const __mmask16 out = static_cast<__mmask16>((1u << width) - 1);
   for (int64_t kq = 0; kq < kcl / 2; ++kq) {
@@ -370,8 +368,8 @@ void pack_b_panel(bool tb, const In* b, int64_t ldb, int64_t n0, int64_t nc, int
     // Row-major b: pairs from two rows, whole panels at once.
     if (!tb && w == NR && cpu_has_avx512_skx()) {
       interleave_rows32(b + kb0 * ldb + j0, ldb, kcl, dst);
-      if (kcl % 2 != 0) {
-        for (int64_t j = 0; j < NR; ++j) dst[(kp - 1) * NR + j] = b[(kb0 + kcl - 1) * ldb + j0 + j].bits;
+      for (int64_t j = 0; j < NR && kcl % 2 != 0; ++j) {
+        dst[(kp - 1) * NR + j] = b[(kb0 + kcl - 1) * ldb + j0 + j].bits;
       }
       return;
     }
@@ -381,13 +379,19 @@ void pack_b_panel(bool tb, const In* b, int64_t ldb, int64_t n0, int64_t nc, int
     transpose_copy(reinterpret_cast<const E*>(b + j0 * ldb + kb0), ldb * int64_t{sizeof(In)} / 4,
                    static_cast<int>(wv), kcl / (std::is_same_v<E, Pair> ? 2 : 1), dst, NR);
     if constexpr (std::is_same_v<E, Pair>) {  // the last pair: one value and a zero
-      if (kcl % 2 != 0) for (int64_t j = 0; j < wv; ++j) dst[(kp - 1) * NR + j] = static_cast<E>(b[(j0 + j) * ldb + kb0 + kcl - 1].bits);
+      for (int64_t j = 0; j < wv && kcl % 2 != 0; ++j) {
+        dst[(kp - 1) * NR + j] = b[(j0 + j) * ldb + kb0 + kcl - 1].bits;
+      }
     }
   }
-  auto at = [&](int64_t j, int64_t kk) { return tb ? b[(j0 + j) * ldb + kb0 + kk] : b[(kb0 + kk) * ldb + j0 + j]; };
+  auto at = [&](int64_t j, int64_t kk) {
+    return tb ? b[(j0 + j) * ldb + kb0 + kk] : b[(kb0 + kk) * ldb + j0 + j];
+  };
   for (int64_t kq = 0; kq < kp; ++kq) {
     const int64_t kk = std::is_same_v<E, Pair> ? 2 * kq : kq;
-    for (int64_t j = wv; j < NR; ++j) dst[kq * NR + j] = j < w ? packed_value<E, In>(at, j, kk, kcl) : E{0};
+    for (int64_t j = wv; j < NR; ++j) {
+      dst[kq * NR + j] = j < w ? packed_value<E, In>(at, j, kk, kcl) : E{0};
+    }
   }
 }
 
@@ -416,8 +420,8 @@ void pack_a(bool ta, const In* a, int64_t lda, int64_t i0, int64_t rows, int64_t
       // Transposed a: pairs from two rows of a, a micro-panel at once.
       if (ta && cpu_has_avx512_skx()) {
         interleave_rows16(a + kb0 * lda + i0 + r0, lda, kcl, static_cast<int>(h), MR, dst, MR);
-        if (kcl % 2 != 0) {
-          for (int64_t r = 0; r < MR; ++r) dst[(kp - 1) * MR + r] = r < h ? a[(kb0 + kcl - 1) * lda + i0 + r0 + r].bits : 0u;
+        for (int64_t r = 0; r < MR && kcl % 2 != 0; ++r) {
+          dst[(kp - 1) * MR + r] = r < h ? a[(kb0 + kcl - 1) * lda + i0 + r0 + r].bits : 0u;
         }
         continue;
       }
@@ -430,16 +434,23 @@ void pack_a(bool ta, const In* a, int64_t lda, int64_t i0, int64_t rows, int64_t
       if (!ta && lda % 2 == 0 && reinterpret_cast<uintptr_t>(a) % 4 == 0) hv = h / 4 * 4;
     }
     if (hv > 0) {
-      transpose_copy(reinterpret_cast<const E*>(a + (i0 + r0) * lda + kb0), lda * int64_t{sizeof(In)} / 4,
-                     static_cast<int>(hv), kcl / (std::is_same_v<E, Pair> ? 2 : 1), dst, MR);
-      if constexpr (std::is_same_v<E, Pair>) {
-        if (kcl % 2 != 0) for (int64_t r = 0; r < hv; ++r) dst[(kp - 1) * MR + r] = static_cast<E>(a[(i0 + r0 + r) * lda + kb0 + kcl - 1].bits);
+      transpose_copy(reinterpret_cast<const E*>(a + (i0 + r0) * lda + kb0),
+                     lda * int64_t{sizeof(In)} / 4, static_cast<int>(hv),
+                     kcl / (std::is_same_v<E, Pair> ? 2 : 1), dst, MR);
+      if constexpr (std::is_same_v<E, Pair>) {  // the last pair: one value and a zero
+        for (int64_t r = 0; r < hv && kcl % 2 != 0; ++r) {
+          dst[(kp - 1) * MR + r] = a[(i0 + r0 + r) * lda + kb0 + kcl - 1].bits;
+        }
       }
     }
-    auto at = [&](int64_t r, int64_t kk) { return ta ? a[(kb0 + kk) * lda + i0 + r0 + r] : a[(i0 + r0 + r) * lda + kb0 + kk]; };
+    auto at = [&](int64_t r, int64_t kk) {
+      return ta ? a[(kb0 + kk) * lda + i0 + r0 + r] : a[(i0 + r0 + r) * lda + kb0 + kk];
+    };
     for (int64_t kq = 0; kq < kp; ++kq) {
       const int64_t kk = std::is_same_v<E, Pair> ? 2 * kq : kq;
-      for (int64_t r = hv; r < MR; ++r) dst[kq * MR + r] = r < h ? packed_value<E, In>(at, r, kk, kcl) : E{0};
+      for (int64_t r = hv; r < MR; ++r) {
+        dst[kq * MR + r] = r < h ? packed_value<E, In>(at, r, kk, kcl) : E{0};
+      }
     }
   }
 }
@@ -588,7 +599,8 @@ void hgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const
   if (m <= 0 || n <= 0) return;
   if (k <= 0) throw std::invalid_argument("[hgemm] needs k > 0, got " + std::to_string(k));
   if (!gemm_supported() || (pairs && !hgemm_pairs_supported())) {
-    throw std::invalid_argument("[hgemm] this CPU has no kernel for it (check gemm_supported and hgemm_pairs_supported first)");
+    throw std::invalid_argument(
+        "[hgemm] this CPU has no kernel for it (check gemm_supported and hgemm_pairs_supported)");
   }
 #if defined(__x86_64__)
   if constexpr (std::is_same_v<T, bfloat16_t>) {
