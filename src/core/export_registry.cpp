@@ -170,7 +170,7 @@ const Registry& registry() {
     TESSERA_EXPORTABLE(Softmax);
     TESSERA_EXPORTABLE(RoPE);
     TESSERA_EXPORTABLE(RMSNorm);
-    TESSERA_EXPORTABLE(RMSNormVjp);
+    TESSERA_EXPORTABLE(NormVjp);
     TESSERA_EXPORTABLE(LayerNorm);
     TESSERA_EXPORTABLE(CrossEntropy);
     TESSERA_EXPORTABLE(CrossEntropyGrad);

@@ -672,68 +672,87 @@ bool RMSNorm::is_equivalent(const Primitive& other) const {
   return o && o->eps_ == eps_;
 }
 
-// x and the weight: one kernel (RMSNormVjp); its outputs are dx and dweight.
-std::vector<array> RMSNorm::vjp(const std::vector<array>& primals,
-                                const std::vector<array>& cotangents,
-                                const std::vector<int>& argnums, const std::vector<array>&) {
-  const bool has_weight = primals.size() > 1;
+namespace {
+// A norm's gradients through NormVjp: dx, dweight, dbias picked by argnums (0 x, 1 the weight or
+// the bias, 2 the bias).
+std::vector<array> norm_vjp(const std::vector<array>& primals, const array& cotangent,
+                            const std::vector<int>& argnums, float eps, bool layer, bool has_weight,
+                            bool has_bias, const Stream& s) {
   std::vector<array> in = primals;
-  in.push_back(cotangents[0]);
-  std::vector<Shape> shapes{primals[0].shape()};
-  std::vector<Dtype> dtypes{primals[0].dtype()};
-  if (has_weight) {
-    shapes.push_back(primals[1].shape());
-    dtypes.push_back(primals[1].dtype());
+  in.push_back(cotangent);
+  std::vector<Shape> shapes;
+  std::vector<Dtype> dtypes;
+  for (const array& p : primals) {
+    shapes.push_back(p.shape());
+    dtypes.push_back(p.dtype());
   }
-  auto grads =
-      array::make_arrays(shapes, dtypes, std::make_shared<RMSNormVjp>(stream(), eps_, has_weight), in);
+  auto grads = array::make_arrays(
+      shapes, dtypes, std::make_shared<NormVjp>(s, eps, layer, has_weight, has_bias), in);
   std::vector<array> out;
   for (int a : argnums) out.push_back(grads[a]);
   return out;
 }
+}  // namespace
 
-// ---- RMSNormVjp: the composite vjp's transforms ----
+std::vector<array> RMSNorm::vjp(const std::vector<array>& primals,
+                                const std::vector<array>& cotangents,
+                                const std::vector<int>& argnums, const std::vector<array>&) {
+  return norm_vjp(primals, cotangents[0], argnums, eps_, false, primals.size() > 1, false,
+                  stream());
+}
 
-std::vector<array> RMSNormVjp::composite(const std::vector<array>& in) const {
+std::vector<array> LayerNorm::vjp(const std::vector<array>& primals,
+                                  const std::vector<array>& cotangents,
+                                  const std::vector<int>& argnums, const std::vector<array>&) {
+  return norm_vjp(primals, cotangents[0], argnums, eps_, true, has_weight_, has_bias_, stream());
+}
+
+// ---- NormVjp: the composite vjp's transforms ----
+
+std::vector<array> NormVjp::composite(const std::vector<array>& in) const {
   const array& g = in.back();
   auto fn = [&](const std::vector<array>& p) {
-    std::optional<array> weight;
-    if (has_weight_) weight = p[1];
-    return std::vector<array>{fast::rms_norm_composite(p[0], weight, eps_, g.dtype(), stream())};
+    std::optional<array> weight, bias;
+    size_t at = 1;
+    if (has_weight_) weight = p[at++];
+    if (has_bias_) bias = p[at++];
+    return std::vector<array>{
+        layer_ ? fast::layer_norm_composite(p[0], weight, bias, eps_, g.dtype(), stream())
+               : fast::rms_norm_composite(p[0], weight, eps_, g.dtype(), stream())};
   };
   std::vector<array> primals(in.begin(), in.end() - 1);
   return tessera::vjp(fn, primals, {g}).second;
 }
 
-bool RMSNormVjp::is_equivalent(const Primitive& other) const {
-  auto* o = dynamic_cast<const RMSNormVjp*>(&other);
+bool NormVjp::is_equivalent(const Primitive& other) const {
+  auto* o = dynamic_cast<const NormVjp*>(&other);
   return o && o->state() == state();
 }
 
-std::vector<Shape> RMSNormVjp::output_shapes(const std::vector<array>& in) {
-  std::vector<Shape> out{in[0].shape()};
-  if (has_weight_) out.push_back(in[1].shape());
+std::vector<Shape> NormVjp::output_shapes(const std::vector<array>& in) {
+  std::vector<Shape> out;
+  for (size_t i = 0; i + 1 < in.size(); ++i) out.push_back(in[i].shape());
   return out;
 }
 
-std::vector<array> RMSNormVjp::vjp(const std::vector<array>& primals,
-                                   const std::vector<array>& cotangents,
-                                   const std::vector<int>& argnums, const std::vector<array>&) {
+std::vector<array> NormVjp::vjp(const std::vector<array>& primals,
+                                const std::vector<array>& cotangents,
+                                const std::vector<int>& argnums, const std::vector<array>&) {
   auto fn = [&](const std::vector<array>& in) { return composite(in); };
   return composite_vjp(fn, primals, cotangents, argnums);
 }
 
-std::vector<array> RMSNormVjp::jvp(const std::vector<array>& primals,
-                                   const std::vector<array>& tangents,
-                                   const std::vector<int>& argnums) {
+std::vector<array> NormVjp::jvp(const std::vector<array>& primals,
+                                const std::vector<array>& tangents,
+                                const std::vector<int>& argnums) {
   auto fn = [&](const std::vector<array>& in) { return composite(in); };
   return composite_jvp(fn, primals, tangents, argnums, stream());
 }
 
-std::pair<std::vector<array>, std::vector<int>> RMSNormVjp::vmap(const std::vector<array>& inputs,
-                                                                 const std::vector<int>& axes) {
+std::pair<std::vector<array>, std::vector<int>> NormVjp::vmap(const std::vector<array>& inputs,
+                                                              const std::vector<int>& axes) {
   auto fn = [this](const std::vector<array>& in) { return composite(in); };
-  auto out = tessera::vmap(fn, axes, std::vector<int>(has_weight_ ? 2 : 1, 0))(inputs);
+  auto out = tessera::vmap(fn, axes, std::vector<int>(inputs.size() - 1, 0))(inputs);
   return {out, std::vector<int>(out.size(), 0)};
 }
 

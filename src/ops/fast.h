@@ -63,24 +63,24 @@ class RMSNorm : public ComposedPrimitive {
   float eps_;
 };
 
-// RMSNorm's vjp in one kernel: inputs x, [weight,] the output's cotangent; outputs dx (x's dtype)
-// and, with a weight, dweight (the weight's dtype: the sum over rows of cotangent * normalised x).
-// Its own transforms replay the composite's vjp.
-class RMSNormVjp : public Primitive {
+// The vjp of RMSNorm (layer false) or LayerNorm in one kernel: inputs x, [weight,] [bias,] the
+// output's cotangent; outputs dx (x's dtype), then dweight and dbias where there are a weight and
+// a bias (their dtype: sums over rows). Its own transforms replay the composite's vjp.
+class NormVjp : public Primitive {
  public:
-  RMSNormVjp(Stream s, float eps, bool has_weight)
-      : Primitive(s), eps_(eps), has_weight_(has_weight) {}
+  NormVjp(Stream s, float eps, bool layer, bool has_weight, bool has_bias)
+      : Primitive(s), eps_(eps), layer_(layer), has_weight_(has_weight), has_bias_(has_bias) {}
   void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
   TESSERA_DECLARE_TRANSFORMS
-  const char* name() const override { return "RMSNormVjp"; }
-  TESSERA_STATE(eps_, has_weight_)
+  const char* name() const override { return "NormVjp"; }
+  TESSERA_STATE(eps_, layer_, has_weight_, has_bias_)
   bool is_equivalent(const Primitive& other) const override;
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
 
  private:
   std::vector<array> composite(const std::vector<array>& inputs) const;
   float eps_;
-  bool has_weight_;
+  bool layer_, has_weight_, has_bias_;
 };
 
 // Cross entropy of logits (..., C) against int32 class indices (...): float32 (...). Its vjp is
@@ -119,6 +119,7 @@ class LayerNorm : public ComposedPrimitive {
       : ComposedPrimitive(s), eps_(eps), has_weight_(has_weight), has_bias_(has_bias) {}
   void eval_cpu(const std::vector<array>& inputs, array& out) override;
   array composite(const std::vector<array>& inputs) const override;
+  TESSERA_DECLARE_VJP
   const char* name() const override { return "LayerNorm"; }
   TESSERA_STATE(eps_, has_weight_, has_bias_)
   bool is_equivalent(const Primitive& other) const override;

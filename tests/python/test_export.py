@@ -234,6 +234,8 @@ def _sweep_cases():
                                      argnums=(0, 1))(a, a[0, 0, 0]),
                             mx.fast.layer_norm(a, a[0, 0, 0], a[0, 0, 1], 1e-5),
                             mx.fast.layer_norm(a, None, None, 1e-4),
+                            *mx.grad(lambda p, q: mx.fast.layer_norm(p, q, q, 1e-5).sum(),
+                                     argnums=(0, 1))(a, a[0, 0, 0]),
                             mx.fast.cross_entropy(a, mx.array([[[0, 3, -1], [1, 2, 0]]])),
                             mx.grad(lambda z: mx.fast.cross_entropy(
                                 z, mx.array([[[0, 3, -1], [1, 2, 0]]])).sum())(a),

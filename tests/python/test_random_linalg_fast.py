@@ -1081,3 +1081,36 @@ def test_rms_norm_gradient_kernel_against_float64(dtype):
             assert dx.dtype == dt
             np.testing.assert_allclose(np.array(dx.astype(mx.float32)), want_dx, rtol=tol,
                                        atol=tol * np.abs(want_dx).max())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_layer_norm_gradient_kernel_against_float64(dtype):
+    # The same kernel with the mean removed, and dbias: every combination of weight and bias.
+    dt = getattr(mx, dtype)
+    tol = {"float32": 2e-5, "bfloat16": 3e-2}[dtype]
+    rows, D = 21, 37
+    x = mx.array(randn(rows, D) + 3.0).astype(dt)  # an offset the mean must take away
+    w, b = (mx.array(randn(D)).astype(dt) for _ in range(2))
+    g = mx.array(randn(rows, D)).astype(dt)
+    xd, wd, gd = (np.array(a.astype(mx.float32), np.float64) for a in (x, w, g))
+    xc = xd - xd.mean(-1, keepdims=True)
+    r = 1 / np.sqrt((xc ** 2).mean(-1, keepdims=True) + 1e-5)
+    for weighted, biased in ((True, True), (True, False), (False, True), (False, False)):
+        args = [x] + ([w] if weighted else []) + ([b] if biased else [])
+
+        def f(*a):
+            return mx.fast.layer_norm(a[0], a[1] if weighted else None,
+                                      a[-1] if biased else None, 1e-5)
+
+        grads = mx.vjp(f, args, [g])[1]
+        gy = gd * wd if weighted else gd
+        want_dx = r * (gy - gy.mean(-1, keepdims=True)) - xc * r ** 3 * (gy * xc).mean(-1, keepdims=True)
+        np.testing.assert_allclose(np.array(grads[0].astype(mx.float32)), want_dx, rtol=tol,
+                                   atol=tol * np.abs(want_dx).max())
+        if weighted:
+            np.testing.assert_allclose(np.array(grads[1].astype(mx.float32)), (gd * xc * r).sum(0),
+                                       rtol=tol, atol=tol * np.sqrt(rows))
+        if biased:
+            np.testing.assert_allclose(np.array(grads[-1].astype(mx.float32)), gd.sum(0),
+                                       rtol=tol, atol=tol * np.sqrt(rows))
+        assert all(gr.dtype == dt for gr in grads)

@@ -236,68 +236,88 @@ void norm_rows(const array& x, const T* weight, const T* bias, float eps, bool l
   });
 }
 
-// ---- rms_norm's gradient ----
+// ---- the norms' gradient ----
 
-// Rows of x (row-contiguous, D wide) with their cotangents g: dx = gy * r - x * r^3 * (gy . x) / D,
-// gy = g * weight rounded to T (or g), r = 1 / sqrt(mean(x^2) + eps), as the composite's vjp
-// computes them in float32; with a weight, dweight = the sum over rows of g * y (y = x * r rounded
-// to T, each product rounded to T), added in float32 in blocks of 16 rows and then block by
-// block, so the bits do not depend on the pool.
+// Rows of x (row-contiguous, D wide) with their cotangents g, as the composites' vjps compute them
+// in float32: xc = x - mean(x) for layer_norm (x for rms_norm), r = 1 / sqrt(mean(xc^2) + eps),
+// gy = g * weight rounded to T (or g), and
+//   rms_norm    dx = r gy - xc r^3 (gy . xc) / D
+//   layer_norm  dx = r (gy - sum(gy) / D) - xc r^3 (gy . xc) / D;
+// dweight = the sum over rows of g * y (y = xc r rounded to T, each product rounded to T), dbias
+// the sum of g, both added in float32 in blocks of 16 rows and then block by block, so the bits
+// do not depend on the pool.
 template <typename In, typename T>
-void rms_norm_vjp_rows(const array& x, const T* weight, const T* g, float eps, In* dx, T* dw) {
+void norm_vjp_rows(const array& x, const T* weight, const T* g, float eps, bool layer, In* dx,
+                   T* dw, T* db) {
   using C = cpu::compute_t<T>;
   const int D = x.shape(-1);
   const size_t rows = D ? x.size() / D : 0;
   const In* xp = x.data<In>();
   constexpr size_t kBlock = 16;
   const size_t blocks = (rows + kBlock - 1) / kBlock;
-  std::vector<C> partial(weight ? blocks * D : 0);
+  std::vector<C> pw(dw ? blocks * D : 0), pb(db ? blocks * D : 0);
   detail::parallel_for(blocks, std::max<size_t>(1, 4096 / std::max(D, 1)), [&](size_t b0, size_t b1) {
-    std::vector<C> gy(static_cast<size_t>(D));
+    std::vector<C> gy(static_cast<size_t>(D)), xc(static_cast<size_t>(D));
     for (size_t blk = b0; blk < b1; ++blk) {
-      C* pw = weight ? partial.data() + blk * D : nullptr;
-      if (pw) std::fill(pw, pw + D, C(0));
+      C* w_sum = dw ? pw.data() + blk * D : nullptr;
+      C* b_sum = db ? pb.data() + blk * D : nullptr;
+      if (w_sum) std::fill(w_sum, w_sum + D, C(0));
+      if (b_sum) std::fill(b_sum, b_sum + D, C(0));
       for (size_t r = blk * kBlock; r < std::min(rows, (blk + 1) * kBlock); ++r) {
         const In* xr = xp + r * D;
         const T* gr = g + r * D;
+        C mean = 0;
+        if (layer) {
+          C lanes[16] = {};
+          for (int j = 0; j < D; ++j) lanes[j % 16] += static_cast<C>(xr[j]);
+          for (C v : lanes) mean += v;
+          mean /= static_cast<C>(D);
+        }
         for (int j = 0; j < D; ++j) {
+          xc[j] = static_cast<C>(xr[j]) - mean;
           gy[j] = weight ? static_cast<C>(static_cast<T>(static_cast<C>(gr[j]) * static_cast<C>(weight[j])))
                          : static_cast<C>(gr[j]);
         }
-        C sq[16] = {}, dot[16] = {};  // 16 lane sums (vector adds once vectorised)
+        C sq[16] = {}, dot[16] = {}, sg[16] = {};  // 16 lane sums (vector adds once vectorised)
         int j0 = 0;
         for (; j0 + 16 <= D; j0 += 16) {
           for (int t = 0; t < 16; ++t) {
-            const C v = static_cast<C>(xr[j0 + t]);
-            sq[t] += v * v;
-            dot[t] += gy[j0 + t] * v;
+            sq[t] += xc[j0 + t] * xc[j0 + t];
+            dot[t] += gy[j0 + t] * xc[j0 + t];
+            sg[t] += gy[j0 + t];
           }
         }
         for (int j = j0; j < D; ++j) {
-          const C v = static_cast<C>(xr[j]);
-          sq[j - j0] += v * v;
-          dot[j - j0] += gy[j] * v;
+          sq[j - j0] += xc[j] * xc[j];
+          dot[j - j0] += gy[j] * xc[j];
+          sg[j - j0] += gy[j];
         }
-        C ss = 0, dd = 0;
-        for (int t = 0; t < 16; ++t) ss += sq[t], dd += dot[t];
+        C ss = 0, dd = 0, gs = 0;
+        for (int t = 0; t < 16; ++t) ss += sq[t], dd += dot[t], gs += sg[t];
         const C inv = C(1) / std::sqrt(ss / static_cast<C>(D) + static_cast<C>(eps));
         const C k = inv * inv * inv * dd / static_cast<C>(D);
+        const C shift = layer ? inv * gs / static_cast<C>(D) : C(0);
         In* dxr = dx + r * D;
-        for (int j = 0; j < D; ++j) dxr[j] = static_cast<In>(gy[j] * inv - static_cast<C>(xr[j]) * k);
-        if (pw) {
+        for (int j = 0; j < D; ++j) dxr[j] = static_cast<In>(gy[j] * inv - shift - xc[j] * k);
+        if (w_sum) {
           for (int j = 0; j < D; ++j) {
-            const T y = static_cast<T>(static_cast<C>(xr[j]) * inv);
-            pw[j] += static_cast<C>(static_cast<T>(static_cast<C>(gr[j]) * static_cast<C>(y)));
+            const T y = static_cast<T>(xc[j] * inv);
+            w_sum[j] += static_cast<C>(static_cast<T>(static_cast<C>(gr[j]) * static_cast<C>(y)));
           }
+        }
+        if (b_sum) {
+          for (int j = 0; j < D; ++j) b_sum[j] += static_cast<C>(gr[j]);
         }
       }
     }
   });
-  if (!weight) return;
-  for (int j = 0; j < D; ++j) {
-    C sum = 0;
-    for (size_t blk = 0; blk < blocks; ++blk) sum += partial[blk * D + j];
-    dw[j] = static_cast<T>(sum);
+  for (auto [sums, out] : {std::pair{&pw, dw}, std::pair{&pb, db}}) {
+    if (!out) continue;
+    for (int j = 0; j < D; ++j) {
+      C sum = 0;
+      for (size_t blk = 0; blk < blocks; ++blk) sum += (*sums)[blk * D + j];
+      out[j] = static_cast<T>(sum);
+    }
   }
 }
 
@@ -963,17 +983,20 @@ void RMSNorm::eval_cpu(const std::vector<array>& inputs, array& out) {
   });
 }
 
-void RMSNormVjp::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+void NormVjp::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
   const array x = cpu::ensure_row_contiguous(inputs[0]);
   const array w = has_weight_ ? cpu::ensure_row_contiguous(inputs[1]) : array(0.0f);
   const array g = cpu::ensure_row_contiguous(inputs.back());
   for (auto& o : outputs) o.set_data(allocator::malloc(o.nbytes()));
-  dispatch_floating("rms_norm", g.dtype(), [&](auto out_tag) {
+  dispatch_floating("norm", g.dtype(), [&](auto out_tag) {
     using T = decltype(out_tag);
-    dispatch_floating("rms_norm", x.dtype(), [&](auto in_tag) {
+    dispatch_floating("norm", x.dtype(), [&](auto in_tag) {
       using In = decltype(in_tag);
-      rms_norm_vjp_rows<In, T>(x, has_weight_ ? w.data<T>() : nullptr, g.data<T>(), eps_,
-                               outputs[0].data<In>(), has_weight_ ? outputs[1].data<T>() : nullptr);
+      size_t at = 1;
+      T* dw = has_weight_ ? outputs[at++].data<T>() : nullptr;
+      T* db = has_bias_ ? outputs[at++].data<T>() : nullptr;
+      norm_vjp_rows<In, T>(x, has_weight_ ? w.data<T>() : nullptr, g.data<T>(), eps_, layer_,
+                           outputs[0].data<In>(), dw, db);
     });
   });
 }
