@@ -111,6 +111,53 @@ bool all_vec16_dtypes(const Compiled& c) {
          std::all_of(c.steps().begin(), c.steps().end(), [&](auto& s) { return ok(s.dtype); });
 }
 
+// Names in the 16-lane code: v<k> input k's vector, w<i> step i's.
+std::string vec_name(int v) { return (v < 0 ? "v" : "w") + std::to_string(v < 0 ? -v - 1 : v); }
+
+// Input k's vector at `at` (an element offset; lanes of mask m), bfloat16 widened.
+std::string vec_load(Dtype d, size_t k, const std::string& at) {
+  return (d == bfloat16 ? "tessera::cpu::ops::load_bf16(m, p" : "_mm512_maskz_loadu_ps(m, p") +
+         std::to_string(k) + " + " + at + ")";
+}
+
+// Step i of c on 16 lanes into w<i>, rounded to bfloat16 where that is its dtype.
+void emit_vec_step(std::ostringstream& os, const Compiled& c, size_t i, const char* indent) {
+  const auto& st = c.steps()[i];
+  const bool bf16 = st.dtype == bfloat16;
+  os << indent << "const __m512 w" << i << " = " << (bf16 ? "tessera::cpu::ops::round_bf16(" : "")
+     << "tessera::cpu::ops::vec16_apply<decltype(" << st.functor << ")>(ok";
+  for (int v : st.args) os << ", " << vec_name(v);
+  os << (bf16 ? "));\n" : ");\n");
+}
+
+// Every output's store at `at` (lanes of mask m): a bfloat16 value (rounded by its step, or a
+// bfloat16 input's) as its top half.
+void emit_vec_stores(std::ostringstream& os, const Compiled& c, const std::string& at,
+                     const char* indent) {
+  const auto dts = c.output_dtypes();
+  for (size_t o = 0; o < dts.size(); ++o) {
+    os << indent << (dts[o] == bfloat16 ? "tessera::cpu::ops::store_bf16(q" : "_mm512_mask_storeu_ps(q")
+       << o << " + " << at << ", m, " << vec_name(c.output_steps()[o]) << ");\n";
+  }
+}
+
+// vec_ok &= no output partly overlaps dense input k's range (a donated input, the same buffer,
+// is read where it is written); with `others`, no output is any other non-scalar input.
+void emit_overlap_checks(std::ostringstream& os, const Compiled& c, const std::string& layout,
+                         bool others) {
+  for (size_t o = 0; o < c.output_dtypes().size(); ++o) {
+    for (size_t k = 0; k < c.input_dtypes().size(); ++k) {
+      if (layout[k] == 'd' || (layout[k] != 's' && !others)) {
+        os << "  vec_ok = vec_ok && (static_cast<const void*>(q" << o << " + e) <= p" << k
+           << " + b || static_cast<const void*>(p" << k << " + e) <= q" << o
+           << " + b || static_cast<const void*>(q" << o << ") == p" << k << ");\n";
+      } else if (layout[k] != 's') {
+        os << "  vec_ok = vec_ok && static_cast<const void*>(q" << o << ") != p" << k << ";\n";
+      }
+    }
+  }
+}
+
 // The 16-lane loop (vec16_ops.h's vec16_loop) of a float32 / bfloat16 kernel with contiguous and
 // single-value inputs, in kernels built for AVX-512 CPUs, taken when every step has a 16-lane
 // form (the same bits as the functor, in about half the instructions of g++'s vectorisation of
@@ -121,14 +168,7 @@ void emit_vec16(std::ostringstream& os, const Compiled& c, const std::string& la
   const auto& steps = c.steps();
   const auto& outs = c.output_steps();
   os << "#if defined(__AVX512F__)\n  bool vec_ok = true;\n";
-  for (size_t o = 0; o < outs.size(); ++o) {
-    for (size_t k = 0; k < in.size(); ++k) {
-      if (layout[k] == 's') continue;
-      os << "  vec_ok = vec_ok && (static_cast<const void*>(q" << o << " + e) <= p" << k
-         << " + b || static_cast<const void*>(p" << k << " + e) <= q" << o
-         << " + b || static_cast<const void*>(q" << o << ") == p" << k << ");\n";
-    }
-  }
+  emit_overlap_checks(os, c, layout, false);
   os << "  constexpr bool kVec = true";
   for (auto& stp : steps) {
     os << "\n      && tessera::cpu::ops::has_vec16<decltype(" << stp.functor << ")>";
@@ -156,12 +196,11 @@ void emit_vec16(std::ostringstream& os, const Compiled& c, const std::string& la
   for (int acc = 0; h < steps.size() && 2 * acc < total; ++h) acc += weight(steps[h].functor);
   // The values tail reads from head: inputs and head steps used by tail steps or stored.
   std::vector<std::string> carried;
-  auto name = [](int v) { return (v < 0 ? "v" : "w") + std::to_string(v < 0 ? -v - 1 : v); };
   auto carry = [&](int v) {
     if (v < 0 && layout[-v - 1] == 's') return;
     if (v >= 0 && static_cast<size_t>(v) >= h) return;
-    if (std::find(carried.begin(), carried.end(), name(v)) == carried.end()) {
-      carried.push_back(name(v));
+    if (std::find(carried.begin(), carried.end(), vec_name(v)) == carried.end()) {
+      carried.push_back(vec_name(v));
     }
   };
   for (size_t i = h; i < steps.size(); ++i) {
@@ -173,20 +212,10 @@ void emit_vec16(std::ostringstream& os, const Compiled& c, const std::string& la
   os << "    };\n    auto head = [&](int64_t i, __mmask16 m, Carry& r) "
         "__attribute__((always_inline)) {\n      __mmask16 ok = m;\n";
   for (size_t k = 0; k < in.size(); ++k) {
-    if (layout[k] != 's') {
-      os << "      const __m512 v" << k << " = "
-         << (in[k] == bfloat16 ? "tessera::cpu::ops::load_bf16(m, p" : "_mm512_maskz_loadu_ps(m, p")
-         << k << " + i);\n";
-    }
+    if (layout[k] != 's') os << "      const __m512 v" << k << " = " << vec_load(in[k], k, "i") << ";\n";
   }
   auto emit_steps = [&](size_t from, size_t to) {
-    for (size_t i = from; i < to; ++i) {
-      const bool bf16 = steps[i].dtype == bfloat16;
-      os << "      const __m512 w" << i << " = " << (bf16 ? "tessera::cpu::ops::round_bf16(" : "")
-         << "tessera::cpu::ops::vec16_apply<decltype(" << steps[i].functor << ")>(ok";
-      for (int v : steps[i].args) os << ", " << name(v);
-      os << (bf16 ? "));\n" : ");\n");
-    }
+    for (size_t i = from; i < to; ++i) emit_vec_step(os, c, i, "      ");
   };
   emit_steps(0, h);
   os << "      r.ok = ok;\n";
@@ -196,12 +225,7 @@ void emit_vec16(std::ostringstream& os, const Compiled& c, const std::string& la
   for (auto& v : carried) os << "      const __m512 " << v << " = r." << v << ";\n";
   emit_steps(h, steps.size());
   os << "      if (__builtin_expect(ok != m, 0)) return false;\n";
-  const auto out_dts = c.output_dtypes();
-  for (size_t o = 0; o < outs.size(); ++o) {
-    // An output that is an input: a bfloat16 input's values are already bfloat16.
-    os << "      " << (out_dts[o] == bfloat16 ? "tessera::cpu::ops::store_bf16(q" : "_mm512_mask_storeu_ps(q")
-       << o << " + i, m, " << name(outs[o]) << ");\n";
-  }
+  emit_vec_stores(os, c, "i", "      ");
   os << "      return true;\n    };\n"
      << "    tessera::cpu::ops::vec16_loop<Carry>(b, e, head, tail, [&](int64_t i0, int64_t i1) {\n"
      << "      for (int64_t i = i0; i < i1; ++i) {\n";
@@ -215,41 +239,26 @@ void emit_vec16(std::ostringstream& os, const Compiled& c, const std::string& la
 // before the element loop, which it skips (`continue` past it) when it ran.
 void emit_vec16_strided(std::ostringstream& os, const Compiled& c, const std::string& layout) {
   const auto& in = c.input_dtypes();
-  const auto& steps = c.steps();
-  const auto& outs = c.output_steps();
-  const auto out_dts = c.output_dtypes();
   os << "#if defined(__AVX512F__)\n    if (vec_ok) {\n"
      << "      for (int64_t j0 = 0; j0 < len; j0 += 16) {\n"
      << "        const __mmask16 m = len - j0 >= 16 ? __mmask16(0xffff) : "
         "static_cast<__mmask16>((1u << (len - j0)) - 1);\n        __mmask16 ok = m;\n";
-  auto name = [](int v) { return (v < 0 ? "v" : "w") + std::to_string(v < 0 ? -v - 1 : v); };
   for (size_t k = 0; k < in.size(); ++k) {
     const char t = layout[k];
     os << "        const __m512 v" << k << " = ";
-    if (t == 's') {
-      os << "_mm512_set1_ps(static_cast<float>(x" << k << "));\n";
-    } else if (t == 'b') {
-      os << "_mm512_set1_ps(static_cast<float>(p" << k << "[o" << k << "]));\n";
+    if (t == 's' || t == 'b') {
+      os << "_mm512_set1_ps(static_cast<float>(" << (t == 's' ? "x" : "p") << k
+         << (t == 's' ? "" : "[o" + std::to_string(k) + "]") << "));\n";
     } else {
-      os << (in[k] == bfloat16 ? "tessera::cpu::ops::load_bf16(m, p" : "_mm512_maskz_loadu_ps(m, p") << k
-         << (t == 'd' ? " + i + j0);\n" : std::string(" + o") + std::to_string(k) + " + j0);\n");
+      os << vec_load(in[k], k, t == 'd' ? "i + j0" : "o" + std::to_string(k) + " + j0") << ";\n";
     }
   }
-  for (size_t i = 0; i < steps.size(); ++i) {
-    const bool bf16 = steps[i].dtype == bfloat16;
-    os << "        const __m512 w" << i << " = " << (bf16 ? "tessera::cpu::ops::round_bf16(" : "")
-       << "tessera::cpu::ops::vec16_apply<decltype(" << steps[i].functor << ")>(ok";
-    for (int v : steps[i].args) os << ", " << name(v);
-    os << (bf16 ? "));\n" : ");\n");
-  }
+  for (size_t i = 0; i < c.steps().size(); ++i) emit_vec_step(os, c, i, "        ");
   os << "        if (__builtin_expect(ok != m, 0)) {\n"
      << "          for (int64_t j = j0; j < j0 + 16 && j < len; ++j) {\n";
   emit_body(os, c, layout, true);
   os << "          }\n          continue;\n        }\n";
-  for (size_t o = 0; o < outs.size(); ++o) {
-    os << "        " << (out_dts[o] == bfloat16 ? "tessera::cpu::ops::store_bf16(q" : "_mm512_mask_storeu_ps(q")
-       << o << " + i + j0, m, " << name(outs[o]) << ");\n";
-  }
+  emit_vec_stores(os, c, "i + j0", "        ");
   os << "      }\n    } else\n#endif\n";
 }
 
@@ -333,18 +342,7 @@ std::string fused_source(const Compiled& c, const std::string& layout) {
       os << "\n      && tessera::cpu::ops::has_vec16<decltype(" << stp.functor << ")>";
     }
     os << ";\n  bool vec_ok = kVec;\n";
-    for (size_t o = 0; o < dts.size(); ++o) {
-      for (size_t k = 0; k < in.size(); ++k) {
-        if (layout[k] == 's') continue;
-        if (layout[k] == 'd') {
-          os << "  vec_ok = vec_ok && (static_cast<const void*>(q" << o << " + e) <= p" << k
-             << " + b || static_cast<const void*>(p" << k << " + e) <= q" << o
-             << " + b || static_cast<const void*>(q" << o << ") == p" << k << ");\n";
-        } else {
-          os << "  vec_ok = vec_ok && static_cast<const void*>(q" << o << ") != p" << k << ";\n";
-        }
-      }
-    }
+    emit_overlap_checks(os, c, layout, true);
     os << "#endif\n";
   }
   os << "  const int64_t last = shape[nd - 1];\n  int64_t i = b;\n  while (i < e) {\n"
