@@ -52,6 +52,30 @@ inline float updated(float acc, float c, const Update& u) {
 
 #if defined(__x86_64__)
 
+// C[R x 32] updated by a tile's sums (the update of `updated`, 16 lanes at a time), or the sums
+// themselves with `raw`: the float32 and the bf16-pairs tiles share it.
+template <int R>
+[[gnu::always_inline]] __attribute__((target("avx512f"))) inline void store_tile_avx512(
+    const __m512 (&acc)[R][2], float* c, int64_t ldc, const Update& u, bool raw) {
+  const __m512 va = _mm512_set1_ps(u.alpha), vb = _mm512_set1_ps(u.beta);
+#pragma GCC unroll 12
+  for (int i = 0; i < R; ++i) {
+    for (int h = 0; h < 2; ++h) {
+      float* p = c + i * ldc + 16 * h;
+      __m512 r = acc[i][h];
+      if (raw) {
+      } else if (!u.first) {
+        r = _mm512_fmadd_ps(va, r, _mm512_loadu_ps(p));
+      } else if (u.beta == 0.0f) {
+        r = _mm512_mul_ps(va, r);
+      } else {
+        r = _mm512_fmadd_ps(va, r, _mm512_mul_ps(vb, _mm512_loadu_ps(p)));
+      }
+      _mm512_storeu_ps(p, r);
+    }
+  }
+}
+
 // C[R x 32] (rows ldc apart) updated by the first R rows of pa (kc x 12, packed) @ pb (kc x 32,
 // packed); with `raw`, the sums themselves are stored (a scratch tile for the edges). R = 12 is
 // the tile; 4 and 8 serve the last rows of a block (a 256-row product ends with 4: a 12-row
@@ -74,23 +98,7 @@ __attribute__((target("avx512f"))) void tile_avx512(int64_t kc, const float* pa,
       acc[i][1] = _mm512_fmadd_ps(x, b1, acc[i][1]);
     }
   }
-  const __m512 va = _mm512_set1_ps(u.alpha), vb = _mm512_set1_ps(u.beta);
-#pragma GCC unroll 12
-  for (int i = 0; i < R; ++i) {
-    for (int h = 0; h < 2; ++h) {
-      float* p = c + i * ldc + 16 * h;
-      __m512 r = acc[i][h];
-      if (raw) {
-      } else if (!u.first) {
-        r = _mm512_fmadd_ps(va, r, _mm512_loadu_ps(p));
-      } else if (u.beta == 0.0f) {
-        r = _mm512_mul_ps(va, r);
-      } else {
-        r = _mm512_fmadd_ps(va, r, _mm512_mul_ps(vb, _mm512_loadu_ps(p)));
-      }
-      _mm512_storeu_ps(p, r);
-    }
-  }
+  store_tile_avx512<R>(acc, c, ldc, u, raw);
 }
 
 // The AVX2 twin: C[6 x 16] from pa (kc x 6) and pb (kc x 16).
@@ -154,23 +162,7 @@ __attribute__((target("avx512f,avx512bf16"))) void tile_pairs(int64_t kc, const 
       acc[i][1] = _mm512_dpbf16_ps(acc[i][1], (__m512bh)x, (__m512bh)b1);
     }
   }
-  const __m512 va = _mm512_set1_ps(u.alpha), vb = _mm512_set1_ps(u.beta);
-#pragma GCC unroll 12
-  for (int i = 0; i < R; ++i) {
-    for (int h = 0; h < 2; ++h) {
-      float* p = c + i * ldc + 16 * h;
-      __m512 r = acc[i][h];
-      if (raw) {
-      } else if (!u.first) {
-        r = _mm512_fmadd_ps(va, r, _mm512_loadu_ps(p));
-      } else if (u.beta == 0.0f) {
-        r = _mm512_mul_ps(va, r);
-      } else {
-        r = _mm512_fmadd_ps(va, r, _mm512_mul_ps(vb, _mm512_loadu_ps(p)));
-      }
-      _mm512_storeu_ps(p, r);
-    }
-  }
+  store_tile_avx512<R>(acc, c, ldc, u, raw);
 }
 
 #endif
