@@ -2,7 +2,7 @@
 against the same computation written with Tessera's ops (the composite) and against PyTorch's own
 fused CPU op, forward and forward + gradient, 2 threads.
 
-    python benchmarks/python/bench_kernels.py [--rounds 3] [--repeat 7]
+    python benchmarks/python/bench_kernels.py [--rounds 3] [--repeat 7] [--kernels rope,attention]
 
 Each engine runs in its own process (Tessera from the test environment, PyTorch from the shared
 benchmark environment), in interleaved rounds; a cell is the median over rounds of each round's
@@ -42,7 +42,7 @@ def timed(fn, repeat):
 
 # ---- Tessera: the fused kernel and its composite -------------------------------------------
 
-def tessera_cases(repeat):
+def tessera_cases(repeat, cases):
     import numpy as np
     import tessera.core as mx
 
@@ -84,7 +84,7 @@ def tessera_cases(repeat):
         return mx.logsumexp(lf, axis=-1) - mx.take_along_axis(lf, t[:, None], axis=-1)[:, 0]
 
     out = {}
-    for kernel, dt in CASES:
+    for kernel, dt in cases:
         dtype = getattr(mx, dt)
         if kernel == "rms_norm":
             args = [arr((ROWS, HIDDEN), dtype), arr((HIDDEN,), dtype)]
@@ -134,7 +134,7 @@ def tessera_cases(repeat):
 
 # ---- PyTorch's fused CPU ops ---------------------------------------------------------------
 
-def torch_cases(repeat):
+def torch_cases(repeat, cases):
     import torch
     import torch.nn.functional as F
 
@@ -145,7 +145,7 @@ def torch_cases(repeat):
         return (torch.randn(shape, generator=g) * scale).to(dtype)
 
     out = {}
-    for kernel, dt in CASES:
+    for kernel, dt in cases:
         if kernel == "rope":
             continue
         dtype = getattr(torch, dt)
@@ -182,9 +182,9 @@ def torch_cases(repeat):
 
 # ---- the orchestration ---------------------------------------------------------------------
 
-def run_engine(py, engine, repeat):
+def run_engine(py, engine, repeat, kernels):
     env = dict(os.environ, TESSERA_NUM_THREADS="2", OMP_NUM_THREADS="2")
-    r = subprocess.run([py, os.path.abspath(__file__), "run-one", engine, str(repeat)],
+    r = subprocess.run([py, os.path.abspath(__file__), "run-one", engine, str(repeat), kernels],
                        capture_output=True, text=True, env=env, timeout=1800)
     line = next((l for l in r.stdout.splitlines() if l.startswith("RESULT ")), None)
     if r.returncode != 0 or line is None:
@@ -203,11 +203,15 @@ def ratio(num, den):
 def main(argv):
     if argv[:1] == ["run-one"]:
         fn = tessera_cases if argv[1] == "tessera" else torch_cases
-        print("RESULT " + json.dumps(fn(int(argv[2]))), flush=True)
+        kernels = argv[3].split(",")
+        cases = [(k, d) for k, d in CASES if k in kernels]
+        print("RESULT " + json.dumps(fn(int(argv[2]), cases)), flush=True)
         return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--kernels", default=",".join(dict.fromkeys(k for k, _ in CASES)),
+                    help="comma-separated subset of the kernels (default: all)")
     ap.add_argument("--tessera-python", default=os.path.join(ROOT, "build", "venv", "bin", "python"))
     ap.add_argument("--peer-python", default=os.path.join(ROOT, "build", "bench-venv", "bin", "python"))
     args = ap.parse_args(argv)
@@ -220,7 +224,7 @@ def main(argv):
         engines = [("tessera", args.tessera_python)] + ([("torch", args.peer_python)] if have_torch else [])
         for engine, py in engines:
             try:
-                for k, v in run_engine(py, engine, args.repeat).items():
+                for k, v in run_engine(py, engine, args.repeat, args.kernels).items():
                     times.setdefault(k, []).append(v)
             except (RuntimeError, subprocess.TimeoutExpired) as e:
                 print(f"[bench-kernels] round {rnd + 1}: {e}", flush=True)
@@ -234,6 +238,8 @@ def main(argv):
           "fused / PyTorch |")
     print("|---|---|---|---|---|---|---|---|---|")
     for kernel, dt in CASES:
+        if kernel not in args.kernels.split(","):
+            continue
         for phase in ("forward", "gradient"):
             cell = lambda who: times.get(f"{kernel}/{dt}/{phase}/{who}", [])
             f, c, t = cell("fused"), cell("composite"), cell("torch")

@@ -1,6 +1,7 @@
 // CPU kernels of the tessera::fast primitives (ops/fast.h). Each rounds where its composite's ops
 // round, with the same functors (unary_ops.h), so a primitive and its composite agree bit for bit.
 #include <algorithm>
+#include <bit>
 #include <cfloat>
 #include <cmath>
 #include <limits>
@@ -122,6 +123,29 @@ void rope_rows(const array& x, const int32_t* offset, size_t n_offsets, const fl
   }
 }
 
+// x rounded to T and held in C, exactly: static_cast<C>(static_cast<T>(x)), written for bfloat16
+// in 32-bit lanes (detail::float_to_bf16_bits's bits) so that loops of it vectorise.
+template <typename T, typename C>
+[[gnu::always_inline]] inline C rounded(C x) {
+  if constexpr (std::is_same_v<T, bfloat16_t> && std::is_same_v<C, float>) {
+    const uint32_t u = std::bit_cast<uint32_t>(x);
+    const uint32_t r = x != x ? (u | 0x400000u) : u + 0x7fffu + ((u >> 16) & 1u);
+    return std::bit_cast<float>(r & 0xffff0000u);
+  } else {
+    return static_cast<C>(static_cast<T>(x));
+  }
+}
+
+// y, already rounded to T (rounded<T>), as a T.
+template <typename T, typename C>
+[[gnu::always_inline]] inline T narrow(C y) {
+  if constexpr (std::is_same_v<T, bfloat16_t> && std::is_same_v<C, float>) {
+    return bfloat16_t::from_bits(static_cast<uint16_t>(std::bit_cast<uint32_t>(y) >> 16));
+  } else {
+    return static_cast<T>(y);
+  }
+}
+
 // Sum of 16 lanes as a tree (vector adds once vectorised).
 [[gnu::always_inline]] inline float lane_sum(float (&lanes)[16]) {
   for (int w = 8; w >= 1; w /= 2) {
@@ -150,8 +174,8 @@ template <typename In, typename T>
   }
   const float scale = cpu::ops::RsqrtOp{}(lane_sum(lanes) / static_cast<float>(D) + eps);
   for (int i = 0; i < D; ++i) {
-    const T y = static_cast<T>(static_cast<float>(in[i]) * scale);
-    o[i] = weight ? static_cast<T>(static_cast<C>(y) * static_cast<C>(weight[i])) : y;
+    const C y = rounded<T, C>(static_cast<float>(in[i]) * scale);
+    o[i] = narrow<T>(weight ? rounded<T, C>(y * static_cast<C>(weight[i])) : y);
   }
 }
 
@@ -181,10 +205,10 @@ template <typename In, typename T>
   }
   const float scale = cpu::ops::RsqrtOp{}(lane_sum(sq) / static_cast<float>(D) + eps);
   for (int i = 0; i < D; ++i) {
-    T y = static_cast<T>((static_cast<float>(in[i]) - mean) * scale);
-    if (weight) y = static_cast<T>(static_cast<C>(y) * static_cast<C>(weight[i]));
-    if (bias) y = static_cast<T>(static_cast<C>(y) + static_cast<C>(bias[i]));
-    o[i] = y;
+    C y = rounded<T, C>((static_cast<float>(in[i]) - mean) * scale);
+    if (weight) y = rounded<T, C>(y * static_cast<C>(weight[i]));
+    if (bias) y = rounded<T, C>(y + static_cast<C>(bias[i]));
+    o[i] = narrow<T>(y);
   }
 }
 
@@ -246,6 +270,91 @@ void norm_rows(const array& x, const T* weight, const T* bias, float eps, bool l
 // dweight = the sum over rows of g * y (y = xc r rounded to T, each product rounded to T), dbias
 // the sum of g, both added in float32 in blocks of 16 rows and then block by block, so the bits
 // do not depend on the pool.
+constexpr size_t kNormBlock = 16;
+
+// The sum of D values in C, as 16 lane sums added in order.
+template <typename C, typename V>
+[[gnu::always_inline]] inline C lane_sum16(const V* x, int D) {
+  C lanes[16] = {};
+  int j0 = 0;
+  for (; j0 + 16 <= D; j0 += 16) {
+    for (int t = 0; t < 16; ++t) lanes[t] += static_cast<C>(x[j0 + t]);
+  }
+  for (int j = j0; j < D; ++j) lanes[j - j0] += static_cast<C>(x[j]);
+  C sum = 0;
+  for (C v : lanes) sum += v;
+  return sum;
+}
+
+// Blocks [b0, b1) of 16 rows each: dx rows, and each block's dweight / dbias partial sums in
+// pw / pb (D each, nullptr when not wanted); gy and xc are D-wide scratch rows.
+template <typename In, typename T, typename C = cpu::compute_t<T>>
+[[gnu::always_inline]] inline void norm_vjp_blocks_body(const In* xp, const T* g, size_t rows,
+                                                        int D, const T* weight, float eps,
+                                                        bool layer, In* dx, C* pw, C* pb,
+                                                        size_t b0, size_t b1, C* gy, C* xc) {
+  for (size_t blk = b0; blk < b1; ++blk) {
+    C* w_sum = pw ? pw + blk * D : nullptr;
+    C* b_sum = pb ? pb + blk * D : nullptr;
+    if (w_sum) std::fill(w_sum, w_sum + D, C(0));
+    if (b_sum) std::fill(b_sum, b_sum + D, C(0));
+    for (size_t r = blk * kNormBlock; r < std::min(rows, (blk + 1) * kNormBlock); ++r) {
+      const In* xr = xp + r * D;
+      const T* gr = g + r * D;
+      const C mean = layer ? lane_sum16<C>(xr, D) / static_cast<C>(D) : C(0);
+      // xc and gy, and their 16 lane sums (vector adds once vectorised), in one pass.
+      C sq[16] = {}, dot[16] = {}, sg[16] = {};
+      for (int j0 = 0; j0 < D; j0 += 16) {
+        const int n = std::min(16, D - j0);
+        for (int t = 0; t < n; ++t) {
+          const int j = j0 + t;
+          const C c = static_cast<C>(xr[j]) - mean;
+          const C gv = weight ? rounded<T, C>(static_cast<C>(gr[j]) * static_cast<C>(weight[j]))
+                              : static_cast<C>(gr[j]);
+          xc[j] = c;
+          gy[j] = gv;
+          sq[t] += c * c;
+          dot[t] += gv * c;
+          sg[t] += gv;
+        }
+      }
+      C ss = 0, dd = 0, gs = 0;
+      for (int t = 0; t < 16; ++t) ss += sq[t], dd += dot[t], gs += sg[t];
+      const C inv = C(1) / std::sqrt(ss / static_cast<C>(D) + static_cast<C>(eps));
+      const C k = inv * inv * inv * dd / static_cast<C>(D);
+      const C shift = layer ? inv * gs / static_cast<C>(D) : C(0);
+      In* __restrict dxr = dx + r * D;
+      for (int j = 0; j < D; ++j) {
+        dxr[j] = narrow<In>(rounded<In, C>(gy[j] * inv - shift - xc[j] * k));
+      }
+      if (w_sum) {
+        for (int j = 0; j < D; ++j) {
+          const C y = rounded<T, C>(xc[j] * inv);
+          w_sum[j] += rounded<T, C>(static_cast<C>(gr[j]) * y);
+        }
+      }
+      if (b_sum) {
+        for (int j = 0; j < D; ++j) b_sum[j] += static_cast<C>(gr[j]);
+      }
+    }
+  }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+template <typename In, typename T, typename C>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma"))) void norm_vjp_blocks_avx512(
+    const In* xp, const T* g, size_t rows, int D, const T* weight, float eps, bool layer, In* dx,
+    C* pw, C* pb, size_t b0, size_t b1, C* gy, C* xc) {
+  norm_vjp_blocks_body(xp, g, rows, D, weight, eps, layer, dx, pw, pb, b0, b1, gy, xc);
+}
+template <typename In, typename T, typename C>
+__attribute__((target("avx2,fma"))) void norm_vjp_blocks_avx2(
+    const In* xp, const T* g, size_t rows, int D, const T* weight, float eps, bool layer, In* dx,
+    C* pw, C* pb, size_t b0, size_t b1, C* gy, C* xc) {
+  norm_vjp_blocks_body(xp, g, rows, D, weight, eps, layer, dx, pw, pb, b0, b1, gy, xc);
+}
+#endif
+
 template <typename In, typename T>
 void norm_vjp_rows(const array& x, const T* weight, const T* g, float eps, bool layer, In* dx,
                    T* dw, T* db) {
@@ -253,71 +362,35 @@ void norm_vjp_rows(const array& x, const T* weight, const T* g, float eps, bool 
   const int D = x.shape(-1);
   const size_t rows = D ? x.size() / D : 0;
   const In* xp = x.data<In>();
-  constexpr size_t kBlock = 16;
-  const size_t blocks = (rows + kBlock - 1) / kBlock;
+  const size_t blocks = (rows + kNormBlock - 1) / kNormBlock;
   std::vector<C> pw(dw ? blocks * D : 0), pb(db ? blocks * D : 0);
+  C* pwp = dw ? pw.data() : nullptr;
+  C* pbp = db ? pb.data() : nullptr;
   detail::parallel_for(blocks, std::max<size_t>(1, 4096 / std::max(D, 1)), [&](size_t b0, size_t b1) {
     std::vector<C> gy(static_cast<size_t>(D)), xc(static_cast<size_t>(D));
-    for (size_t blk = b0; blk < b1; ++blk) {
-      C* w_sum = dw ? pw.data() + blk * D : nullptr;
-      C* b_sum = db ? pb.data() + blk * D : nullptr;
-      if (w_sum) std::fill(w_sum, w_sum + D, C(0));
-      if (b_sum) std::fill(b_sum, b_sum + D, C(0));
-      for (size_t r = blk * kBlock; r < std::min(rows, (blk + 1) * kBlock); ++r) {
-        const In* xr = xp + r * D;
-        const T* gr = g + r * D;
-        C mean = 0;
-        if (layer) {
-          C lanes[16] = {};
-          for (int j = 0; j < D; ++j) lanes[j % 16] += static_cast<C>(xr[j]);
-          for (C v : lanes) mean += v;
-          mean /= static_cast<C>(D);
-        }
-        for (int j = 0; j < D; ++j) {
-          xc[j] = static_cast<C>(xr[j]) - mean;
-          gy[j] = weight ? static_cast<C>(static_cast<T>(static_cast<C>(gr[j]) * static_cast<C>(weight[j])))
-                         : static_cast<C>(gr[j]);
-        }
-        C sq[16] = {}, dot[16] = {}, sg[16] = {};  // 16 lane sums (vector adds once vectorised)
-        int j0 = 0;
-        for (; j0 + 16 <= D; j0 += 16) {
-          for (int t = 0; t < 16; ++t) {
-            sq[t] += xc[j0 + t] * xc[j0 + t];
-            dot[t] += gy[j0 + t] * xc[j0 + t];
-            sg[t] += gy[j0 + t];
-          }
-        }
-        for (int j = j0; j < D; ++j) {
-          sq[j - j0] += xc[j] * xc[j];
-          dot[j - j0] += gy[j] * xc[j];
-          sg[j - j0] += gy[j];
-        }
-        C ss = 0, dd = 0, gs = 0;
-        for (int t = 0; t < 16; ++t) ss += sq[t], dd += dot[t], gs += sg[t];
-        const C inv = C(1) / std::sqrt(ss / static_cast<C>(D) + static_cast<C>(eps));
-        const C k = inv * inv * inv * dd / static_cast<C>(D);
-        const C shift = layer ? inv * gs / static_cast<C>(D) : C(0);
-        In* dxr = dx + r * D;
-        for (int j = 0; j < D; ++j) dxr[j] = static_cast<In>(gy[j] * inv - shift - xc[j] * k);
-        if (w_sum) {
-          for (int j = 0; j < D; ++j) {
-            const T y = static_cast<T>(xc[j] * inv);
-            w_sum[j] += static_cast<C>(static_cast<T>(static_cast<C>(gr[j]) * static_cast<C>(y)));
-          }
-        }
-        if (b_sum) {
-          for (int j = 0; j < D; ++j) b_sum[j] += static_cast<C>(gr[j]);
-        }
-      }
+#if defined(__x86_64__) && defined(__GNUC__)
+    static const cpu::HalfIsa isa = cpu::half_isa();  // TESSERA_CPU_ISA and this CPU
+    if (isa == cpu::HalfIsa::avx512 || isa == cpu::HalfIsa::avx512_bf16) {
+      return norm_vjp_blocks_avx512(xp, g, rows, D, weight, eps, layer, dx, pwp, pbp, b0, b1,
+                                    gy.data(), xc.data());
     }
+    if (isa == cpu::HalfIsa::avx2) {
+      return norm_vjp_blocks_avx2(xp, g, rows, D, weight, eps, layer, dx, pwp, pbp, b0, b1,
+                                  gy.data(), xc.data());
+    }
+#endif
+    norm_vjp_blocks_body(xp, g, rows, D, weight, eps, layer, dx, pwp, pbp, b0, b1, gy.data(),
+                         xc.data());
   });
   for (auto [sums, out] : {std::pair{&pw, dw}, std::pair{&pb, db}}) {
     if (!out) continue;
-    for (int j = 0; j < D; ++j) {
-      C sum = 0;
-      for (size_t blk = 0; blk < blocks; ++blk) sum += (*sums)[blk * D + j];
-      out[j] = static_cast<T>(sum);
+    // Block by block in order (each column's sum the same as one column at a time), row-wise.
+    std::vector<C> total(static_cast<size_t>(D), C(0));
+    for (size_t blk = 0; blk < blocks; ++blk) {
+      const C* part = sums->data() + blk * D;
+      for (int j = 0; j < D; ++j) total[j] += part[j];
     }
+    for (int j = 0; j < D; ++j) out[j] = static_cast<T>(total[j]);
   }
 }
 
