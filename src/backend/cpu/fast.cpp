@@ -641,6 +641,60 @@ float exp_shift_sum(float* y, int n, float m) {
   return exp_shift_sum_body(y, n, m);
 }
 
+// The attention gradient's weights of one key block, row by row: with s the scores and dp the
+// products dO V^T of `rows` rows of kb, p = exp(s - m) * inv_l (the softmax's weights, into s)
+// and dS = p * (dp - rowdot) (into dp; 0 for a row whose maximum is `low`: it sees no key, its
+// scores are constants). One body, compiled once per instruction set.
+template <typename C>
+[[gnu::always_inline]] inline void attention_grad_weights_body(C* s, C* dp, int rows, int kb,
+                                                               const C* m, const C* inv_l,
+                                                               const C* rowdot, C low) {
+  for (int rr = 0; rr < rows; ++rr) {
+    C* __restrict p = s + static_cast<size_t>(rr) * kb;
+    C* __restrict d = dp + static_cast<size_t>(rr) * kb;
+    const C mr = m[rr], il = inv_l[rr], dot = rowdot[rr];
+    for (int j = 0; j < kb; ++j) {
+      if constexpr (std::is_same_v<C, float>) p[j] = cpu::vexp(p[j] - mr) * il;
+      else p[j] = std::exp(p[j] - mr) * il;
+    }
+    if (mr == low) {
+      std::fill(d, d + kb, C(0));
+      continue;
+    }
+    for (int j = 0; j < kb; ++j) d[j] = p[j] * (d[j] - dot);
+  }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma"))) void attention_grad_weights_avx512(
+    float* s, float* dp, int rows, int kb, const float* m, const float* inv_l, const float* rowdot,
+    float low) {
+  attention_grad_weights_body(s, dp, rows, kb, m, inv_l, rowdot, low);
+}
+__attribute__((target("avx2,fma"))) void attention_grad_weights_avx2(
+    float* s, float* dp, int rows, int kb, const float* m, const float* inv_l, const float* rowdot,
+    float low) {
+  attention_grad_weights_body(s, dp, rows, kb, m, inv_l, rowdot, low);
+}
+#endif
+
+template <typename C>
+void attention_grad_weights(C* s, C* dp, int rows, int kb, const C* m, const C* inv_l,
+                            const C* rowdot, C low) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if constexpr (std::is_same_v<C, float>) {
+    static const cpu::HalfIsa isa = cpu::half_isa();  // TESSERA_CPU_ISA and this CPU
+    if (isa == cpu::HalfIsa::avx512 || isa == cpu::HalfIsa::avx512_bf16) {
+      return attention_grad_weights_avx512(s, dp, rows, kb, m, inv_l, rowdot, low);
+    }
+    if (isa == cpu::HalfIsa::avx2) {
+      return attention_grad_weights_avx2(s, dp, rows, kb, m, inv_l, rowdot, low);
+    }
+  }
+#endif
+  attention_grad_weights_body(s, dp, rows, kb, m, inv_l, rowdot, low);
+}
+
 // Rows of a 4-D array whose last axis is contiguous: row (b, h, i) starts at
 // data + b * s0 + h * s1 + i * s2 (a transposed or sliced view needs no copy).
 template <typename T>
@@ -721,7 +775,7 @@ struct AttentionTask {
   // scaled queries) times the key block kp, then the causal limit and the mask.
   void scores(int b, int g, int q0, int n, int j0, int kb, const C* qf, const C* kp, C* s) const {
     const int rows = repeats() * n;
-    cpu::gemm(false, true, rows, kb, D, 1.0f, qf, D, kp, D, 0.0f, s, kb);
+    product(false, true, rows, kb, D, qf, D, kp, D, false, s, kb);
     if (!causal && !mask) return;
     const C low = static_cast<C>(lowest_of<T>());
     for (int rr = 0; rr < rows; ++rr) {
@@ -732,6 +786,13 @@ struct AttentionTask {
       }
       if (mask) apply_mask(b, h, i, j0, kb, sr, low);
     }
+  }
+
+  // c = a b (+ c when accumulate), op-transposed as cpu::gemm. (BLAS: Tessera's own float32
+  // kernel packs its operands per call, which costs more than it gains at these sizes.)
+  static void product(bool ta, bool tb, int m, int n, int k, const C* a, int lda, const C* b,
+                      int ldb, bool accumulate, C* c, int ldc) {
+    cpu::gemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, accumulate ? 1.0f : 0.0f, c, ldc);
   }
 
   static C max_of(const C* s, int kb, C m) {
@@ -796,7 +857,7 @@ struct AttentionTask {
           for (int d = 0; d < Dv; ++d) a[d] *= factor;
         }
       }
-      cpu::gemm(false, false, rows, Dv, kb, 1.0f, sc.data(), kb, vp, Dv, 1.0f, acc.data(), Dv);
+      product(false, false, rows, Dv, kb, sc.data(), kb, vp, Dv, true, acc.data(), Dv);
     }
     for (int rr = 0; rr < rows; ++rr) {
       const int h = g * repeats() + rr / n, i = q0 + rr % n;
@@ -856,25 +917,14 @@ struct AttentionTask {
         const C* kp = block(k, b, g, j0, kb, D, kf);
         const C* vp = block(v, b, g, j0, kb, Dv, vf);
         scores(b, g, q0, n, j0, kb, qf.data(), kp, sc.data());
-        for (int rr = 0; rr < rows; ++rr) {
-          C* p = sc.data() + static_cast<size_t>(rr) * kb;
-          for (int j = 0; j < kb; ++j) p[j] = exp_of(p[j] - m[rr]) * l[rr];
-        }
-        cpu::gemm(true, false, kb, Dv, rows, 1.0f, sc.data(), kb, dof.data(), Dv, 1.0f,
-                  dv_acc.data() + static_cast<size_t>(j0) * Dv, Dv);
-        cpu::gemm(false, true, rows, kb, Dv, 1.0f, dof.data(), Dv, vp, Dv, 0.0f, dp.data(), kb);
-        for (int rr = 0; rr < rows; ++rr) {
-          C* p = sc.data() + static_cast<size_t>(rr) * kb;
-          const C* d = dp.data() + static_cast<size_t>(rr) * kb;
-          if (m[rr] == low) {  // a row that sees no key: its scores are constants, dS = 0
-            std::fill(p, p + kb, C(0));
-            continue;
-          }
-          for (int j = 0; j < kb; ++j) p[j] *= d[j] - rowdot[rr];  // p becomes dS
-        }
-        cpu::gemm(false, false, rows, D, kb, 1.0f, sc.data(), kb, kp, D, 1.0f, dq_acc.data(), D);
-        cpu::gemm(true, false, kb, D, rows, 1.0f, sc.data(), kb, qf.data(), D, 1.0f,
-                  dk_acc.data() + static_cast<size_t>(j0) * D, D);
+        product(false, true, rows, kb, Dv, dof.data(), Dv, vp, Dv, false, dp.data(), kb);
+        attention_grad_weights(sc.data(), dp.data(), rows, kb, m.data(), l.data(), rowdot.data(),
+                               low);  // sc: P, dp: dS
+        product(true, false, kb, Dv, rows, sc.data(), kb, dof.data(), Dv, true,
+                dv_acc.data() + static_cast<size_t>(j0) * Dv, Dv);
+        product(false, false, rows, D, kb, dp.data(), kb, kp, D, true, dq_acc.data(), D);
+        product(true, false, kb, D, rows, dp.data(), kb, qf.data(), D, true,
+                dk_acc.data() + static_cast<size_t>(j0) * D, D);
       }
       for (int rr = 0; rr < rows; ++rr) {
         const int h = g * R + rr / n, i = q0 + rr % n;
