@@ -202,6 +202,17 @@ def test_fast_cross_entropy_row_widths_dtypes_and_special_values():
                 want = _np_cross_entropy(ref, t)
             got = np.array(mx.fast.cross_entropy(xa, mx.array(t)))
             np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5, err_msg=f"n={n} {dt}")
+            # The gradient (softmax minus one-hot, times each row's cotangent) in x's dtype.
+            w = rng.standard_normal(5).astype(np.float32)
+            g = mx.grad(lambda z: (mx.fast.cross_entropy(z, mx.array(t)) * mx.array(w)).sum())(xa)
+            assert g.dtype == dt
+            with np.errstate(invalid="ignore"):
+                p = np.exp(ref - ref.max(-1, keepdims=True))
+                p /= p.sum(-1, keepdims=True)
+            p[np.arange(5), t] -= 1
+            tol = 2e-6 if dt == mx.float32 else 1e-2
+            np.testing.assert_allclose(np.array(g.astype(mx.float32)), p * w[:, None], rtol=tol,
+                                       atol=tol, err_msg=f"gradient, n={n} {dt}")
 
 
 def _np_gated_delta(q, k, v, gamma, beta, state=None, mask=None):

@@ -503,9 +503,10 @@ TESSERA_CE_AVX512 inline __m512 exp_nonpositive(__m512 x) {
 }
 
 // row_lse on 16 lanes: the maximum, then the sum of exp(x - m) (the row is read twice; a row of
-// a 32 K vocabulary is 64 KiB of bfloat16, in L2 the second time).
+// a 32 K vocabulary is 64 KiB of bfloat16, in L2 the second time). With `e`, exp(x - m) is kept
+// there too (n floats), for the gradient.
 template <typename T>
-TESSERA_CE_AVX512 std::pair<float, float> row_lse_avx512(const T* x, int n) {
+TESSERA_CE_AVX512 std::pair<float, float> row_lse_avx512(const T* x, int n, float* e = nullptr) {
   const float ninf = -std::numeric_limits<float>::infinity();
   __m512 vm = _mm512_set1_ps(ninf);
   int j = 0;
@@ -517,27 +518,57 @@ TESSERA_CE_AVX512 std::pair<float, float> row_lse_avx512(const T* x, int n) {
   const __m512 vmx = _mm512_set1_ps(m);
   __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
   for (j = 0; j + 32 <= n; j += 32) {
-    s0 = _mm512_add_ps(s0, exp_nonpositive(_mm512_sub_ps(load16(x + j, 0xffff, 0.0f), vmx)));
-    s1 = _mm512_add_ps(s1, exp_nonpositive(_mm512_sub_ps(load16(x + j + 16, 0xffff, 0.0f), vmx)));
+    const __m512 e0 = exp_nonpositive(_mm512_sub_ps(load16(x + j, 0xffff, 0.0f), vmx));
+    const __m512 e1 = exp_nonpositive(_mm512_sub_ps(load16(x + j + 16, 0xffff, 0.0f), vmx));
+    if (e) _mm512_storeu_ps(e + j, e0), _mm512_storeu_ps(e + j + 16, e1);
+    s0 = _mm512_add_ps(s0, e0);
+    s1 = _mm512_add_ps(s1, e1);
   }
   for (; j < n; j += 16) {
     const __mmask16 k = n - j >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (n - j)) - 1);
-    s0 = _mm512_add_ps(s0, _mm512_maskz_mov_ps(k, exp_nonpositive(_mm512_sub_ps(load16(x + j, k, 0.0f), vmx))));
+    const __m512 e0 = _mm512_maskz_mov_ps(k, exp_nonpositive(_mm512_sub_ps(load16(x + j, k, 0.0f), vmx)));
+    if (e) _mm512_mask_storeu_ps(e + j, k, e0);
+    s0 = _mm512_add_ps(s0, e0);
   }
   return {m, _mm512_reduce_add_ps(_mm512_add_ps(s0, s1))};
 }
 
+// 16 float32 values into x + j as T (rounded to nearest even), lanes past `mask` left alone.
+template <typename T>
+TESSERA_CE_AVX512 inline void store16(T* x, __mmask16 mask, __m512 v) {
+  if constexpr (std::is_same_v<T, float>) {
+    _mm512_mask_storeu_ps(x, mask, v);
+  } else if constexpr (std::is_same_v<T, bfloat16_t>) {
+    cpu::ops::store_bf16(x, mask, cpu::ops::round_bf16(v));
+  } else {
+    _mm256_mask_storeu_epi16(x, mask, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+}
+
+// The rows' losses, or (grad) their gradient rows exp(x - m) * g / sum, less g at the target.
 template <typename T>
 TESSERA_CE_AVX512 void cross_entropy_avx512(const T* x, const int32_t* targets, int n, size_t r0,
                                             size_t r1, float* loss, const float* g, T* grad) {
-  if (grad) return cross_entropy_body(x, targets, n, r0, r1, loss, g, grad);
+  std::vector<float> e(grad ? static_cast<size_t>(n) : 0);  // one row's exp(x - m)
   for (size_t r = r0; r < r1; ++r) {
     const T* xr = x + r * n;
     int t = targets[r];
     if (t < 0) t += n;
-    const auto [m, sum] = row_lse_avx512(xr, n);
-    loss[r] = t >= 0 && t < n ? std::log(sum) - (static_cast<float>(xr[t]) - m)
-                              : std::numeric_limits<float>::quiet_NaN();
+    const bool valid = t >= 0 && t < n;
+    const auto [m, sum] = row_lse_avx512(xr, n, grad ? e.data() : nullptr);
+    if (!grad) {
+      loss[r] = valid ? std::log(sum) - (static_cast<float>(xr[t]) - m)
+                      : std::numeric_limits<float>::quiet_NaN();
+      continue;
+    }
+    T* gr = grad + r * n;
+    const float scale = (valid ? g[r] : std::numeric_limits<float>::quiet_NaN()) / sum;
+    const __m512 vs = _mm512_set1_ps(scale);
+    for (int j = 0; j < n; j += 16) {
+      const __mmask16 k = n - j >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (n - j)) - 1);
+      store16(gr + j, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, e.data() + j), vs));
+    }
+    if (valid) gr[t] = static_cast<T>(e[t] * scale - g[r]);
   }
 }
 #pragma GCC diagnostic pop
