@@ -8,6 +8,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "core/transforms_impl.h"
 #include "ops/fast.h"
 #include "ops/utils.h"
 #include "tessera/fast.h"
@@ -330,17 +331,17 @@ array scaled_dot_product_attention(const array& queries, const array& keys, cons
                             astype(values, final_type, s)};
   if (mask) inputs.push_back(*mask);
   if (sink) inputs.push_back(*sink);
-  Shape out_shape = queries.shape();
-  out_shape.back() = values.shape(-1);
-  return array(out_shape, final_type,
-               std::make_shared<ScaledDotProductAttention>(to_stream(s), scale, causal,
-                                                           mask.has_value(), sink.has_value()),
-               inputs);
+  // While a gradient is traced, the rows' log-sum-exp comes out too, for the gradient kernel.
+  auto p = std::make_shared<ScaledDotProductAttention>(to_stream(s), scale, causal,
+                                                       mask.has_value(), sink.has_value(),
+                                                       detail::in_tracing());
+  return array::make_arrays(p->output_shapes(inputs), p->output_types(final_type), p, inputs)[0];
 }
 
 array sdpa_composite(const array& queries, const array& keys, const array& values, float scale,
                      bool causal, const std::optional<array>& mask,
-                     const std::optional<array>& sink, StreamOrDevice s) {
+                     const std::optional<array>& sink, StreamOrDevice s, array* stats,
+                     Dtype stats_type) {
   const Dtype final_type = queries.dtype();
   const int n_q_heads = queries.shape(1), n_kv_heads = keys.shape(1);
   array q = multiply(array(scale, final_type), queries, s);
@@ -374,6 +375,13 @@ array sdpa_composite(const array& queries, const array& keys, const array& value
     Shape bshape = scores.shape();
     bshape.back() = 1;
     scores = concatenate({broadcast_to(sk, bshape, s), scores}, -1, s);
+  }
+  if (stats) {
+    const array sc = astype(scores, stats_type, s);
+    const array m = max(sc, -1, true, s);
+    const array l = sum(exp(subtract(sc, m, s), s), -1, true, s);
+    *stats = concatenate({m, l}, -1, s);
+    if (n_repeats > 1) *stats = flatten(*stats, 1, 2, s);
   }
   scores = softmax(scores, std::vector<int>{-1}, true, s);
   if (sink) {
@@ -479,13 +487,17 @@ std::vector<array> RoPE::jvp(const std::vector<array>& primals, const std::vecto
 
 // ---- ScaledDotProductAttention: the fused gradient and batching ----
 
-array ScaledDotProductAttention::composite(const std::vector<array>& inputs) const {
+std::vector<array> ScaledDotProductAttention::composite(const std::vector<array>& inputs) const {
   std::optional<array> mask, sinks;
   size_t at = 3;
   if (has_mask_) mask = inputs[at++];
   if (has_sinks_) sinks = inputs[at++];
-  return fast::sdpa_composite(inputs[0], inputs[1], inputs[2], scale_, causal_, mask, sinks,
-                              stream());
+  array stats(0.0f);
+  array out = fast::sdpa_composite(inputs[0], inputs[1], inputs[2], scale_, causal_, mask, sinks,
+                                   stream(), output_stats_ ? &stats : nullptr,
+                                   output_types(inputs[0].dtype()).back());
+  if (!output_stats_) return {out};
+  return {out, stats};
 }
 
 bool ScaledDotProductAttention::is_equivalent(const Primitive& other) const {
@@ -493,17 +505,34 @@ bool ScaledDotProductAttention::is_equivalent(const Primitive& other) const {
   return o && o->state() == state();
 }
 
-// The cotangents of q, k, v and the sinks come from the fused gradient kernel; an additive
-// mask's (rarely asked for) from the composite.
+std::vector<Shape> ScaledDotProductAttention::output_shapes(const std::vector<array>& inputs) {
+  Shape out = inputs[0].shape();
+  out.back() = inputs[2].shape(-1);
+  if (!output_stats_) return {out};
+  Shape stats = inputs[0].shape();
+  stats.back() = 2;
+  return {out, stats};
+}
+
+std::vector<Dtype> ScaledDotProductAttention::output_types(Dtype t) const {
+  if (!output_stats_) return {t};
+  return {t, t == float64 ? float64 : float32};
+}
+
+// The cotangents of q, k, v and the sinks come from the fused gradient kernel (which reads the
+// softmax statistics where the forward gave them); an additive mask's (rarely asked for) from the
+// composite.
 std::vector<array> ScaledDotProductAttention::vjp(const std::vector<array>& primals,
                                                   const std::vector<array>& cotangents,
                                                   const std::vector<int>& argnums,
                                                   const std::vector<array>& outputs) {
   const int mask_index = has_mask_ ? 3 : -1;
   if (std::find(argnums.begin(), argnums.end(), mask_index) != argnums.end()) {
-    return ComposedPrimitive::vjp(primals, cotangents, argnums, outputs);
+    auto fn = [this](const std::vector<array>& in) { return composite(in); };
+    return composite_vjp(fn, primals, cotangents, argnums);
   }
   std::vector<array> in = primals;
+  if (output_stats_) in.push_back(outputs[1]);
   in.push_back(outputs[0]);
   in.push_back(cotangents[0]);
   std::vector<Shape> shapes{primals[0].shape(), primals[1].shape(), primals[2].shape()};
@@ -512,11 +541,18 @@ std::vector<array> ScaledDotProductAttention::vjp(const std::vector<array>& prim
   auto grads = array::make_arrays(
       shapes, std::vector<Dtype>(shapes.size(), t),
       std::make_shared<ScaledDotProductAttentionVjp>(stream(), scale_, causal_, has_mask_,
-                                                     has_sinks_),
+                                                     has_sinks_, output_stats_),
       in);
   std::vector<array> out;
   for (int a : argnums) out.push_back(a < 3 ? grads[a] : grads[3]);  // a == sinks' index
   return out;
+}
+
+std::vector<array> ScaledDotProductAttention::jvp(const std::vector<array>& primals,
+                                                  const std::vector<array>& tangents,
+                                                  const std::vector<int>& argnums) {
+  auto fn = [this](const std::vector<array>& in) { return composite(in); };
+  return composite_jvp(fn, primals, tangents, argnums, stream());
 }
 
 // The mapped axis joins the batch axis (inputs that are not mapped are broadcast along it), and
@@ -526,8 +562,9 @@ std::pair<std::vector<array>, std::vector<int>> ScaledDotProductAttention::vmap(
     const std::vector<array>& inputs, const std::vector<int>& axes) {
   const size_t n_batched = has_sinks_ ? inputs.size() - 1 : inputs.size();
   if (has_sinks_ && axes.back() >= 0) {
-    auto fn = [this](const std::vector<array>& in) { return std::vector<array>{composite(in)}; };
-    return {tessera::vmap(fn, axes, {0})(inputs), {0}};
+    auto fn = [this](const std::vector<array>& in) { return composite(in); };
+    auto out = tessera::vmap(fn, axes, std::vector<int>(output_stats_ ? 2 : 1, 0))(inputs);
+    return {out, std::vector<int>(out.size(), 0)};
   }
   int size = 0;
   for (size_t i = 0; i < n_batched; ++i) {
@@ -549,19 +586,18 @@ std::pair<std::vector<array>, std::vector<int>> ScaledDotProductAttention::vmap(
     }
     merged.push_back(flatten(x, 0, 1, stream()));
   }
-  Shape out_shape = merged[0].shape();
-  out_shape.back() = merged[2].shape(-1);
-  array out(out_shape, merged[0].dtype(),
-            std::make_shared<ScaledDotProductAttention>(stream(), scale_, causal_, has_mask_,
-                                                        has_sinks_),
-            merged);
-  return {{unflatten(out, 0, {size, out_shape[0] / size}, stream())}, {0}};
+  auto p = std::make_shared<ScaledDotProductAttention>(stream(), scale_, causal_, has_mask_,
+                                                       has_sinks_, output_stats_);
+  auto outs = array::make_arrays(p->output_shapes(merged), p->output_types(merged[0].dtype()), p,
+                                 merged);
+  for (auto& o : outs) o = unflatten(o, 0, {size, o.shape(0) / size}, stream());
+  return {outs, std::vector<int>(outs.size(), 0)};
 }
 
 // ---- ScaledDotProductAttentionVjp: the composite vjp's transforms ----
 
 std::vector<array> ScaledDotProductAttentionVjp::composite(const std::vector<array>& in) const {
-  const size_t n_primals = in.size() - 2;  // ..., output, cotangent
+  const size_t n_primals = in.size() - 2 - has_stats_;  // ..., [stats,] output, cotangent
   std::vector<array> primals(in.begin(), in.begin() + static_cast<long>(n_primals));
   auto fn = [&](const std::vector<array>& x) {
     std::vector<array> all = primals;
@@ -585,7 +621,7 @@ bool ScaledDotProductAttentionVjp::is_equivalent(const Primitive& other) const {
 
 std::vector<Shape> ScaledDotProductAttentionVjp::output_shapes(const std::vector<array>& in) {
   std::vector<Shape> out{in[0].shape(), in[1].shape(), in[2].shape()};
-  if (has_sinks_) out.push_back(in[in.size() - 3].shape());
+  if (has_sinks_) out.push_back(in[in.size() - 3 - has_stats_].shape());
   return out;
 }
 

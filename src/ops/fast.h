@@ -28,10 +28,12 @@ array layer_norm_composite(const array& x, const std::optional<array>& weight,
 array cross_entropy_composite(const array& logits, const array& targets, StreamOrDevice s);
 // scaled_dot_product_attention as ops: q (B, Hq, Lq, D), k (B, Hkv, Lk, D), v (B, Hkv, Lk, Dv) of
 // one floating dtype; mask (bool or that dtype) broadcast to (B, Hq, Lq, Lk); sinks (Hq) of
-// that dtype. The whole score matrix is materialised: the reference of the fused kernel.
+// that dtype. The whole score matrix is materialised: the reference of the fused kernel. With
+// `stats`, also each query row's softmax statistics (B, Hq, Lq, 2) in stats_type: the largest
+// score m (the sink's among them) and the sum of exp(score - m).
 array sdpa_composite(const array& q, const array& k, const array& v, float scale, bool causal,
                      const std::optional<array>& mask, const std::optional<array>& sinks,
-                     StreamOrDevice s);
+                     StreamOrDevice s, array* stats = nullptr, Dtype stats_type = float32);
 }  // namespace fast
 
 // A primitive whose kernel computes what `composite` computes op by op: its derivatives and
@@ -136,44 +138,49 @@ class LayerNorm : public ComposedPrimitive {
 // takes them, then the mask when has_mask, then the sinks when has_sinks. Keys stream through
 // in blocks with an online softmax in float32 (float64 for float64), so memory grows with the
 // length times the head size, never with the product of the lengths; grouped-query heads share
-// each key block. Its vjp is ScaledDotProductAttentionVjp, its batching the kernel on a merged
-// batch axis.
-class ScaledDotProductAttention : public ComposedPrimitive {
+// each key block. With output_stats (the front end sets it while a gradient is traced; MLX
+// outputs the log-sum-exp then), a second output: each query row's softmax statistics, its
+// largest score m and the sum l of exp(score - m) ((B, Hq, Lq, 2) in the kernel's float type),
+// which the gradient reads instead of recomputing them. (m and l, not m + log l: a row whose
+// scores are all at a mask's lowest value would lose its l in the sum.) Its vjp is
+// ScaledDotProductAttentionVjp, its batching the kernel on a merged batch axis.
+class ScaledDotProductAttention : public Primitive {
  public:
-  ScaledDotProductAttention(Stream s, float scale, bool causal, bool has_mask, bool has_sinks)
-      : ComposedPrimitive(s), scale_(scale), causal_(causal), has_mask_(has_mask),
-        has_sinks_(has_sinks) {}
-  void eval_cpu(const std::vector<array>& inputs, array& out) override;
-  array composite(const std::vector<array>& inputs) const override;
-  TESSERA_DECLARE_VJP
-  TESSERA_DECLARE_VMAP
+  ScaledDotProductAttention(Stream s, float scale, bool causal, bool has_mask, bool has_sinks,
+                            bool output_stats)
+      : Primitive(s), scale_(scale), causal_(causal), has_mask_(has_mask),
+        has_sinks_(has_sinks), output_stats_(output_stats) {}
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
+  TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "ScaledDotProductAttention"; }
-  TESSERA_STATE(scale_, causal_, has_mask_, has_sinks_)
+  TESSERA_STATE(scale_, causal_, has_mask_, has_sinks_, output_stats_)
   bool is_equivalent(const Primitive& other) const override;
-  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {
-    Shape out = inputs[0].shape();
-    out.back() = inputs[2].shape(-1);
-    return {out};
-  }
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
+  // The outputs' dtypes for inputs of dtype t.
+  std::vector<Dtype> output_types(Dtype t) const;
 
  private:
+  // The outputs as ops (sdpa_composite), on `inputs` or the transforms' replacements for them.
+  std::vector<array> composite(const std::vector<array>& inputs) const;
   float scale_;
-  bool causal_, has_mask_, has_sinks_;
+  bool causal_, has_mask_, has_sinks_, output_stats_;
 };
 
 // The gradient of ScaledDotProductAttention with respect to q, k, v and, with has_sinks, the
-// sinks: inputs those of the forward, then its output and the output's cotangent; outputs in that
-// order. The scores are recomputed block by block (each row's log-sum-exp first, then the
-// products), so memory stays O(L * d) as in the forward. Its own derivatives and batching are
-// those of the composite's vjp.
+// sinks: inputs those of the forward, then (has_stats) the forward's softmax statistics, its
+// output and the output's cotangent; outputs in that order. The scores are recomputed block by
+// block (each row's statistics first where they are not given, then the products), so memory stays
+// O(L * d) as in the forward. Its own derivatives and batching are those of the composite's vjp.
 class ScaledDotProductAttentionVjp : public Primitive {
  public:
-  ScaledDotProductAttentionVjp(Stream s, float scale, bool causal, bool has_mask, bool has_sinks)
-      : Primitive(s), scale_(scale), causal_(causal), has_mask_(has_mask), has_sinks_(has_sinks) {}
+  ScaledDotProductAttentionVjp(Stream s, float scale, bool causal, bool has_mask, bool has_sinks,
+                               bool has_stats)
+      : Primitive(s), scale_(scale), causal_(causal), has_mask_(has_mask), has_sinks_(has_sinks),
+        has_stats_(has_stats) {}
   void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
   TESSERA_DECLARE_TRANSFORMS
   const char* name() const override { return "ScaledDotProductAttentionVjp"; }
-  TESSERA_STATE(scale_, causal_, has_mask_, has_sinks_)
+  TESSERA_STATE(scale_, causal_, has_mask_, has_sinks_, has_stats_)
   bool is_equivalent(const Primitive& other) const override;
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
 
@@ -181,7 +188,7 @@ class ScaledDotProductAttentionVjp : public Primitive {
   // The composite's vjp on `inputs`, as this primitive's own transforms replay it.
   std::vector<array> composite(const std::vector<array>& inputs) const;
   float scale_;
-  bool causal_, has_mask_, has_sinks_;
+  bool causal_, has_mask_, has_sinks_, has_stats_;
 };
 
 // Rotary position embedding of x (B, N, T, D): inputs x, offset (int32, 1 or B values) and,

@@ -925,6 +925,39 @@ def test_sdpa_fused_gradient_matches_the_ops_gradient(kind):
         np.testing.assert_allclose(np.array(a), b, rtol=1e-4, atol=1e-5 * np.abs(b).max())
 
 
+def test_sdpa_gradient_with_and_without_the_forwards_softmax_statistics(tmp_path):
+    # Traced under a gradient, the forward also outputs each row's softmax maximum and sum,
+    # which the gradient kernel reads; a forward built outside a trace (an imported function)
+    # has none, and the kernel recomputes them. Both against the ops' gradient, with grouped
+    # heads, sinks and rows that see no key (9 queries, 4 keys, causal); then batching and
+    # forward-mode through the two-output forward.
+    q, k, v, sinks = (mx.array(t) for t in (randn(2, 4, 9, 8), randn(2, 2, 4, 8), randn(2, 2, 4, 8),
+                                            randn(4)))
+    w = mx.array(randn(2, 4, 9, 8))
+    f = lambda q, k, v, s: mx.fast.scaled_dot_product_attention(  # noqa: E731
+        q, k, v, scale=0.3, mask="causal", sinks=s)
+    path = str(tmp_path / "sdpa.mlxfn")
+    mx.export_function(path, f, q, k, v, sinks)
+    imported = mx.import_function(path)
+    want = mx.grad(lambda *a: (_sdpa_ops(*a[:3], 0.3, causal=True, sinks=a[3]) * w).sum(),
+                   argnums=(0, 1, 2, 3))(q, k, v, sinks)
+    for fn in (f, lambda *a: imported(*a)[0]):
+        got = mx.grad(lambda *a: (fn(*a) * w).sum(), argnums=(0, 1, 2, 3))(q, k, v, sinks)
+        for a, b in zip(got, want):
+            b = np.array(b)
+            np.testing.assert_allclose(np.array(a), b, rtol=1e-4, atol=1e-5 * np.abs(b).max())
+    qs = mx.array(randn(3, 2, 4, 9, 8))
+    loss = lambda x: (f(x, k, v, sinks) * w).sum()  # noqa: E731
+    np.testing.assert_allclose(np.array(mx.grad(lambda x: mx.vmap(loss)(x).sum())(qs)),
+                               np.array(mx.vmap(mx.grad(loss))(qs)), rtol=1e-5, atol=1e-6)
+    t = mx.array(randn(2, 4, 9, 8))
+    got = mx.jvp(lambda x: mx.grad(loss)(x), [q], [t])[1][0]
+    ref = mx.jvp(lambda x: mx.grad(lambda y: (_sdpa_ops(y, k, v, 0.3, causal=True, sinks=sinks)
+                                              * w).sum())(x), [q], [t])[1][0]
+    np.testing.assert_allclose(np.array(got), np.array(ref), rtol=1e-4,
+                               atol=1e-5 * np.abs(np.array(ref)).max())
+
+
 def test_sdpa_gradient_over_4k_keys_needs_memory_for_its_rows():
     L = 4096
     q, k, v = (mx.random.normal((1, 2, L, 64)) for _ in range(3))

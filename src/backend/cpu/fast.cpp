@@ -865,7 +865,9 @@ struct AttentionTask {
     return factor;
   }
 
-  void run(int b, int g, int q0, int q1, T* out) const {
+  // Rows [q0, q1) of every query head of (b, g) into out; with `stats`, each row's m and l
+  // there too ((B, Hq, Lq, 2)).
+  void run(int b, int g, int q0, int q1, T* out, C* stats) const {
     const int n = q1 - q0, rows = repeats() * n;
     std::vector<C> qf(static_cast<size_t>(rows) * D), kf, vf;
     std::vector<C> sc(static_cast<size_t>(rows) * kKeyBlock);
@@ -895,6 +897,11 @@ struct AttentionTask {
       T* o = out + ((static_cast<size_t>(b) * Hq + h) * Lq + i) * Dv;
       const C* a = acc.data() + static_cast<size_t>(rr) * Dv;
       for (int d = 0; d < Dv; ++d) o[d] = static_cast<T>(a[d] / l[rr]);
+      if (stats) {
+        C* st = stats + ((static_cast<size_t>(b) * Hq + h) * Lq + i) * 2;
+        st[0] = m[rr];
+        st[1] = l[rr];
+      }
     }
   }
 
@@ -903,10 +910,10 @@ struct AttentionTask {
   // keys gives each row's maximum m and sum l (the forward's online softmax without the values);
   // the second recomputes each block's weights P = exp(S - m) / l and accumulates
   //   dv += P^T dO,  dS = P * (dO V^T - rowdot(dO, O)),  dq += dS K,  dk += dS^T (scale q).
-  void backward(int b, int g, const Rows4<T>& o, const Rows4<T>& dout, T* dq, T* dk, T* dv,
-                C* dsinks) const {
+  void backward(int b, int g, const Rows4<T>& o, const Rows4<T>& dout, const C* stats, T* dq,
+                T* dk, T* dv, C* dsinks) const {
     const int R = repeats();
-    const int tile = std::max(1, 64 / R);
+    const int tile = std::max(1, 128 / R);
     const C low = static_cast<C>(lowest_of<T>());
     std::vector<C> dk_acc(static_cast<size_t>(Lk) * D, C(0));
     std::vector<C> dv_acc(static_cast<size_t>(Lk) * Dv, C(0));
@@ -929,11 +936,17 @@ struct AttentionTask {
         C dot = 0;
         for (int d = 0; d < Dv; ++d) dot += dof[rr * Dv + d] * of[rr * Dv + d];
         rowdot[rr] = dot;
-        m[rr] = sink_of(g, n, rr);
-        l[rr] = sinks ? C(1) : C(0);
+        if (stats) {  // the forward's
+          const size_t row = (static_cast<size_t>(b) * Hq + g * R + rr / n) * Lq + q0 + rr % n;
+          m[rr] = stats[row * 2];
+          l[rr] = stats[row * 2 + 1];
+        } else {
+          m[rr] = sink_of(g, n, rr);
+          l[rr] = sinks ? C(1) : C(0);
+        }
       }
       const int kend = key_end(q0, q1);
-      for (int j0 = 0; j0 < kend; j0 += kKeyBlock) {  // pass 1: each row's log-sum-exp
+      for (int j0 = 0; j0 < (stats ? 0 : kend); j0 += kKeyBlock) {  // pass 1: each row's m, l
         const int kb = std::min(kKeyBlock, kend - j0);
         scores(b, g, q0, n, j0, kb, qf.data(), block(k, b, g, j0, kb, D, kf), sc.data());
         for (int rr = 0; rr < rows; ++rr) {
@@ -1014,7 +1027,7 @@ AttentionTask<T> attention_task(const array& q, const array& k, const array& v,
 }
 
 template <typename T>
-void attention(const AttentionTask<T>& task, int B, array& out) {
+void attention(const AttentionTask<T>& task, int B, array& out, cpu::compute_t<T>* stats) {
   const int Hkv = task.Hkv, Lq = task.Lq;
   // Query tiles of about 64 rows (every repeat of a tile's positions shares its key blocks).
   const int tile = std::max(1, 64 / task.repeats());
@@ -1025,14 +1038,15 @@ void attention(const AttentionTask<T>& task, int B, array& out) {
       const int b = static_cast<int>(t / (static_cast<size_t>(Hkv) * tiles));
       const int g = static_cast<int>(t / tiles % Hkv);
       const int q0 = static_cast<int>(t % tiles) * tile;
-      task.run(b, g, q0, std::min(Lq, q0 + tile), o);
+      task.run(b, g, q0, std::min(Lq, q0 + tile), o, stats);
     }
   });
 }
 
 }  // namespace
 
-void ScaledDotProductAttention::eval_cpu(const std::vector<array>& inputs, array& out) {
+void ScaledDotProductAttention::eval_cpu(const std::vector<array>& inputs,
+                                         std::vector<array>& outputs) {
   const array q = last_axis_contiguous(inputs[0]);
   const array k = last_axis_contiguous(inputs[1]);
   const array v = last_axis_contiguous(inputs[2]);
@@ -1040,12 +1054,13 @@ void ScaledDotProductAttention::eval_cpu(const std::vector<array>& inputs, array
   std::optional<array> mask;
   if (has_mask_) mask = inputs[at++];
   const array sinks = has_sinks_ ? cpu::ensure_row_contiguous(inputs[at]) : array(0.0f);
-  out.set_data(allocator::malloc(out.nbytes()));
-  dispatch_floating("scaled_dot_product_attention", out.dtype(), [&](auto tag) {
+  for (auto& o : outputs) o.set_data(allocator::malloc(o.nbytes()));
+  dispatch_floating("scaled_dot_product_attention", outputs[0].dtype(), [&](auto tag) {
     using T = decltype(tag);
+    using C = cpu::compute_t<T>;
     attention<T>(attention_task<T>(q, k, v, mask ? &*mask : nullptr,
                                    has_sinks_ ? sinks.data<T>() : nullptr, scale_, causal_),
-                 q.shape(0), out);
+                 q.shape(0), outputs[0], output_stats_ ? outputs[1].data<C>() : nullptr);
   });
 }
 
@@ -1058,6 +1073,7 @@ void ScaledDotProductAttentionVjp::eval_cpu(const std::vector<array>& inputs,
   std::optional<array> mask;
   if (has_mask_) mask = inputs[at++];
   const array sinks = has_sinks_ ? cpu::ensure_row_contiguous(inputs[at++]) : array(0.0f);
+  const array stats = has_stats_ ? cpu::ensure_row_contiguous(inputs[at++]) : array(0.0f);
   const array o = last_axis_contiguous(inputs[at++]);
   const array dout = last_axis_contiguous(inputs[at]);
   for (auto& x : outputs) x.set_data(allocator::malloc(x.nbytes()));
@@ -1071,7 +1087,8 @@ void ScaledDotProductAttentionVjp::eval_cpu(const std::vector<array>& inputs,
     detail::parallel_for(static_cast<size_t>(B) * Hkv, 1, [&](size_t t0, size_t t1) {
       for (size_t t = t0; t < t1; ++t) {
         const int b = static_cast<int>(t / Hkv), g = static_cast<int>(t % Hkv);
-        task.backward(b, g, rows_of<T>(o), rows_of<T>(dout), outputs[0].data<T>(),
+        task.backward(b, g, rows_of<T>(o), rows_of<T>(dout),
+                      has_stats_ ? stats.data<C>() : nullptr, outputs[0].data<T>(),
                       outputs[1].data<T>(), outputs[2].data<T>(),
                       dsinks.data() + static_cast<size_t>(b) * Hq);
       }
