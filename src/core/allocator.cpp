@@ -10,6 +10,7 @@
 #include <new>
 #include <sstream>
 #include <stdexcept>
+#include <tuple>
 #include <vector>
 
 #include "core/fork.h"
@@ -100,6 +101,7 @@ class allocator::CachingAllocator {
   ~CachingAllocator() {
     std::lock_guard<std::mutex> lock(mu_);
     release_cache_locked(cache_bytes_);
+    release_lazy_locked(lazy_bytes_);
   }
 
   Buffer malloc(size_t n) {
@@ -119,9 +121,15 @@ class allocator::CachingAllocator {
             ". Free arrays you no longer need, evaluate in smaller pieces, or raise the limit "
             "with set_memory_limit().");
       }
-      lock.unlock();  // the system call may be slow; no state is touched meanwhile
-      p = system_alloc(block);
-      lock.lock();
+      std::tie(p, real) = take_fitting(lazy_, block, lazy_bytes_);
+      if (p) {
+        block = real;
+      } else {
+        if (block >= kHugeFrom) release_lazy_locked(block);  // a new mapping takes their place
+        lock.unlock();  // the system call may be slow; no state is touched meanwhile
+        p = system_alloc(block);
+        lock.lock();
+      }
     }
     active_ += block;
     if (active_ > peak_) peak_ = active_;
@@ -162,7 +170,24 @@ class allocator::CachingAllocator {
     if (cache_bytes_ > cache_limit_) release_cache_locked(cache_bytes_ - cache_limit_);
     return v;
   }
-  void clear() { std::lock_guard<std::mutex> l(mu_); release_cache_locked(cache_bytes_); }
+  // clear_cache(): blocks below kHugeFrom go back to the system; larger ones are handed back
+  // lazily (below), so a program that clears its cache every step (mlx-lm's trainer does) does
+  // not fault every page of its working set in again.
+  void clear() {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto it = large_.begin(); it != large_.end();) {
+      if (it->first < kHugeFrom) {
+        ++it;
+        continue;
+      }
+      madvise(it->second, it->first, MADV_FREE);
+      lazy_.emplace(it->first, it->second);
+      lazy_bytes_ += it->first;
+      cache_bytes_ -= it->first;
+      it = large_.erase(it);
+    }
+    release_cache_locked(cache_bytes_);
+  }
 
  private:
   // A cached block: of the same size below a page, else the same or up to 1/8 larger (no more
@@ -176,12 +201,30 @@ class allocator::CachingAllocator {
       cache_bytes_ -= block;
       return {p, block};
     }
-    auto it = large_.lower_bound(block);
-    if (it == large_.end() || it->first > block + block / 8) return {nullptr, 0};
+    return take_fitting(large_, block, cache_bytes_);
+  }
+
+  // A block of `blocks` of the same size as `block` or up to 1/8 larger, taken out of it and its
+  // size out of `bytes`; {nullptr, 0} when none fits.
+  static std::pair<void*, size_t> take_fitting(std::multimap<size_t, void*>& blocks, size_t block,
+                                               size_t& bytes) {
+    auto it = blocks.lower_bound(block);
+    if (it == blocks.end() || it->first > block + block / 8) return {nullptr, 0};
     std::pair<void*, size_t> r{it->second, it->first};
-    cache_bytes_ -= it->first;
-    large_.erase(it);
+    bytes -= it->first;
+    blocks.erase(it);
     return r;
+  }
+
+  // Unmaps lazily freed blocks, largest first, until at least `bytes` are gone or none remain.
+  void release_lazy_locked(size_t bytes) {
+    for (size_t freed = 0; freed < bytes && !lazy_.empty();) {
+      auto it = std::prev(lazy_.end());
+      system_free(it->second, it->first);
+      freed += it->first;
+      lazy_bytes_ -= it->first;
+      lazy_.erase(it);
+    }
   }
 
   // Free cached blocks, largest first, until at least `bytes` are released or none remain.
@@ -211,6 +254,12 @@ class allocator::CachingAllocator {
   std::mutex mu_;  // guards everything below; any thread may allocate or free
   std::array<std::vector<void*>, kPage / kSmallAlign> small_;  // bin c holds (c+1)*64-byte blocks
   std::multimap<size_t, void*> large_;
+  // Blocks clear_cache() handed back with MADV_FREE: the kernel takes their pages when it needs
+  // memory (zero-filled if touched again), else they are still there; their address ranges stay
+  // mapped for reuse. Not counted as cache (their memory is the system's to take); unmapped when
+  // a new mapping is made.
+  std::multimap<size_t, void*> lazy_;
+  size_t lazy_bytes_ = 0;
   size_t active_ = 0, peak_ = 0, cache_bytes_ = 0;
   size_t memory_limit_ = 0, cache_limit_ = 0;
 };

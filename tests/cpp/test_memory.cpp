@@ -1,6 +1,7 @@
 // The caching allocator and the memory API: counters, the cache, limits and alignment.
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -146,4 +147,37 @@ TEST_F(Memory, EvaluatedGraphIntermediatesAreFreed) {
     EXPECT_EQ(get_active_memory() - base, size_t{4} << 20);
   }
   EXPECT_EQ(get_active_memory(), base);
+}
+
+TEST_F(Memory, ClearCacheHandsLargeBlocksBackLazilyAndReusesTheirAddresses) {
+  // Large blocks leave the cache (its counter is 0) with MADV_FREE: the system may take their
+  // pages, but the mapping stays (msync fails on an unmapped range), and a later request of the
+  // size reuses it instead of faulting in new pages.
+  auto a = allocator::malloc(8 << 20);
+  auto* pa = static_cast<char*>(a.raw_ptr());
+  for (size_t i = 0; i < (size_t{8} << 20); i += 4096) pa[i] = 1;
+  allocator::free(a);
+  clear_cache();
+  EXPECT_EQ(get_cache_memory(), 0u);
+  EXPECT_EQ(msync(pa, 4096, MS_ASYNC), 0);
+  const size_t active = get_active_memory();
+  auto b = allocator::malloc(8 << 20);
+  EXPECT_EQ(b.raw_ptr(), pa);
+  EXPECT_EQ(get_active_memory(), active + (size_t{8} << 20));
+  auto* pb = static_cast<char*>(b.raw_ptr());
+  for (size_t i = 0; i < (size_t{8} << 20); i += 4096) pb[i] = 2;  // writable, whatever it held
+  EXPECT_EQ(pb[4096], 2);
+  allocator::free(b);
+  clear_cache();
+  // The memory limit holds for a reused block too.
+  const size_t old = set_memory_limit(get_active_memory() + (size_t{4} << 20));
+  EXPECT_THROW(allocator::malloc(8 << 20), std::runtime_error);
+  set_memory_limit(old);
+  // A request no lazy block fits maps new memory, unmapping lazy blocks of at least its size.
+  auto c = allocator::malloc(32 << 20);
+  EXPECT_NE(c.raw_ptr(), nullptr);
+  auto* pc = static_cast<char*>(c.raw_ptr());
+  const bool in_c = pa >= pc && pa < pc + (size_t{32} << 20);  // the system may map it again
+  EXPECT_TRUE(in_c || msync(pa, 4096, MS_ASYNC) == -1);
+  allocator::free(c);
 }
