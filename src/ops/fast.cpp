@@ -331,7 +331,7 @@ array scaled_dot_product_attention(const array& queries, const array& keys, cons
                             astype(values, final_type, s)};
   if (mask) inputs.push_back(*mask);
   if (sink) inputs.push_back(*sink);
-  // While a gradient is traced, the rows' log-sum-exp comes out too, for the gradient kernel.
+  // While a gradient is traced, the rows' softmax statistics come out too, for its kernel.
   auto p = std::make_shared<ScaledDotProductAttention>(to_stream(s), scale, causal,
                                                        mask.has_value(), sink.has_value(),
                                                        detail::in_tracing());
