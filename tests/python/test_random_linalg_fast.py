@@ -613,6 +613,29 @@ def test_layer_norm_kernel_in_half_precision_and_its_gradient(dtype):
         np.testing.assert_allclose(np.array(a), np.array(c), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_norms_carry_nan_and_inf_as_the_formula_does(dtype):
+    # Rows with a NaN or an inf, and an infinite weight: the kernels' rounding skips its NaN
+    # handling only where no NaN can arise, so every NaN and inf lands where float64's does.
+    x, w, b = randn(4, 96), randn(96), randn(96)
+    x[1, 7], x[2, 3], w[5] = np.nan, np.inf, np.inf
+    t = getattr(mx, dtype)
+    X, W, B = (mx.array(a).astype(t) for a in (x, w, b))
+    xd, wd, bd = (np.array(a.astype(mx.float32), np.float64) for a in (X, W, B))
+    with np.errstate(invalid="ignore"):
+        want_ln = _layer_norm(xd, wd, bd, 1e-5)
+        want_rms = xd / np.sqrt((xd ** 2).mean(-1, keepdims=True) + 1e-5) * wd
+    tol = 2e-2 if dtype == "bfloat16" else 1e-5
+    for got, want in ((mx.fast.layer_norm(X, W, B, 1e-5), want_ln),
+                      (mx.fast.rms_norm(X, W, 1e-5), want_rms)):
+        got = np.array(got.astype(mx.float32))
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want))
+        np.testing.assert_array_equal(np.isneginf(got), np.isneginf(want))
+        fin = np.isfinite(want)
+        np.testing.assert_allclose(got[fin], want[fin], rtol=tol, atol=tol)
+
+
 def test_layer_norm_of_constant_rows_is_the_bias():
     x = np.full((2, 5), 3.0, np.float32)
     b = randn(5)

@@ -123,13 +123,19 @@ void rope_rows(const array& x, const int32_t* offset, size_t n_offsets, const fl
   }
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+// The target of the per-instruction-set copies below.
+#define TESSERA_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
+#endif
+
 // x rounded to T and held in C, exactly: static_cast<C>(static_cast<T>(x)), written for bfloat16
-// in 32-bit lanes (detail::float_to_bf16_bits's bits) so that loops of it vectorise.
-template <typename T, typename C>
+// in 32-bit lanes (detail::float_to_bf16_bits's bits) so that loops of it vectorise. kNan false:
+// the caller knows x is not a NaN (two instructions fewer per vector).
+template <typename T, typename C, bool kNan = true>
 [[gnu::always_inline]] inline C rounded(C x) {
   if constexpr (std::is_same_v<T, bfloat16_t> && std::is_same_v<C, float>) {
     const uint32_t u = std::bit_cast<uint32_t>(x);
-    const uint32_t r = x != x ? (u | 0x400000u) : u + 0x7fffu + ((u >> 16) & 1u);
+    const uint32_t r = kNan && x != x ? (u | 0x400000u) : u + 0x7fffu + ((u >> 16) & 1u);
     return std::bit_cast<float>(r & 0xffff0000u);
   } else {
     return static_cast<C>(static_cast<T>(x));
@@ -154,12 +160,25 @@ template <typename T, typename C>
   return lanes[0];
 }
 
+// A norm's output row: (x - mean) * scale rounded to T, times the weight and plus the bias (where
+// given) in T's arithmetic. kNan false: no step can make a NaN (the callers know).
+template <bool kNan, typename In, typename T, typename W>
+[[gnu::always_inline]] inline void norm_row_out(const In* in, int D, const W* weight,
+                                                const W* bias, float mean, float scale, T* o) {
+  using C = cpu::compute_t<T>;
+  for (int i = 0; i < D; ++i) {
+    C y = rounded<T, C, kNan>((static_cast<float>(in[i]) - mean) * scale);
+    if (weight) y = rounded<T, C, kNan>(y * static_cast<C>(weight[i]));
+    if (bias) y = rounded<T, C, kNan>(y + static_cast<C>(bias[i]));
+    o[i] = narrow<T>(y);
+  }
+}
+
 // One row of rms_norm: the composite's float32 sum of squares (16 lane sums) times 1/D, plus
 // eps, 1/sqrt, the product rounded to T, then times the weight in T's arithmetic.
-template <typename In, typename T>
-[[gnu::always_inline]] inline void rms_row(const In* in, int D, const T* weight, float eps,
-                                           T* o) {
-  using C = cpu::compute_t<T>;
+template <typename In, typename T, typename W>
+[[gnu::always_inline]] inline void rms_row(const In* in, int D, const W* weight, float eps,
+                                           bool params_finite, T* o) {
   float lanes[16] = {};
   int i0 = 0;
   for (; i0 + 16 <= D; i0 += 16) {
@@ -173,19 +192,22 @@ template <typename In, typename T>
     lanes[i - i0] += v * v;
   }
   const float scale = cpu::ops::RsqrtOp{}(lane_sum(lanes) / static_cast<float>(D) + eps);
-  for (int i = 0; i < D; ++i) {
-    const C y = rounded<T, C>(static_cast<float>(in[i]) * scale);
-    o[i] = narrow<T>(weight ? rounded<T, C>(y * static_cast<C>(weight[i])) : y);
+  // A finite sum of squares: every x is finite, so no step makes a NaN.
+  const W* no_bias = nullptr;
+  if (params_finite && std::isfinite(scale)) {
+    norm_row_out<false>(in, D, weight, no_bias, 0.0f, scale, o);
+  } else {
+    norm_row_out<true>(in, D, weight, no_bias, 0.0f, scale, o);
   }
 }
 
 // One row of layer_norm: the float32 mean and centred sum of squares (16 lane sums each) over
 // D, plus eps, 1/sqrt, the product rounded to T, then times the weight and plus the bias in T's
 // arithmetic.
-template <typename In, typename T>
-[[gnu::always_inline]] inline void layer_norm_row(const In* in, int D, const T* weight,
-                                                  const T* bias, float eps, T* o) {
-  using C = cpu::compute_t<T>;
+template <typename In, typename T, typename W>
+[[gnu::always_inline]] inline void layer_norm_row(const In* in, int D, const W* weight,
+                                                  const W* bias, float eps, bool params_finite,
+                                                  T* o) {
   float lanes[16] = {}, sq[16] = {};
   int i0 = 0;
   for (; i0 + 16 <= D; i0 += 16) {
@@ -204,38 +226,42 @@ template <typename In, typename T>
     sq[i - i0] += c * c;
   }
   const float scale = cpu::ops::RsqrtOp{}(lane_sum(sq) / static_cast<float>(D) + eps);
-  for (int i = 0; i < D; ++i) {
-    C y = rounded<T, C>((static_cast<float>(in[i]) - mean) * scale);
-    if (weight) y = rounded<T, C>(y * static_cast<C>(weight[i]));
-    if (bias) y = rounded<T, C>(y + static_cast<C>(bias[i]));
-    o[i] = narrow<T>(y);
+  // A finite mean and sum of squares: every x is finite, and with finite parameters no step
+  // makes a NaN (a product may overflow to inf; inf plus a finite bias stays inf).
+  if (params_finite && std::isfinite(mean) && std::isfinite(scale)) {
+    norm_row_out<false>(in, D, weight, bias, mean, scale, o);
+  } else {
+    norm_row_out<true>(in, D, weight, bias, mean, scale, o);
   }
 }
 
 // A block of rows [r0, r1) of either norm, compiled once per instruction set (the baseline
-// build's scalar loops ran at half the speed of the composite's vectorised ops).
-template <typename In, typename T>
-[[gnu::always_inline]] inline void norm_rows_body(const In* x, int D, const T* weight,
-                                                  const T* bias, float eps, bool layer,
-                                                  size_t r0, size_t r1, T* out) {
+// build's scalar loops ran at half the speed of the composite's vectorised ops). W: T, or the
+// float a half T's weight and bias were widened to (exactly).
+template <typename In, typename T, typename W>
+[[gnu::always_inline]] inline void norm_rows_body(const In* x, int D, const W* weight,
+                                                  const W* bias, float eps, bool layer,
+                                                  bool params_finite, size_t r0, size_t r1,
+                                                  T* out) {
   for (size_t r = r0; r < r1; ++r) {
-    if (layer) layer_norm_row(x + r * D, D, weight, bias, eps, out + r * D);
-    else rms_row(x + r * D, D, weight, eps, out + r * D);
+    if (layer) layer_norm_row(x + r * D, D, weight, bias, eps, params_finite, out + r * D);
+    else rms_row(x + r * D, D, weight, eps, params_finite, out + r * D);
   }
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-template <typename In, typename T>
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma"))) void norm_rows_avx512(
-    const In* x, int D, const T* weight, const T* bias, float eps, bool layer, size_t r0,
-    size_t r1, T* out) {
-  norm_rows_body(x, D, weight, bias, eps, layer, r0, r1, out);
+template <typename In, typename T, typename W>
+TESSERA_AVX512 void norm_rows_avx512(const In* x, int D, const W* weight, const W* bias,
+                                     float eps, bool layer, bool params_finite, size_t r0,
+                                     size_t r1, T* out) {
+  norm_rows_body(x, D, weight, bias, eps, layer, params_finite, r0, r1, out);
 }
-template <typename In, typename T>
-__attribute__((target("avx2,fma"))) void norm_rows_avx2(const In* x, int D, const T* weight,
-                                                        const T* bias, float eps, bool layer,
-                                                        size_t r0, size_t r1, T* out) {
-  norm_rows_body(x, D, weight, bias, eps, layer, r0, r1, out);
+template <typename In, typename T, typename W>
+__attribute__((target("avx2,fma"))) void norm_rows_avx2(const In* x, int D, const W* weight,
+                                                        const W* bias, float eps, bool layer,
+                                                        bool params_finite, size_t r0, size_t r1,
+                                                        T* out) {
+  norm_rows_body(x, D, weight, bias, eps, layer, params_finite, r0, r1, out);
 }
 #endif
 
@@ -246,18 +272,38 @@ void norm_rows(const array& x, const T* weight, const T* bias, float eps, bool l
   const size_t rows = D ? x.size() / D : 0;
   const In* xp = x.data<In>();
   const size_t grain = std::max<size_t>(1, 16384 / std::max(D, 1));
-  detail::parallel_for(rows, grain, [&](size_t r0, size_t r1) {
+  auto run = [&](const auto* w, const auto* b) {
+    bool finite = true;
+    for (int i = 0; i < D; ++i) {
+      finite = finite && (!w || std::isfinite(static_cast<double>(w[i]))) &&
+               (!b || std::isfinite(static_cast<double>(b[i])));
+    }
+    detail::parallel_for(rows, grain, [&](size_t r0, size_t r1) {
 #if defined(__x86_64__) && defined(__GNUC__)
-    static const cpu::HalfIsa isa = cpu::half_isa();  // TESSERA_CPU_ISA and this CPU
-    if (isa == cpu::HalfIsa::avx512 || isa == cpu::HalfIsa::avx512_bf16) {
-      return norm_rows_avx512(xp, D, weight, bias, eps, layer, r0, r1, out);
-    }
-    if (isa == cpu::HalfIsa::avx2) {
-      return norm_rows_avx2(xp, D, weight, bias, eps, layer, r0, r1, out);
-    }
+      static const cpu::HalfIsa isa = cpu::half_isa();  // TESSERA_CPU_ISA and this CPU
+      if (isa == cpu::HalfIsa::avx512 || isa == cpu::HalfIsa::avx512_bf16) {
+        return norm_rows_avx512(xp, D, w, b, eps, layer, finite, r0, r1, out);
+      }
+      if (isa == cpu::HalfIsa::avx2) {
+        return norm_rows_avx2(xp, D, w, b, eps, layer, finite, r0, r1, out);
+      }
 #endif
-    norm_rows_body(xp, D, weight, bias, eps, layer, r0, r1, out);
-  });
+      norm_rows_body(xp, D, w, b, eps, layer, finite, r0, r1, out);
+    });
+  };
+  using C = cpu::compute_t<T>;
+  if constexpr (std::is_same_v<T, C>) {
+    run(weight, bias);
+  } else {  // half weights and biases widened once, not once per row
+    std::vector<C> wide((weight ? D : 0) + (bias ? D : 0));
+    C* w = weight ? wide.data() : nullptr;
+    C* b = bias ? wide.data() + (weight ? D : 0) : nullptr;
+    for (int i = 0; i < D; ++i) {
+      if (w) w[i] = static_cast<C>(weight[i]);
+      if (b) b[i] = static_cast<C>(bias[i]);
+    }
+    run(static_cast<const C*>(w), static_cast<const C*>(b));
+  }
 }
 
 // ---- the norms' gradient ----
@@ -342,7 +388,7 @@ template <typename In, typename T, typename C = cpu::compute_t<T>>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 template <typename In, typename T, typename C>
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma"))) void norm_vjp_blocks_avx512(
+TESSERA_AVX512 void norm_vjp_blocks_avx512(
     const In* xp, const T* g, size_t rows, int D, const T* weight, float eps, bool layer, In* dx,
     C* pw, C* pb, size_t b0, size_t b1, C* gy, C* xc) {
   norm_vjp_blocks_body(xp, g, rows, D, weight, eps, layer, dx, pw, pb, b0, b1, gy, xc);
@@ -652,7 +698,7 @@ inline float row_max(const float* y, int n, float m) {
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma"))) float exp_shift_sum_avx512(
+TESSERA_AVX512 float exp_shift_sum_avx512(
     float* y, int n, float m) {
   return exp_shift_sum_body(y, n, m);
 }
@@ -697,7 +743,7 @@ template <typename C>
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma"))) void attention_grad_weights_avx512(
+TESSERA_AVX512 void attention_grad_weights_avx512(
     float* s, float* dp, int rows, int kb, const float* m, const float* inv_l, const float* rowdot,
     float low) {
   attention_grad_weights_body(s, dp, rows, kb, m, inv_l, rowdot, low);
