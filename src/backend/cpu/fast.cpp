@@ -29,6 +29,22 @@ namespace tessera {
 
 namespace {
 
+// Kernels below come in copies per instruction set (a body compiled for AVX-512, for AVX2 and
+// plain): which one runs, as TESSERA_CPU_ISA and this CPU allow, decided once.
+enum class CopyIsa { plain, avx2, avx512 };
+inline CopyIsa copy_isa() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const CopyIsa isa = [] {
+    const cpu::HalfIsa h = cpu::half_isa();
+    if (h == cpu::HalfIsa::avx512 || h == cpu::HalfIsa::avx512_bf16) return CopyIsa::avx512;
+    return h == cpu::HalfIsa::avx2 ? CopyIsa::avx2 : CopyIsa::plain;
+  }();
+  return isa;
+#else
+  return CopyIsa::plain;
+#endif
+}
+
 #if defined(__x86_64__)
 // g++ 12 takes the unmasked AVX-512 intrinsics' pass-through operand for a read of an undefined
 // register (here and in cross entropy's rows below); every lane they read is defined.
@@ -100,8 +116,7 @@ void rope_rows(const array& x, const int32_t* offset, size_t n_offsets, const fl
         } else {  // the two halves
 #if defined(__x86_64__)
           if constexpr (std::is_same_v<T, bfloat16_t>) {
-            static const cpu::HalfIsa isa = cpu::half_isa();  // TESSERA_CPU_ISA and this CPU
-            if (isa == cpu::HalfIsa::avx512 || isa == cpu::HalfIsa::avx512_bf16) {
+            if (copy_isa() == CopyIsa::avx512) {
               rope_halves_bf16(in, in + half, c, s, o, o + half, half);
               for (int i = dims; i < D; ++i) o[i] = in[i];
               continue;
@@ -124,7 +139,6 @@ void rope_rows(const array& x, const int32_t* offset, size_t n_offsets, const fl
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-// The target of the per-instruction-set copies below.
 #define TESSERA_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
 #endif
 
@@ -280,11 +294,10 @@ void norm_rows(const array& x, const T* weight, const T* bias, float eps, bool l
     }
     detail::parallel_for(rows, grain, [&](size_t r0, size_t r1) {
 #if defined(__x86_64__) && defined(__GNUC__)
-      static const cpu::HalfIsa isa = cpu::half_isa();  // TESSERA_CPU_ISA and this CPU
-      if (isa == cpu::HalfIsa::avx512 || isa == cpu::HalfIsa::avx512_bf16) {
+      if (copy_isa() == CopyIsa::avx512) {
         return norm_rows_avx512(xp, D, w, b, eps, layer, finite, r0, r1, out);
       }
-      if (isa == cpu::HalfIsa::avx2) {
+      if (copy_isa() == CopyIsa::avx2) {
         return norm_rows_avx2(xp, D, w, b, eps, layer, finite, r0, r1, out);
       }
 #endif
@@ -415,12 +428,11 @@ void norm_vjp_rows(const array& x, const T* weight, const T* g, float eps, bool 
   detail::parallel_for(blocks, std::max<size_t>(1, 4096 / std::max(D, 1)), [&](size_t b0, size_t b1) {
     std::vector<C> gy(static_cast<size_t>(D)), xc(static_cast<size_t>(D));
 #if defined(__x86_64__) && defined(__GNUC__)
-    static const cpu::HalfIsa isa = cpu::half_isa();  // TESSERA_CPU_ISA and this CPU
-    if (isa == cpu::HalfIsa::avx512 || isa == cpu::HalfIsa::avx512_bf16) {
+    if (copy_isa() == CopyIsa::avx512) {
       return norm_vjp_blocks_avx512(xp, g, rows, D, weight, eps, layer, dx, pwp, pbp, b0, b1,
                                     gy.data(), xc.data());
     }
-    if (isa == cpu::HalfIsa::avx2) {
+    if (copy_isa() == CopyIsa::avx2) {
       return norm_vjp_blocks_avx2(xp, g, rows, D, weight, eps, layer, dx, pwp, pbp, b0, b1,
                                   gy.data(), xc.data());
     }
@@ -638,11 +650,10 @@ void cross_entropy_rows(const array& x, const int32_t* targets, float* loss, con
                        [&](size_t r0, size_t r1) {
 #if defined(__x86_64__) && defined(__GNUC__)
     if constexpr (!std::is_same_v<T, double>) {
-      static const cpu::HalfIsa isa = cpu::half_isa();
-      if (isa == cpu::HalfIsa::avx512 || isa == cpu::HalfIsa::avx512_bf16) {
+      if (copy_isa() == CopyIsa::avx512) {
         return cross_entropy_avx512(xp, targets, n, r0, r1, loss, g, grad);
       }
-      if (isa == cpu::HalfIsa::avx2) {
+      if (copy_isa() == CopyIsa::avx2) {
         return cross_entropy_avx2(xp, targets, n, r0, r1, loss, g, grad);
       }
     }
@@ -709,11 +720,8 @@ __attribute__((target("avx2,fma"))) float exp_shift_sum_avx2(float* y, int n, fl
 
 float exp_shift_sum(float* y, int n, float m) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  static const cpu::HalfIsa isa = cpu::half_isa();  // TESSERA_CPU_ISA and this CPU
-  if (isa == cpu::HalfIsa::avx512 || isa == cpu::HalfIsa::avx512_bf16) {
-    return exp_shift_sum_avx512(y, n, m);
-  }
-  if (isa == cpu::HalfIsa::avx2) return exp_shift_sum_avx2(y, n, m);
+  if (copy_isa() == CopyIsa::avx512) return exp_shift_sum_avx512(y, n, m);
+  if (copy_isa() == CopyIsa::avx2) return exp_shift_sum_avx2(y, n, m);
 #endif
   return exp_shift_sum_body(y, n, m);
 }
@@ -760,11 +768,10 @@ void attention_grad_weights(C* s, C* dp, int rows, int kb, const C* m, const C* 
                             const C* rowdot, C low) {
 #if defined(__x86_64__) && defined(__GNUC__)
   if constexpr (std::is_same_v<C, float>) {
-    static const cpu::HalfIsa isa = cpu::half_isa();  // TESSERA_CPU_ISA and this CPU
-    if (isa == cpu::HalfIsa::avx512 || isa == cpu::HalfIsa::avx512_bf16) {
+    if (copy_isa() == CopyIsa::avx512) {
       return attention_grad_weights_avx512(s, dp, rows, kb, m, inv_l, rowdot, low);
     }
-    if (isa == cpu::HalfIsa::avx2) {
+    if (copy_isa() == CopyIsa::avx2) {
       return attention_grad_weights_avx2(s, dp, rows, kb, m, inv_l, rowdot, low);
     }
   }
