@@ -55,5 +55,43 @@ int main() {
   show("sort", mx::sort(x));
   show("matmul", mx::matmul(cols, mx::transpose(cols)));
   show("uniform", mx::random::uniform({n}, mx::float32, key));
+
+  // The fused kernels of tessera::fast and their gradients, in float32 and bfloat16: rows, key
+  // blocks and the norms' 16-row weight sums split over the pool.
+  auto rows = mx::reshape(mx::slice(x, {0}, {300 * 1000}), {300, 1000});  // 19 weight blocks
+  auto w = mx::slice(x, {1000}, {2000});
+  auto qkv = mx::reshape(mx::slice(x, {0}, {2 * 6 * 300 * 32}), {2, 6, 300, 32});
+  auto kv = mx::reshape(mx::slice(x, {3}, {3 + 2 * 2 * 300 * 32}), {2, 2, 300, 32});
+  auto targets = mx::astype(mx::multiply(mx::abs(mx::slice(x, {0}, {300})), mx::array(300.0f)),
+                            mx::int32);
+  for (auto dt : {mx::float32, mx::bfloat16}) {
+    const std::string tag = dt == mx::float32 ? "_f32" : "_bf16";
+    auto r = mx::astype(rows, dt), wt = mx::astype(w, dt), q = mx::astype(qkv, dt);
+    auto k = mx::astype(kv, dt);
+    auto norms = [&](const std::vector<mx::array>& a) {
+      return std::vector<mx::array>{mx::fast::layer_norm(a[0], a[1], a[1], 1e-5f),
+                                    mx::fast::rms_norm(a[0], a[1], 1e-5f)};
+    };
+    auto [norm_out, norm_grads] = mx::vjp(norms, {r, wt}, {r, r});
+    show(("layer_norm" + tag).c_str(), norm_out[0]);
+    show(("norm_grad_x" + tag).c_str(), norm_grads[0]);
+    show(("norm_grad_w" + tag).c_str(), norm_grads[1]);
+    show(("rope" + tag).c_str(), mx::fast::rope(q, 32, false, 10000.0f, 1.0f, 5));
+    auto attn = [&](const std::vector<mx::array>& a) {
+      return std::vector<mx::array>{
+          mx::fast::scaled_dot_product_attention(a[0], a[1], a[2], 0.2f, "causal")};
+    };
+    auto [attn_out, attn_grads] = mx::vjp(attn, {q, k, k}, {q});
+    show(("attention" + tag).c_str(), attn_out[0]);
+    for (int i = 0; i < 3; ++i) {
+      show(("attention_grad" + std::to_string(i) + tag).c_str(), attn_grads[i]);
+    }
+    auto ce = [&](const std::vector<mx::array>& a) {
+      return std::vector<mx::array>{mx::fast::cross_entropy(a[0], targets)};
+    };
+    auto [ce_out, ce_grads] = mx::vjp(ce, {r}, {mx::slice(x, {0}, {300})});
+    show(("cross_entropy" + tag).c_str(), ce_out[0]);
+    show(("cross_entropy_grad" + tag).c_str(), ce_grads[0]);
+  }
   return 0;
 }
