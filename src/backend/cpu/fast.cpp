@@ -46,6 +46,13 @@ inline CopyIsa copy_isa() {
 }
 
 #if defined(__x86_64__)
+// The first min(left, 16) of 16 lanes.
+inline __mmask16 first_lanes(int left) {
+  return left >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << left) - 1);
+}
+#endif
+
+#if defined(__x86_64__)
 // g++ 12 takes the unmasked AVX-512 intrinsics' pass-through operand for a read of an undefined
 // register (here and in cross entropy's rows below); every lane they read is defined.
 #pragma GCC diagnostic push
@@ -58,7 +65,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void rope_halves_bf16(
     bfloat16_t* o1, bfloat16_t* o2, int half) {
   namespace v = cpu::ops;
   for (int i = 0; i < half; i += 16) {
-    const __mmask16 m = half - i >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (half - i)) - 1);
+    const __mmask16 m = first_lanes(half - i);
     const __m512 a = v::load_bf16(m, x1 + i), b = v::load_bf16(m, x2 + i);
     const __m512 cv = v::load_bf16(m, c + i), sv = v::load_bf16(m, s + i);
     const __m512 ac = v::round_bf16(_mm512_mul_ps(a, cv)), bs = v::round_bf16(_mm512_mul_ps(b, sv));
@@ -425,7 +432,8 @@ void norm_vjp_rows(const array& x, const T* weight, const T* g, float eps, bool 
   std::vector<C> pw(dw ? blocks * D : 0), pb(db ? blocks * D : 0);
   C* pwp = dw ? pw.data() : nullptr;
   C* pbp = db ? pb.data() : nullptr;
-  detail::parallel_for(blocks, std::max<size_t>(1, 4096 / std::max(D, 1)), [&](size_t b0, size_t b1) {
+  const size_t grain = std::max<size_t>(1, 4096 / std::max(D, 1));
+  detail::parallel_for(blocks, grain, [&](size_t b0, size_t b1) {
     std::vector<C> gy(static_cast<size_t>(D)), xc(static_cast<size_t>(D));
 #if defined(__x86_64__) && defined(__GNUC__)
     if (copy_isa() == CopyIsa::avx512) {
@@ -583,8 +591,9 @@ TESSERA_CE_AVX512 std::pair<float, float> row_lse_avx512(const T* x, int n, floa
     s1 = _mm512_add_ps(s1, e1);
   }
   for (; j < n; j += 16) {
-    const __mmask16 k = n - j >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (n - j)) - 1);
-    const __m512 e0 = _mm512_maskz_mov_ps(k, exp_nonpositive(_mm512_sub_ps(load16(x + j, k, 0.0f), vmx)));
+    const __mmask16 k = first_lanes(n - j);
+    const __m512 e0 =
+        _mm512_maskz_mov_ps(k, exp_nonpositive(_mm512_sub_ps(load16(x + j, k, 0.0f), vmx)));
     if (e) _mm512_mask_storeu_ps(e + j, k, e0);
     s0 = _mm512_add_ps(s0, e0);
   }
@@ -599,7 +608,8 @@ TESSERA_CE_AVX512 inline void store16(T* x, __mmask16 mask, __m512 v) {
   } else if constexpr (std::is_same_v<T, bfloat16_t>) {
     cpu::ops::store_bf16(x, mask, cpu::ops::round_bf16(v));
   } else {
-    _mm256_mask_storeu_epi16(x, mask, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    const __m256i h = _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm256_mask_storeu_epi16(x, mask, h);
   }
 }
 
@@ -623,7 +633,7 @@ TESSERA_CE_AVX512 void cross_entropy_avx512(const T* x, const int32_t* targets, 
     const float scale = (valid ? g[r] : std::numeric_limits<float>::quiet_NaN()) / sum;
     const __m512 vs = _mm512_set1_ps(scale);
     for (int j = 0; j < n; j += 16) {
-      const __mmask16 k = n - j >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (n - j)) - 1);
+      const __mmask16 k = first_lanes(n - j);
       store16(gr + j, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, e.data() + j), vs));
     }
     if (valid) gr[t] = static_cast<T>(e[t] * scale - g[r]);
