@@ -335,18 +335,30 @@ void eval_impl(std::vector<array> outputs, bool async) {
       return;
     }
   }
-  // 3. Submit in dependency order; detach each node so memory is freed as soon as it ran.
+  // 3. Submit in dependency order, each run of consecutive nodes on one stream as one task (a
+  // task per node cost a queue lock, a wake-up and an allocation per op: mlx-lm's decode, ~1,450
+  // ops per token submitted by async_eval, took 23 ms per token against 13 run inline). Each
+  // stream's queue keeps the tape's order, and a node waits only for nodes before it in the tape,
+  // so runs on different streams cannot wait for each other in a cycle. Each node is detached
+  // and released as soon as it ran, so memory is freed as before.
   while (!tape.empty()) {
-    std::shared_ptr<detail::Node> node = tape.back().node();
-    auto outs = tape.back().outputs();
-    for (auto& o : outs) o.set_status(array::Status::scheduled);
-    if (!tape.back().is_tracer()) tape.back().detach();
-    tape.pop_back();  // drop our handle: the task owns the outputs now
-    Stream stream = node->primitive->stream();
-    scheduler::enqueue(stream, [node = std::move(node), outs = std::move(outs), stream, async]() mutable {
-      run_node(node, outs);
-      // Nobody waits on an async_eval: its stream keeps the first error for synchronize.
-      if (async && outs[0].error()) scheduler::record_error(stream, outs[0].error());
+    const Stream stream = tape.back().node()->primitive->stream();
+    std::vector<std::pair<std::shared_ptr<detail::Node>, std::vector<array>>> run;
+    while (!tape.empty() && tape.back().node()->primitive->stream() == stream) {
+      auto outs = tape.back().outputs();
+      for (auto& o : outs) o.set_status(array::Status::scheduled);
+      run.emplace_back(tape.back().node(), std::move(outs));
+      if (!tape.back().is_tracer()) tape.back().detach();
+      tape.pop_back();  // drop our handle: the task owns the outputs now
+    }
+    scheduler::enqueue(stream, [run = std::move(run), stream, async]() mutable {
+      for (auto& [node, outs] : run) {
+        run_node(node, outs);
+        // Nobody waits on an async_eval: its stream keeps the first error for synchronize.
+        if (async && outs[0].error()) scheduler::record_error(stream, outs[0].error());
+        node.reset();
+        outs.clear();
+      }
     });
     if (scheduler::n_active_tasks() > kMaxActiveTasks ||
         (get_active_memory() > get_memory_limit() && scheduler::n_active_tasks() > 0)) {
