@@ -141,3 +141,47 @@ def test_half_precision_products_of_few_rows_on_every_isa():
             wt, rowmajor = np.array(got[name + "_wt"]), np.array(got[name + "_rowmajor"])
             assert np.all(np.abs(wt - want) <= tol), (isa, name)
             assert np.all(np.abs(rowmajor - want[:1]) <= tol[:1]), (isa, name)
+
+
+QUANT_WORKER = r"""
+import json
+import numpy as np
+import tessera.core as mx
+
+rng = np.random.default_rng(4)
+out = []
+# Rows 1-3 (the few-rows path); k a whole number of 128-value blocks or not; every group size.
+for m, k, n, gs in ((1, 576, 67, 64), (3, 640, 33, 128), (2, 160, 40, 32), (1, 2048, 9, 64)):
+    w = mx.array(rng.standard_normal((n, k))).astype(mx.bfloat16)
+    wq, s, b = mx.quantize(w, gs, 4)
+    x = (mx.array(rng.standard_normal((m, k))) * 2 + 0.5).astype(mx.bfloat16)
+    y = mx.quantized_matmul(x, wq, s, b, True, gs, 4)
+    out.append({"gs": gs, "x": np.asarray(x.astype(mx.float32)).tolist(),
+                "packed": np.asarray(wq).view(np.uint8).tolist(),
+                "scales": np.asarray(s.astype(mx.float32)).tolist(),
+                "biases": np.asarray(b.astype(mx.float32)).tolist(),
+                "y": np.asarray(y.astype(mx.float32)).tolist(), "dtype": str(y.dtype)})
+print(json.dumps(out))
+"""
+
+
+def test_bfloat16_quantized_products_of_few_rows_on_every_isa():
+    # mlx-lm's 4-bit decode: bfloat16 x, scales and biases, 1-3 rows. Each path (vdpbf16ps on
+    # x's pairs where the CPU has AVX512_BF16, float lanes otherwise) must give the float64 product
+    # of x with the weights scale * q + bias, to bfloat16's rounding.
+    for isa in isas():
+        env = dict(os.environ, TESSERA_CPU_ISA=isa)
+        r = subprocess.run([sys.executable, "-c", QUANT_WORKER], env=env, capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        for case in json.loads(r.stdout):
+            gs = case["gs"]
+            packed = np.array(case["packed"], dtype=np.uint8)
+            q = np.stack([packed & 15, packed >> 4], -1).reshape(packed.shape[0], -1)
+            w = (np.repeat(np.array(case["scales"]), gs, 1) * q +
+                 np.repeat(np.array(case["biases"]), gs, 1))
+            x = np.array(case["x"], dtype=np.float64)
+            want, scale = x @ w.T, np.abs(x) @ np.abs(w).T
+            got = np.array(case["y"])
+            assert case["dtype"].endswith("bfloat16")
+            assert np.all(np.abs(got - want) <= 2 ** -8 * np.abs(want) + 1e-5 * scale), (isa, gs)

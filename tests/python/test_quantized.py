@@ -70,6 +70,28 @@ def test_quantized_matmul_matches_dequantized_product(transpose, bits, gs):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
 
 
+@pytest.mark.parametrize("dtype,rel", [("bfloat16", 2 ** -8), ("float16", 2 ** -10)])
+@pytest.mark.parametrize("bits,gs,mode,k", [(4, 64, "affine", 576), (4, 128, "affine", 640),
+                                            (3, 32, "affine", 96), (4, 32, "mxfp4", 160)])
+def test_half_precision_prefill_products_match_the_float64_product(dtype, rel, bits, gs, mode, k):
+    # Many rows of half-precision x (a prefill): the weights are dequantized to x's dtype a chunk of
+    # columns at a time and multiplied on the GEMM. Reference: float64 x @ dequantize(w).T with the
+    # dequantized values in float64; allowed: the result's rounding plus one rounding of each
+    # weight to the half type.
+    dt = getattr(mx, dtype)
+    w = mx.array(RNG.standard_normal((130, k)).astype(np.float32)).astype(dt)
+    q = mx.quantize(w, group_size=gs, bits=bits, mode=mode)
+    wd = np.array(mx.dequantize(*q, group_size=gs, bits=bits, mode=mode, dtype=mx.float32)
+                  ).astype(np.float64)
+    x = mx.array(RNG.standard_normal((2, 20, k)).astype(np.float32)).astype(dt)
+    got = mx.quantized_matmul(x, *q, transpose=True, group_size=gs, bits=bits, mode=mode)
+    assert got.dtype == dt
+    xf = np.array(x.astype(mx.float32)).astype(np.float64)
+    want, scale = xf @ wd.T, np.abs(xf) @ np.abs(wd).T
+    err = np.abs(np.array(got.astype(mx.float32)) - want)
+    assert np.all(err <= rel * np.abs(want) + rel * scale)
+
+
 def test_quantized_matmul_agrees_with_mlx_and_takes_half_precision():
     x, wq = DATA["qmm_x"], mx.array(DATA["b4_g64_float32_wq"])
     s, b = mx.array(DATA["b4_g64_float32_scales"]), mx.array(DATA["b4_g64_float32_biases"])
