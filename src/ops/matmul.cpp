@@ -67,19 +67,11 @@ array matmul(const array& in_a, const array& in_b, StreamOrDevice s) {
   a = astype(a, out_type, s);
   b = astype(b, out_type, s);
 
-  Shape out_shape;
-  if (a.ndim() > 2 && b.ndim() == 2 && !detail::in_shapeless_compile_trace()) {
-    // One gemm over all of a's rows: (..., M, K) -> (prod(...) * M, K), and so one gemm for b's
-    // gradient too (K = all rows; batched, it was one product per batch entry and a sum). Not
-    // while a shapeless compile traces: those fixed shapes would pin a replay's batch and rows;
-    // the batched product below broadcasts b instead and its kernel stacks the rows into one
-    // gemm all the same.
-    Shape a_shape = a.shape();
-    int rows = 1;
-    for (size_t i = 0; i + 1 < a_shape.size(); ++i) rows *= a_shape[i];
-    a = reshape(a, {rows, a_shape.back()}, s);
-    out_shape = a_shape;
-    out_shape.back() = b.shape(-1);
+  if (b.ndim() == 2) {
+    // (..., M, K) @ (K, N) is one primitive on a as it is (nn.Linear's x @ W.T): its kernel
+    // stacks a's rows into one gemm where they are contiguous, and b's gradient is one product
+    // over all rows (Matmul::vjp). Reshaping a to 2-D and the result back cost mlx-lm's decode
+    // two graph nodes per product, ~420 of its ~1,450 per token.
   } else if (a.ndim() > 2 || b.ndim() > 2) {
     Shape batch = broadcast_batch("matmul", a.shape(), b.shape());
     const array a0 = a;
@@ -88,9 +80,8 @@ array matmul(const array& in_a, const array& in_b, StreamOrDevice s) {
   }
   Shape prim_shape = a.shape();
   prim_shape.back() = b.shape(-1);
-  if (out_shape.empty()) out_shape = prim_shape;
   array out(prim_shape, out_type, std::make_shared<Matmul>(to_stream(s)), {a, b});
-  Shape final_shape = drop_vector_dims(out_shape, in_a.ndim() == 1, in_b.ndim() == 1);
+  Shape final_shape = drop_vector_dims(prim_shape, in_a.ndim() == 1, in_b.ndim() == 1);
   return final_shape == prim_shape ? out : reshape(out, final_shape, s);
 }
 
@@ -302,6 +293,12 @@ array batch_first(const array& x, int axis, const Stream& s) {
   return axis > 0 ? moveaxis(x, axis, 0, s) : x;
 }
 
+// x's rows as one matrix: (..., M, K) -> (prod(...) * M, K); a matrix as it is.
+array rows_2d(const array& x, const Stream& s) {
+  if (x.ndim() <= 2) return x;
+  return reshape(x, {-1, x.shape(-1)}, s);
+}
+
 array scaled(const array& x, float k, const Stream& s) {
   return k == 1.0f ? x : multiply(array(k, x.dtype()), x, s);
 }
@@ -335,8 +332,11 @@ std::vector<array> Matmul::vjp(const std::vector<array>& primals,
       out.push_back(
           product_for_cotangent(cotan, adjoint(primals[1], stream()), primals[0], stream()));
     } else {
-      out.push_back(
-          product_for_cotangent(adjoint(primals[0], stream()), cotan, primals[1], stream()));
+      // b a matrix under a batched a: one product over all of a's rows.
+      const bool flat = primals[1].ndim() == 2;
+      const array a = flat ? rows_2d(primals[0], stream()) : primals[0];
+      const array c = flat ? rows_2d(cotan, stream()) : cotan;
+      out.push_back(product_for_cotangent(adjoint(a, stream()), c, primals[1], stream()));
     }
   }
   return out;
@@ -357,10 +357,20 @@ std::vector<array> Matmul::jvp(const std::vector<array>& primals,
 
 std::pair<std::vector<array>, std::vector<int>> Matmul::vmap(const std::vector<array>& inputs,
                                                              const std::vector<int>& axes) {
-  // The front end gives both operands the same rank, so a vmapped axis moved to the front is
-  // one extra leading dim that broadcasts against the other operand.
+  // A vmapped axis moved to the front is one extra leading dim that broadcasts against the other
+  // operand once both have the same rank (b may be a 2-D matrix under a batched a).
   array a = batch_first(inputs[0], axes[0], stream());
   array b = batch_first(inputs[1], axes[1], stream());
+  const int rank_a = static_cast<int>(a.ndim()) - (axes[0] >= 0);
+  const int rank_b = static_cast<int>(b.ndim()) - (axes[1] >= 0);
+  if (rank_a != rank_b) {
+    array& low = rank_a < rank_b ? a : b;
+    const int missing = std::abs(rank_a - rank_b);
+    const bool batched = (rank_a < rank_b ? axes[0] : axes[1]) >= 0;
+    Shape shape = low.shape();
+    shape.insert(shape.begin() + (batched ? 1 : 0), missing, 1);
+    low = reshape(low, shape, stream());
+  }
   return {{matmul(a, b, stream())}, {0}};
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_features.h"
+#include "backend/cpu/elementwise.h"
 #include "core/thread_pool.h"
 
 namespace tessera::cpu {
@@ -363,18 +364,18 @@ void half_skinny_gemm(HalfIsa isa, int m, int n, int k, float alpha, const T* a,
     }
   }
   const Job<T> J{m, k, alpha, beta, a, lda, xf.data(), b, ldb, out, ldo};
-  // Columns in chunks of 64 (whole 64-byte lines of a row-major b); one thread for a weight that
-  // the caches hold anyway.
-  constexpr int kChunk = 64;
-  const int chunks = (n + kChunk - 1) / kChunk;
+  // Columns in blocks of 64 (whole 64-byte lines of a row-major b) that the pool's threads take in
+  // turn (a thread that starts late does fewer); one thread for a weight the caches hold anyway.
+  constexpr int kBlock = 64;
   const double bytes = static_cast<double>(n) * k * sizeof(T);
-  const size_t grain = bytes < (1 << 16)
-                           ? static_cast<size_t>(chunks)
-                           : std::max<size_t>(1, chunks / (4 * detail::num_threads()));
-  detail::parallel_for(static_cast<size_t>(chunks), grain, [&](size_t c0, size_t c1) {
-    run_range(isa, b_rows_are_n, J, static_cast<int>(c0) * kChunk,
-              std::min(n, static_cast<int>(c1) * kChunk));
-  });
+  auto columns = [&](size_t j0, size_t j1) {
+    run_range(isa, b_rows_are_n, J, static_cast<int>(j0), static_cast<int>(j1));
+  };
+  if (bytes < (1 << 16)) {
+    columns(0, static_cast<size_t>(n));
+  } else {
+    parallel_blocks(static_cast<size_t>(n), kBlock, columns);
+  }
 }
 
 template <typename T>
