@@ -1427,6 +1427,26 @@ def test_matmul_non_contiguous_and_dtypes():
     check(mx.matmul(mx.array(c), mx.array(c)), c @ c, mx.complex64, rtol=1e-5, atol=1e-5)
 
 
+def test_batched_rows_times_a_matrix_under_grad_and_vmap():
+    # (..., M, K) @ (K, N) is one primitive on the batched operand as it is: its gradients (b's
+    # summed over every row), and vmap with the matrix batched, the rows batched, or both.
+    x, w, c = randn(2, 3, 4), randn(4, 5), randn(2, 3, 5)
+    gx, gw = mx.grad(lambda a, b: mx.sum((a @ b) * mx.array(c)), argnums=(0, 1))(
+        mx.array(x), mx.array(w))
+    np.testing.assert_allclose(np.array(gx), c @ w.T, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.array(gw), np.einsum("bmk,bmn->kn", x, c), rtol=1e-5, atol=1e-5)
+    xs, ws = randn(3, 2, 3, 4), randn(3, 4, 5)
+    np.testing.assert_allclose(np.array(mx.vmap(lambda a: a @ mx.array(w))(mx.array(xs))),
+                               xs @ w, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.array(mx.vmap(lambda b: mx.array(x) @ b)(mx.array(ws))),
+                               np.stack([x @ wi for wi in ws]), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.array(mx.vmap(lambda a, b: a @ b)(mx.array(xs), mx.array(ws))),
+                               np.stack([xi @ wi for xi, wi in zip(xs, ws)]), rtol=1e-5, atol=1e-5)
+    moved = mx.array(ws.transpose(1, 0, 2))  # the matrices' batch on axis 1
+    np.testing.assert_allclose(np.array(mx.vmap(lambda b: mx.array(x) @ b, in_axes=1)(moved)),
+                               np.stack([x @ wi for wi in ws]), rtol=1e-5, atol=1e-5)
+
+
 def test_matmul_shape_errors():
     with pytest.raises(ValueError, match="matmul|shape|contract|inner"):
         mx.matmul(mx.zeros((3, 4)), mx.zeros((5, 2)))
