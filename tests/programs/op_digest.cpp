@@ -56,11 +56,11 @@ int main() {
   show("matmul", mx::matmul(cols, mx::transpose(cols)));
   show("uniform", mx::random::uniform({n}, mx::float32, key));
 
-  // Decode-sized products in bfloat16 (1 and 3 rows, columns split over the pool): the dense one
+  // Decode-sized products in bfloat16 (1 and 6 rows, columns split over the pool): the dense one
   // and the 4-bit one of mlx-lm's quantized models.
   auto w_half = mx::astype(mx::reshape(mx::slice(x, {0}, {1000 * 576}), {1000, 576}), mx::bfloat16);
   auto wq = mx::quantize(w_half, 64, 4);
-  for (int m : {1, 3}) {
+  for (int m : {1, 6}) {
     auto xr = mx::astype(mx::reshape(mx::slice(x, {5}, {5 + m * 576}), {m, 576}), mx::bfloat16);
     const std::string tag = "_rows" + std::to_string(m);
     show(("matmul_bf16" + tag).c_str(), mx::matmul(xr, mx::transpose(w_half)));

@@ -495,6 +495,53 @@ void affine4_rows_bf16(const Affine4Shape& sh, const uint16_t* xp, const float* 
     affine4_col_bf16<M>(sh, xp, xsum, packed, scales, biases, col, out);
   }
 }
+// Rows of x up to which affine4_pairs_product serves bfloat16 (decode, batched and speculative
+// decode); more go to qmm_half_gemm.
+constexpr int64_t kPairRows = 8;
+
+bool affine4_pairs_serve(const Codec& c, int64_t m) {
+  return c.affine() && c.bits == 4 && m <= kPairRows &&
+         (c.group_size == 32 || c.group_size == 64 || c.group_size == 128) &&
+         cpu::half_isa() == cpu::HalfIsa::avx512_bf16;
+}
+
+// out (m, n) = x (m, k) @ W^T for affine4_pairs_serve: columns in blocks of 64 over the pool.
+void affine4_pairs_product(const bfloat16_t* x, const uint8_t* packed, const bfloat16_t* scales,
+                           const bfloat16_t* biases, bfloat16_t* out, int64_t m, int64_t n,
+                           int64_t k, int group_size) {
+  const int64_t groups = k / group_size;
+  std::vector<float> xsum(static_cast<size_t>(m * groups));
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t g = 0; g < groups; ++g) {
+      float acc = 0.0f;
+      for (int j = 0; j < group_size; ++j) acc += static_cast<float>(x[r * k + g * group_size + j]);
+      xsum[r * groups + g] = acc;
+    }
+  }
+  const std::vector<uint16_t> xp = x_pairs(reinterpret_cast<const uint16_t*>(x), m, k);
+  const Affine4Shape shape(n, k, group_size);
+  const auto* sb = reinterpret_cast<const uint16_t*>(scales);
+  const auto* bb = reinterpret_cast<const uint16_t*>(biases);
+  std::vector<float> res(static_cast<size_t>(m * n));
+  cpu::parallel_blocks(static_cast<size_t>(n), 64, [&](size_t n0, size_t n1) {
+    auto rows = [&](auto kernel) {
+      kernel(shape, xp.data(), xsum.data(), packed, sb, bb, n0, n1, res.data());
+    };
+    static_assert(kPairRows == 8, "the kernel is instantiated for 1 to 8 rows");
+    switch (m) {
+      case 1: return rows(affine4_rows_bf16<1>);
+      case 2: return rows(affine4_rows_bf16<2>);
+      case 3: return rows(affine4_rows_bf16<3>);
+      case 4: return rows(affine4_rows_bf16<4>);
+      case 5: return rows(affine4_rows_bf16<5>);
+      case 6: return rows(affine4_rows_bf16<6>);
+      case 7: return rows(affine4_rows_bf16<7>);
+      default: return rows(affine4_rows_bf16<8>);
+    }
+  });
+  for (int64_t i = 0; i < m * n; ++i) out[i] = bfloat16_t(res[i]);
+}
+
 #undef TESSERA_QUANT_BF16
 #endif
 
@@ -546,6 +593,13 @@ bool qmm_half_gemm(const T* x, const uint8_t* packed, const S* scales, const S* 
 template <typename T, typename A, typename S>
 void qmm_transposed(const T* x, const uint8_t* packed, const S* scales, const S* biases, T* out,
                     int64_t m, int64_t n, int64_t k, const Codec& c) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if constexpr (std::is_same_v<T, bfloat16_t> && std::is_same_v<S, bfloat16_t>) {
+    if (affine4_pairs_serve(c, m)) {
+      return affine4_pairs_product(x, packed, scales, biases, out, m, n, k, c.group_size);
+    }
+  }
+#endif
   if constexpr (std::is_same_v<T, bfloat16_t> || std::is_same_v<T, float16_t>) {
     if (m >= kGemmRows && qmm_half_gemm(x, packed, scales, biases, out, m, n, k, c)) return;
   }
@@ -588,31 +642,6 @@ void qmm_transposed(const T* x, const uint8_t* packed, const S* scales, const S*
       xsum[r * groups + g] = acc;
     }
   }
-#if defined(__x86_64__) && defined(__GNUC__)
-  if constexpr (std::is_same_v<T, bfloat16_t> && std::is_same_v<S, bfloat16_t> &&
-                std::is_same_v<A, float>) {
-    if (c.affine() && c.bits == 4 &&
-        (group_size == 32 || group_size == 64 || group_size == 128) &&
-        cpu::half_isa() == cpu::HalfIsa::avx512_bf16) {
-      std::vector<float> res(static_cast<size_t>(m * n));
-      const std::vector<uint16_t> xp = x_pairs(reinterpret_cast<const uint16_t*>(x), m, k);
-      const Affine4Shape shape(n, k, group_size);
-      const auto* sb = reinterpret_cast<const uint16_t*>(scales);
-      const auto* bb = reinterpret_cast<const uint16_t*>(biases);
-      cpu::parallel_blocks(static_cast<size_t>(n), 64, [&](size_t n0, size_t n1) {
-        auto rows = [&](auto kernel) {
-          kernel(shape, xp.data(), xsum.data(), packed, sb, bb, n0, n1, res.data());
-        };
-        static_assert(kGemmRows == 4, "the kernel is instantiated for 1, 2 and 3 rows");
-        if (m == 1) rows(affine4_rows_bf16<1>);
-        else if (m == 2) rows(affine4_rows_bf16<2>);
-        else rows(affine4_rows_bf16<3>);
-      });
-      for (int64_t i = 0; i < m * n; ++i) out[i] = from_acc<T>(res[i]);
-      return;
-    }
-  }
-#endif
   // Affine 4 bits on the float paths read x de-interleaved (group_dot).
   if (c.affine() && c.bits == 4) {
     std::vector<A> even(static_cast<size_t>(group_size));
