@@ -168,8 +168,9 @@ void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_
   // Shared with the chunks (they may still be unwinding when the caller has seen them done).
   // Each chunk is taken once, by a pool thread or by the caller: after its own chunk the caller
   // runs every chunk no pool thread has started, so it waits only for chunks in progress. (On a
-  // machine with no spare core a pool thread can start long after the caller is done; waiting
-  // for it cost mlx-lm's decode a quarter of its time.) A pool task that finds its chunk taken
+  // machine with no spare core a pool thread can start long after the caller is done: with
+  // half_gemm's blocks, mlx-lm's 111 M decode went from 19 to 15-16 ms per token on 2 cores.)
+  // A pool task that finds its chunk taken
   // returns without touching f, which may be gone by then.
   struct Shared {
     std::mutex mu;

@@ -11,7 +11,8 @@ namespace tessera::detail {
 int num_threads();
 
 // Run f(begin, end) over disjoint chunks covering [0, n). Chunks hold at least `grain` items; the
-// calling thread runs one chunk itself. A call from inside a chunk runs serially.
+// calling thread runs one chunk itself, then every chunk no pool thread has started, and waits
+// only for chunks in progress. A call from inside a chunk runs serially.
 void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& f);
 
 }  // namespace tessera::detail

@@ -5,6 +5,7 @@
 #include <sched.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -63,6 +64,40 @@ TEST(ThreadPool, NestedCallsRunInline) {
     }
   });
   EXPECT_EQ(total.load(), 800u);
+}
+
+// A share no pool thread has started is run by the caller: with every pool thread held by another
+// call's shares, a parallel_for still finishes at once (it used to wait until one was free; on a
+// machine with no spare core that wait was a pool thread getting its core back).
+TEST(ThreadPool, TheCallerRunsSharesNoPoolThreadHasStarted) {
+  const int threads = num_threads();
+  if (threads < 2) GTEST_SKIP() << "a pool of one runs every call inline";
+  std::atomic<int> holding{0};
+  std::atomic<bool> release{false};
+  std::thread holder([&] {
+    parallel_for(static_cast<size_t>(threads), 1, [&](size_t b, size_t) {
+      if (b == 0) return;
+      ++holding;
+      for (int i = 0; i < 20000 && !release; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    });
+  });
+  for (int i = 0; i < 10000 && holding < threads - 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(holding.load(), threads - 1);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::atomic<int>> hits(64);
+  parallel_for(64, 1, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) hits[i]++;
+  });
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  release = true;
+  holder.join();
+  for (size_t i = 0; i < hits.size(); ++i) EXPECT_EQ(hits[i].load(), 1) << i;
+  EXPECT_LT(seconds, 5.0);
 }
 
 // Every pool size calls the body once per block with the block's own bounds (callers keep one
