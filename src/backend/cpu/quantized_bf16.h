@@ -1,0 +1,25 @@
+// quantized_matmul's few-rows product for mlx-lm's quantized models: affine 4-bit weights with
+// bfloat16 x, scales and biases, multiplied as bfloat16 pairs by AVX512_BF16's vdpbf16ps
+// (quantized_bf16.cpp says how). quantized.cpp's other paths serve everything else.
+#pragma once
+
+#include <cstdint>
+
+#include "tessera/types.h"
+
+namespace tessera::cpu {
+
+// Rows of x up to which affine4_pairs_product serves (decode, batched and speculative decode).
+inline constexpr int64_t kPairRows = 8;
+
+// Whether affine4_pairs_product serves an affine product of `bits`-bit weights in groups of
+// `group_size` with m rows of x on this CPU (TESSERA_CPU_ISA's choice).
+bool affine4_pairs_serve(int bits, int group_size, int64_t m);
+
+// out (m, n) = x (m, k) @ W^T, W (n, k) packed four bits per value with a bfloat16 scale and bias
+// per group; columns in blocks of 64 over the pool. Requires affine4_pairs_serve.
+void affine4_pairs_product(const bfloat16_t* x, const uint8_t* packed, const bfloat16_t* scales,
+                           const bfloat16_t* biases, bfloat16_t* out, int64_t m, int64_t n,
+                           int64_t k, int group_size);
+
+}  // namespace tessera::cpu
