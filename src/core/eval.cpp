@@ -3,6 +3,7 @@
 // to its stream's worker. Kernel errors travel to every dependent and surface in wait().
 #include <cstdint>
 #include <deque>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -312,6 +313,50 @@ bool eval_lone_op(const array& a) {
   return true;
 }
 
+// The nodes of one task in the order they run, with their outputs: node i's are outs[ends[i-1],
+// ends[i]). The vectors go back to a shared spare after the task (their capacity kept), so a
+// steady decode loop allocates none of them: built on the caller's thread and freed on the
+// worker's, each big block freed made glibc's malloc consolidate the small blocks freed
+// meanwhile, and the caller's next small allocations paid for it.
+struct Run {
+  std::vector<std::shared_ptr<detail::Node>> nodes;
+  std::vector<array> outs;
+  std::vector<uint32_t> ends;
+
+  static Run take() {
+    std::lock_guard<std::mutex> l(spare_mutex());
+    auto& spare = spares();
+    if (spare.empty()) return {};
+    Run r = std::move(spare.back());
+    spare.pop_back();
+    return r;
+  }
+  // Every element is gone already (the task released them as it ran).
+  static void give(Run&& r) {
+    r.nodes.clear();
+    r.outs.clear();
+    r.ends.clear();
+    std::lock_guard<std::mutex> l(spare_mutex());
+    if (spares().size() < kSpareRuns) spares().push_back(std::move(r));
+  }
+  // The worker's vector of one node's outputs, kept between nodes.
+  static std::vector<array>& scratch() {
+    thread_local std::vector<array> outs;
+    return outs;
+  }
+
+ private:
+  static constexpr size_t kSpareRuns = 4;
+  static std::mutex& spare_mutex() {
+    static std::mutex m;
+    return m;
+  }
+  static std::vector<Run>& spares() {
+    static auto* s = new std::vector<Run>();  // never destroyed: workers may outlive statics
+    return *s;
+  }
+};
+
 void eval_impl(std::vector<array> outputs, bool async) {
   if (!async && outputs.size() == 1 && eval_lone_op(outputs[0])) return;
   KeptTape kept;
@@ -343,22 +388,36 @@ void eval_impl(std::vector<array> outputs, bool async) {
   // and released as soon as it ran, so memory is freed as before.
   while (!tape.empty()) {
     const Stream stream = tape.back().node()->primitive->stream();
-    std::vector<std::pair<std::shared_ptr<detail::Node>, std::vector<array>>> run;
+    Run run = Run::take();
     while (!tape.empty() && tape.back().node()->primitive->stream() == stream) {
-      auto outs = tape.back().outputs();
-      for (auto& o : outs) o.set_status(array::Status::scheduled);
-      run.emplace_back(tape.back().node(), std::move(outs));
-      if (!tape.back().is_tracer()) tape.back().detach();
+      array& a = tape.back();
+      run.nodes.push_back(a.node());
+      const size_t first = run.outs.size();
+      if (a.node()->outputs.empty()) {
+        run.outs.push_back(a);  // a single-output node's output is `a` itself
+      } else {
+        for (auto& o : a.outputs()) run.outs.push_back(std::move(o));
+      }
+      run.ends.push_back(static_cast<uint32_t>(run.outs.size()));
+      for (size_t i = first; i < run.outs.size(); ++i) {
+        run.outs[i].set_status(array::Status::scheduled);
+      }
+      if (!a.is_tracer()) a.detach();
       tape.pop_back();  // drop our handle: the task owns the outputs now
     }
     scheduler::enqueue(stream, [run = std::move(run), stream, async]() mutable {
-      for (auto& [node, outs] : run) {
-        run_node(node, outs);
+      std::vector<array>& outs = Run::scratch();
+      uint32_t begin = 0;
+      for (size_t i = 0; i < run.nodes.size(); ++i) {
+        for (uint32_t j = begin; j < run.ends[i]; ++j) outs.push_back(std::move(run.outs[j]));
+        begin = run.ends[i];
+        run_node(run.nodes[i], outs);
         // Nobody waits on an async_eval: its stream keeps the first error for synchronize.
         if (async && outs[0].error()) scheduler::record_error(stream, outs[0].error());
-        node.reset();
+        run.nodes[i].reset();
         outs.clear();
       }
+      Run::give(std::move(run));
     });
     if (scheduler::n_active_tasks() > kMaxActiveTasks ||
         (get_active_memory() > get_memory_limit() && scheduler::n_active_tasks() > 0)) {

@@ -95,6 +95,10 @@ int main() {
     };
     auto [attn_out, attn_grads] = mx::vjp(attn, {q, k, k}, {q});
     show(("attention" + tag).c_str(), attn_out[0]);
+    // Decoding: one query position per head against 300 keys (chunks of keys over the pool).
+    auto q1 = mx::slice(q, {0, 0, 299, 0}, {2, 6, 300, 32});
+    show(("attention_decode" + tag).c_str(),
+         mx::fast::scaled_dot_product_attention(q1, k, k, 0.2f, ""));
     for (int i = 0; i < 3; ++i) {
       show(("attention_grad" + std::to_string(i) + tag).c_str(), attn_grads[i]);
     }

@@ -143,6 +143,58 @@ def test_half_precision_products_of_few_rows_on_every_isa():
             assert np.all(np.abs(rowmajor - want[:1]) <= tol[:1]), (isa, name)
 
 
+ATTENTION_WORKER = r"""
+import json
+import numpy as np
+import tessera.core as mx
+
+rng = np.random.default_rng(5)
+out = []
+# (B, Hq, Hkv, Lq, Lk, D, Dv, causal): 1-8 query rows per key/value head (the decode kernel,
+# keys not a whole number of its 16-key steps or 128-key chunks), then 16 rows (the general one).
+for B, Hq, Hkv, Lq, Lk, D, Dv, causal in ((1, 9, 3, 1, 300, 64, 64, False),
+                                          (2, 8, 2, 2, 129, 128, 128, False),
+                                          (1, 4, 4, 1, 1, 16, 32, True),
+                                          (1, 2, 1, 1, 17, 256, 48, False),
+                                          (1, 8, 1, 2, 40, 32, 16, False)):
+    for name in ("float32", "float16", "bfloat16"):
+        dt = getattr(mx, name)
+        # q as mlx-lm passes it: (B, L, H, D) stored, viewed as (B, H, L, D)
+        q = mx.swapaxes(mx.array(rng.standard_normal((B, Lq, Hq, D))).astype(dt), 1, 2)
+        k = mx.array(rng.standard_normal((B, Hkv, Lk, D))).astype(dt)
+        v = mx.array(rng.standard_normal((B, Hkv, Lk, Dv))).astype(dt)
+        o = mx.fast.scaled_dot_product_attention(q, k, v, scale=D ** -0.5,
+                                                 mask="causal" if causal else None)
+        out.append({"dtype": name, "D": D, "causal": causal} |
+                   {n: np.asarray(a.astype(mx.float32)).tolist()
+                    for n, a in (("q", q), ("k", k), ("v", v), ("o", o))})
+print(json.dumps(out))
+"""
+
+
+def test_decode_attention_on_every_isa():
+    # mlx-lm's decode step: a few query rows per key/value head against every key. Each path
+    # (attention_decode.cpp on AVX-512, the general kernel elsewhere) must give the float64
+    # softmax(q k^T scale) v of the same rounded values, to the output type's rounding.
+    for isa in isas():
+        env = dict(os.environ, TESSERA_CPU_ISA=isa)
+        r = subprocess.run([sys.executable, "-c", ATTENTION_WORKER], env=env,
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        for case in json.loads(r.stdout):
+            q, k, v, got = (np.array(case[n], dtype=np.float64) for n in ("q", "k", "v", "o"))
+            reps = q.shape[1] // k.shape[1]
+            k, v = np.repeat(k, reps, axis=1), np.repeat(v, reps, axis=1)
+            s = q @ k.transpose(0, 1, 3, 2) * case["D"] ** -0.5
+            if case["causal"]:
+                s = np.where(np.tril(np.ones(s.shape[-2:]), s.shape[-1] - s.shape[-2]), s, -np.inf)
+            p = np.exp(s - s.max(-1, keepdims=True))
+            want = (p / p.sum(-1, keepdims=True)) @ v
+            rtol = {"float32": 2 ** -21, "float16": 2 ** -10, "bfloat16": 2 ** -8}[case["dtype"]]
+            tol = rtol * np.abs(want) + 1e-6 * np.abs(v).max()
+            assert np.all(np.abs(got - want) <= tol), (isa, case["dtype"], q.shape, k.shape)
+
+
 QUANT_WORKER = r"""
 import json
 import numpy as np

@@ -14,10 +14,12 @@
 #include <immintrin.h>
 #endif
 
+#include "backend/cpu/attention_decode.h"
 #include "backend/cpu/blas.h"
 #include "backend/cpu/copy.h"
 #include "backend/cpu/half_gemm.h"
 #include "backend/cpu/numeric.h"
+#include "backend/cpu/scratch.h"
 #include "backend/cpu/unary_ops.h"
 #include "backend/cpu/vec16_ops.h"
 #include "backend/cpu/vector_math.h"
@@ -315,7 +317,7 @@ void norm_rows(const array& x, const T* weight, const T* bias, float eps, bool l
   if constexpr (std::is_same_v<T, C>) {
     run(weight, bias);
   } else {  // half weights and biases widened once, not once per row
-    std::vector<C> wide((weight ? D : 0) + (bias ? D : 0));
+    cpu::Scratch<C> wide((weight ? D : 0) + (bias ? D : 0));
     C* w = weight ? wide.data() : nullptr;
     C* b = bias ? wide.data() + (weight ? D : 0) : nullptr;
     for (int i = 0; i < D; ++i) {
@@ -932,9 +934,11 @@ struct AttentionTask {
   // there too ((B, Hq, Lq, 2)).
   void run(int b, int g, int q0, int q1, T* out, C* stats) const {
     const int n = q1 - q0, rows = repeats() * n;
-    std::vector<C> qf(static_cast<size_t>(rows) * D), kf, vf;
-    std::vector<C> sc(static_cast<size_t>(rows) * kKeyBlock);
-    std::vector<C> acc(static_cast<size_t>(rows) * Dv, C(0)), m(rows), l(rows);
+    cpu::Scratch<C> qf(static_cast<size_t>(rows) * D), kf(kKeyBlock * static_cast<size_t>(D));
+    cpu::Scratch<C> vf(kKeyBlock * static_cast<size_t>(Dv));
+    cpu::Scratch<C> sc(static_cast<size_t>(rows) * kKeyBlock);
+    cpu::Scratch<C> acc(static_cast<size_t>(rows) * Dv), m(rows), l(rows);
+    std::fill(acc.data(), acc.data() + static_cast<size_t>(rows) * Dv, C(0));
     load_rows(q, b, g, q0, q1, D, static_cast<C>(scale), qf.data());
     for (int rr = 0; rr < rows; ++rr) {
       m[rr] = sink_of(g, n, rr);
@@ -943,8 +947,8 @@ struct AttentionTask {
     const int kend = key_end(q0, q1);
     for (int j0 = 0; j0 < kend; j0 += kKeyBlock) {
       const int kb = std::min(kKeyBlock, kend - j0);
-      const C* kp = block(k, b, g, j0, kb, D, kf);
-      const C* vp = block(v, b, g, j0, kb, Dv, vf);
+      const C* kp = block(k, b, g, j0, kb, D, kf.data());
+      const C* vp = block(v, b, g, j0, kb, Dv, vf.data());
       scores(b, g, q0, n, j0, kb, qf.data(), kp, sc.data());
       for (int rr = 0; rr < rows; ++rr) {
         const C factor = online_step(sc.data() + static_cast<size_t>(rr) * kb, kb, m[rr], l[rr]);
@@ -980,7 +984,8 @@ struct AttentionTask {
     const C low = static_cast<C>(lowest_of<T>());
     std::vector<C> dk_acc(static_cast<size_t>(Lk) * D, C(0));
     std::vector<C> dv_acc(static_cast<size_t>(Lk) * Dv, C(0));
-    std::vector<C> qf, dof, of, kf, vf, sc, dp, dq_acc, m, l, rowdot;
+    std::vector<C> qf, dof, of, sc, dp, dq_acc, m, l, rowdot;
+    std::vector<C> kf(kKeyBlock * static_cast<size_t>(D)), vf(kKeyBlock * static_cast<size_t>(Dv));
     for (int q0 = 0; q0 < Lq; q0 += tile) {
       const int q1 = std::min(Lq, q0 + tile), n = q1 - q0, rows = R * n;
       qf.assign(static_cast<size_t>(rows) * D, C(0));
@@ -1011,7 +1016,7 @@ struct AttentionTask {
       const int kend = key_end(q0, q1);
       for (int j0 = 0; j0 < (stats ? 0 : kend); j0 += kKeyBlock) {  // pass 1: each row's m, l
         const int kb = std::min(kKeyBlock, kend - j0);
-        scores(b, g, q0, n, j0, kb, qf.data(), block(k, b, g, j0, kb, D, kf), sc.data());
+        scores(b, g, q0, n, j0, kb, qf.data(), block(k, b, g, j0, kb, D, kf.data()), sc.data());
         for (int rr = 0; rr < rows; ++rr) {
           online_step(sc.data() + static_cast<size_t>(rr) * kb, kb, m[rr], l[rr]);
         }
@@ -1021,8 +1026,8 @@ struct AttentionTask {
       for (int rr = 0; rr < rows; ++rr) l[rr] = C(1) / l[rr];
       for (int j0 = 0; j0 < kend; j0 += kKeyBlock) {  // pass 2: the gradients
         const int kb = std::min(kKeyBlock, kend - j0);
-        const C* kp = block(k, b, g, j0, kb, D, kf);
-        const C* vp = block(v, b, g, j0, kb, Dv, vf);
+        const C* kp = block(k, b, g, j0, kb, D, kf.data());
+        const C* vp = block(v, b, g, j0, kb, Dv, vf.data());
         scores(b, g, q0, n, j0, kb, qf.data(), kp, sc.data());
         product(false, true, rows, kb, Dv, dof.data(), Dv, vp, Dv, false, dp.data(), kb);
         attention_grad_weights(sc.data(), dp.data(), rows, kb, m.data(), l.data(), rowdot.data(),
@@ -1051,19 +1056,18 @@ struct AttentionTask {
   }
 
   // Rows j0 .. j0 + kb of head (b, g) as C, kb x width with pitch width: in place when they
-  // already are (C's type, consecutive rows), else converted into `scratch`.
-  static const C* block(const Rows4<T>& x, int b, int g, int j0, int kb, int width,
-                        std::vector<C>& scratch) {
+  // already are (C's type, consecutive rows), else converted into `scratch` (room for
+  // kKeyBlock x width).
+  static const C* block(const Rows4<T>& x, int b, int g, int j0, int kb, int width, C* scratch) {
     if constexpr (std::is_same_v<T, C>) {
       if (x.s2 == width) return x.row(b, g, j0);
     }
-    scratch.resize(static_cast<size_t>(kb) * width);
     for (int j = 0; j < kb; ++j) {
       const T* src = x.row(b, g, j0 + j);
-      C* dst = scratch.data() + static_cast<size_t>(j) * width;
+      C* dst = scratch + static_cast<size_t>(j) * width;
       for (int d = 0; d < width; ++d) dst[d] = static_cast<C>(src[d]);
     }
-    return scratch.data();
+    return scratch;
   }
 
   void apply_mask(int b, int h, int i, int j0, int kb, C* s, C low) const {
@@ -1118,6 +1122,17 @@ void ScaledDotProductAttention::eval_cpu(const std::vector<array>& inputs,
   if (has_mask_) mask = inputs[at++];
   const array sinks = has_sinks_ ? cpu::ensure_row_contiguous(inputs[at]) : array(0.0f);
   for (auto& o : outputs) o.set_data(allocator::malloc(o.nbytes()));
+  // Decoding (every key visible to a few rows): attention_decode.h.
+  if (!mask && !has_sinks_ && !output_stats_ && (!causal_ || q.shape(2) == 1)) {
+    const cpu::DecodeAttention d{
+        q.shape(0), q.shape(1), k.shape(1), q.shape(2), k.shape(2), q.shape(3), v.shape(3),
+        scale_,
+        q.data<void>(), {q.strides(0), q.strides(1), q.strides(2)},
+        k.data<void>(), {k.strides(0), k.strides(1), k.strides(2)},
+        v.data<void>(), {v.strides(0), v.strides(1), v.strides(2)},
+        outputs[0].data<void>()};
+    if (cpu::attention_decode(outputs[0].dtype(), d)) return;
+  }
   dispatch_floating("scaled_dot_product_attention", outputs[0].dtype(), [&](auto tag) {
     using T = decltype(tag);
     using C = cpu::compute_t<T>;

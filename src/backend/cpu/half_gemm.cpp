@@ -18,6 +18,7 @@
 
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/elementwise.h"
+#include "backend/cpu/scratch.h"
 #include "core/thread_pool.h"
 
 namespace tessera::cpu {
@@ -357,7 +358,7 @@ void half_skinny_gemm(HalfIsa isa, int m, int n, int k, float alpha, const T* a,
                       const T* b, int64_t ldb, bool b_rows_are_n, float beta, T* out,
                       int64_t ldo) {
   if (m <= 0 || n <= 0) return;
-  std::vector<float> xf(static_cast<size_t>(m) * k);
+  Scratch<float> xf(static_cast<size_t>(m) * k);
   for (int i = 0; i < m; ++i) {
     for (int p = 0; p < k; ++p) {
       xf[static_cast<size_t>(i) * k + p] = static_cast<float>(a[i * lda + p]);
