@@ -9,6 +9,7 @@
 
 #include "backend/cpu/elementwise.h"
 #include "backend/cpu/half_gemm.h"
+#include "backend/cpu/scratch.h"
 
 namespace tessera::cpu {
 
@@ -36,19 +37,20 @@ TESSERA_QUANT_BF16 inline __m512 bf16x16_to_ps(const uint16_t* p, __mmask16 mask
 // permute of 16 groups' scales. Group sizes 32, 64 and 128.
 constexpr int64_t kPairBlock = 128;  // values per 64-byte block
 
-// x (m, k) as bfloat16 bits in the blocks' order: block b, step s, lane i holds the pair
-// (x[128b + 8i + s], x[128b + 8i + s + 4]); k padded with zeros to whole blocks.
-std::vector<uint16_t> x_pairs(const uint16_t* x, int64_t m, int64_t k) {
-  const int64_t blocks = (k + kPairBlock - 1) / kPairBlock, padded = blocks * kPairBlock;
-  std::vector<uint16_t> out(static_cast<size_t>(m * padded), 0);
+// k rounded up to whole 128-value blocks.
+int64_t padded_k(int64_t k) { return (k + kPairBlock - 1) / kPairBlock * kPairBlock; }
+
+// x (m, k) as bfloat16 bits in the blocks' order into out (m x padded_k(k)): block b, step s,
+// lane i holds the pair (x[128b + 8i + s], x[128b + 8i + s + 4]); the padding is zeros.
+void x_pairs(const uint16_t* x, int64_t m, int64_t k, uint16_t* out) {
+  const int64_t padded = padded_k(k);
+  std::fill(out, out + m * padded, uint16_t{0});
   for (int64_t r = 0; r < m; ++r) {
     for (int64_t j = 0; j < k; ++j) {
       const int64_t b = j / kPairBlock, e = j % kPairBlock, i = e / 8, s = e % 8;
-      const int64_t to = r * padded + b * kPairBlock + (s % 4) * 32 + 2 * i + s / 4;
-      out[static_cast<size_t>(to)] = x[r * k + j];
+      out[r * padded + b * kPairBlock + (s % 4) * 32 + 2 * i + s / 4] = x[r * k + j];
     }
   }
-  return out;
 }
 
 // The sum of 16 lanes. (g++ 12 warns that _mm512_reduce_add_ps's helpers read an undefined
@@ -166,7 +168,7 @@ void affine4_pairs_product(const bfloat16_t* x, const uint8_t* packed, const bfl
                            const bfloat16_t* biases, bfloat16_t* out, int64_t m, int64_t n,
                            int64_t k, int group_size) {
   const int64_t groups = k / group_size;
-  std::vector<float> xsum(static_cast<size_t>(m * groups));
+  Scratch<float> xsum(static_cast<size_t>(m * groups));
   for (int64_t r = 0; r < m; ++r) {
     for (int64_t g = 0; g < groups; ++g) {
       float acc = 0.0f;
@@ -174,11 +176,12 @@ void affine4_pairs_product(const bfloat16_t* x, const uint8_t* packed, const bfl
       xsum[r * groups + g] = acc;
     }
   }
-  const std::vector<uint16_t> xp = x_pairs(reinterpret_cast<const uint16_t*>(x), m, k);
+  Scratch<uint16_t> xp(static_cast<size_t>(m * padded_k(k)));
+  x_pairs(reinterpret_cast<const uint16_t*>(x), m, k, xp.data());
   const Affine4Shape shape(n, k, group_size);
   const auto* sb = reinterpret_cast<const uint16_t*>(scales);
   const auto* bb = reinterpret_cast<const uint16_t*>(biases);
-  std::vector<float> res(static_cast<size_t>(m * n));
+  Scratch<float> res(static_cast<size_t>(m * n));
   parallel_blocks(static_cast<size_t>(n), 64, [&](size_t n0, size_t n1) {
     auto rows = [&](auto kernel) {
       kernel(shape, xp.data(), xsum.data(), packed, sb, bb, n0, n1, res.data());
