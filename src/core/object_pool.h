@@ -2,10 +2,14 @@
 // nodes, data handles: array.cpp; elementwise primitives: ops/unary.cpp, ops/binary.cpp). An
 // eager graph makes and drops thousands of them in bursts,
 // which overflow malloc's per-thread cache (7 blocks per size) and cost a search each; here a
-// freed block goes on its thread's list and the next allocation of that size takes it back.
+// freed block goes on its thread's list and the next allocation of that size takes it back. A
+// block freed by a thread that does not allocate its size (the stream's worker releasing a graph
+// that mlx-lm's thread built) goes on a shared list instead, which the next thread to run dry
+// takes whole: given to glibc, it was freed into the other thread's arena under its lock.
 #pragma once
 
 #include <cstddef>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <new>
@@ -34,6 +38,7 @@ class FreeList {
 
   static void* take() {
     State& s = state();
+    if (!s.head && s.phase != Phase::closed) s.head = returned().take_all(s.count);
     if (s.head) {
       Block* b = s.head;
       s.head = b->next;
@@ -49,20 +54,56 @@ class FreeList {
 
   static void give(void* p) {
     State& s = state();
-    if (s.phase != Phase::live || s.count >= kMaxBlocks) {
-      ::operator delete(p);  // full, or this thread's list is gone (its exit has begun)
+    auto* b = static_cast<Block*>(p);
+    if (s.phase == Phase::live && s.count < kMaxBlocks) {
+      b->next = s.head;
+      s.head = b;
+      ++s.count;
       return;
     }
-    auto* b = static_cast<Block*>(p);
-    b->next = s.head;
-    s.head = b;
-    ++s.count;
+    // A thread that does not allocate this size (a stream's worker releasing the graph that
+    // mlx-lm's thread built), or whose list is full or gone: the shared list, unless that is
+    // full too.
+    if (!returned().give(b)) ::operator delete(p);
   }
 
  private:
   struct Block {
     Block* next;
   };
+  // Blocks given back by threads without a list of their own, for the next thread whose list
+  // runs dry to take all at once. Pushes and take-alls only (no single pops), so a block seen at
+  // the head cannot be taken and pushed back in between (no ABA). The count bounds it loosely.
+  class Returned {
+   public:
+    bool give(Block* b) {
+      if (count_.load(std::memory_order_relaxed) >= kMaxBlocks) return false;
+      count_.fetch_add(1, std::memory_order_relaxed);
+      b->next = head_.load(std::memory_order_relaxed);
+      while (!head_.compare_exchange_weak(b->next, b, std::memory_order_release,
+                                          std::memory_order_relaxed)) {
+      }
+      return true;
+    }
+    // The whole list (null if empty); `count` becomes its length.
+    Block* take_all(uint32_t& count) {
+      if (!head_.load(std::memory_order_relaxed)) return nullptr;
+      Block* all = head_.exchange(nullptr, std::memory_order_acquire);
+      uint32_t n = 0;
+      for (Block* b = all; b; b = b->next) ++n;
+      count_.fetch_sub(n, std::memory_order_relaxed);
+      count = n;
+      return all;
+    }
+
+   private:
+    std::atomic<Block*> head_{nullptr};
+    std::atomic<uint32_t> count_{0};
+  };
+  static Returned& returned() {
+    static Returned* r = new Returned();  // never destroyed: threads may give blocks at exit
+    return *r;
+  }
   enum class Phase : uint8_t { unused, live, closed };
   // Trivially destructible, so it stays usable while the thread's other destructors run.
   struct State {
