@@ -38,16 +38,16 @@ class FreeList {
 
   static void* take() {
     State& s = state();
-    if (!s.head && s.phase != Phase::closed) s.head = returned().take_all(s.count);
+    if (s.phase == Phase::unused) {
+      s.phase = Phase::live;
+      drain_at_exit();  // constructs this thread's drain guard
+    }
+    if (!s.head && s.phase == Phase::live) s.head = returned().take_all(s.count);
     if (s.head) {
       Block* b = s.head;
       s.head = b->next;
       --s.count;
       return b;
-    }
-    if (s.phase == Phase::unused) {
-      s.phase = Phase::live;
-      drain_at_exit();  // constructs this thread's drain guard
     }
     return ::operator new(Size);
   }

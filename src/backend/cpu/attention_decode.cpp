@@ -1,7 +1,9 @@
 // Attention for decoding (attention_decode.h).
 #include "backend/cpu/attention_decode.h"
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -21,11 +23,11 @@ constexpr int kChunk = 128;   // keys per task
 constexpr int kMaxRows = 8;   // query rows per key/value head
 constexpr int kMaxWidth = 256;
 
+#if defined(__x86_64__) && defined(__GNUC__)
+
 // Per task and row: the chunk's maximum score m, its sum l of exp(score - m), and
 // sum_j exp(score_j - m) v_j (Dv values).
 int part_stride(const DecodeAttention& a) { return a.Dv + 2; }
-
-#if defined(__x86_64__) && defined(__GNUC__)
 
 #define TESSERA_DECODE_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
 
@@ -133,13 +135,13 @@ TESSERA_DECODE_AVX512 void decode_task(const DecodeAttention& a, int b, int g, i
   // (a vector of 16 partial sums per row and key), then each row's 16 vectors summed at once.
   alignas(64) float s[Rows * kChunk];
   alignas(64) float lanes[Rows * 16 * 16];
-  for (int j0 = 0; j0 < n; j0 += 16) {
-    const int kb = std::min(16, n - j0);
+  for (int jb = 0; jb < n; jb += 16) {
+    const int kb = std::min(16, n - jb);
     for (int j = 0; j < 16; ++j) {
       __m512 acc[Rows];
       for (int rr = 0; rr < Rows; ++rr) acc[rr] = _mm512_setzero_ps();
       if (j < kb) {
-        const T* kr = k + (j0 + j) * a.ks[2];
+        const T* kr = k + (jb + j) * a.ks[2];
         for (int d = 0; d < D; d += 16) {
           const __m512 kv = load16(kr + d);
           for (int rr = 0; rr < Rows; ++rr) {
@@ -150,7 +152,7 @@ TESSERA_DECODE_AVX512 void decode_task(const DecodeAttention& a, int b, int g, i
       for (int rr = 0; rr < Rows; ++rr) _mm512_store_ps(lanes + (rr * 16 + j) * 16, acc[rr]);
     }
     for (int rr = 0; rr < Rows; ++rr) {
-      _mm512_mask_storeu_ps(s + rr * kChunk + j0, static_cast<__mmask16>((1u << kb) - 1),
+      _mm512_mask_storeu_ps(s + rr * kChunk + jb, static_cast<__mmask16>((1u << kb) - 1),
                             sum16(lanes + rr * 256));
     }
   }
@@ -169,17 +171,18 @@ TESSERA_DECODE_AVX512 void decode_task(const DecodeAttention& a, int b, int g, i
   // enough to cover the multiply-add's latency).
   constexpr int W = Rows >= 8 ? 1 : Rows >= 4 ? 2 : 4;
   int d = 0;
-  for (; d + 16 * W <= Dv; d += 16 * W) weighted_values<T, Rows, W>(v, a.vs[2], n, s, d, part, stride);
+  for (; d + 16 * W <= Dv; d += 16 * W) {
+    weighted_values<T, Rows, W>(v, a.vs[2], n, s, d, part, stride);
+  }
   for (; d < Dv; d += 16) weighted_values<T, Rows, 1>(v, a.vs[2], n, s, d, part, stride);
 }
 
 #pragma GCC diagnostic pop
 
-template <typename T>
 using TaskFn = void (*)(const DecodeAttention&, int, int, int, float*);
 
 template <typename T>
-TaskFn<T> task_for(int rows) {
+TaskFn task_for(int rows) {
   switch (rows) {
     case 1: return decode_task<T, 1>;
     case 2: return decode_task<T, 2>;
@@ -201,7 +204,7 @@ void run(const DecodeAttention& a) {
   const size_t tasks = static_cast<size_t>(a.B) * a.Hkv * chunks;
   const size_t task_floats = static_cast<size_t>(rows) * stride;
   Scratch<float> parts(tasks * task_floats);
-  const TaskFn<T> fn = task_for<T>(rows);
+  const TaskFn fn = task_for<T>(rows);
   detail::parallel_for(tasks, 1, [&](size_t t0, size_t t1) {
     for (size_t t = t0; t < t1; ++t) {
       const int c = static_cast<int>(t % chunks);
