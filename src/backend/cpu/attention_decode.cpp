@@ -11,7 +11,7 @@
 
 #include "backend/cpu/half_gemm.h"
 #include "backend/cpu/scratch.h"
-#include "backend/cpu/vector_math.h"
+#include "backend/cpu/softmax_rows.h"
 #include "core/thread_pool.h"
 #include "tessera/types.h"
 
@@ -49,27 +49,6 @@ TESSERA_DECODE_AVX512 [[gnu::always_inline]] inline __m512 load16(const T* p) {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
-
-// The largest of x[0..n), n >= 1 (a NaN score makes the result NaN or a number: either way the
-// row's output is NaN, as the general kernel's).
-TESSERA_DECODE_AVX512 [[gnu::always_inline]] inline float row_max(const float* x, int n) {
-  __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-  for (int j = 0; j < n; j += 16) {
-    const __mmask16 live = static_cast<__mmask16>(n - j >= 16 ? 0xFFFF : (1u << (n - j)) - 1);
-    m = _mm512_mask_max_ps(m, live, m, _mm512_maskz_loadu_ps(live, x + j));
-  }
-  return _mm512_reduce_max_ps(m);
-}
-
-// x[0] + ... + x[n - 1], in 16 lane sums.
-TESSERA_DECODE_AVX512 [[gnu::always_inline]] inline float row_sum(const float* x, int n) {
-  __m512 l = _mm512_setzero_ps();
-  for (int j = 0; j < n; j += 16) {
-    const __mmask16 live = static_cast<__mmask16>(n - j >= 16 ? 0xFFFF : (1u << (n - j)) - 1);
-    l = _mm512_add_ps(l, _mm512_maskz_loadu_ps(live, x + j));
-  }
-  return _mm512_reduce_add_ps(l);
-}
 
 // The sums of 16 vectors of 16 floats (x[16 j .. 16 j + 16) for j = 0..15), as one vector:
 // halves, then quarters of the vectors added pairwise while they are interleaved (15 adds).
@@ -161,10 +140,9 @@ TESSERA_DECODE_AVX512 void decode_task(const DecodeAttention& a, int b, int g, i
   const int stride = part_stride(a);
   for (int rr = 0; rr < Rows; ++rr) {
     float* sr = s + rr * kChunk;
-    const float m = row_max(sr, n);
-    for (int j = 0; j < n; ++j) sr[j] = vexp(sr[j] - m);
+    const float m = row_max(sr, n, -std::numeric_limits<float>::infinity());
     part[rr * stride] = m;
-    part[rr * stride + 1] = row_sum(sr, n);
+    part[rr * stride + 1] = exp_shift_sum(sr, n, m);
   }
 
   // sum_j p_j v_j over W blocks of 16 columns of every row at a time (Rows * W independent sums,

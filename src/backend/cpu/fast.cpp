@@ -20,6 +20,7 @@
 #include "backend/cpu/half_gemm.h"
 #include "backend/cpu/numeric.h"
 #include "backend/cpu/scratch.h"
+#include "backend/cpu/softmax_rows.h"
 #include "backend/cpu/unary_ops.h"
 #include "backend/cpu/vec16_ops.h"
 #include "backend/cpu/vector_math.h"
@@ -691,53 +692,6 @@ void dispatch_floating(const char* op, Dtype d, F f) {
 
 // ---- attention ----
 
-// y[j] = exp(y[j] - m) for j < n; returns their sum (16 lane sums, then those in order). One
-// body, compiled once per instruction set: the exponentials are most of attention's arithmetic
-// besides its two products.
-[[gnu::always_inline]] inline float exp_shift_sum_body(float* y, int n, float m) {
-  for (int j = 0; j < n; ++j) y[j] = cpu::vexp(y[j] - m);
-  float lanes[16] = {};
-  int j = 0;
-  for (; j + 16 <= n; j += 16) {
-    for (int t = 0; t < 16; ++t) lanes[t] += y[j + t];
-  }
-  float sum = 0;
-  for (; j < n; ++j) sum += y[j];
-  for (float lane : lanes) sum += lane;
-  return sum;
-}
-
-// The largest of y[0..n) and m (16 lane maxima: one dependency chain per lane, not per value).
-inline float row_max(const float* y, int n, float m) {
-  float lanes[16];
-  for (float& lane : lanes) lane = m;
-  int j = 0;
-  for (; j + 16 <= n; j += 16) {
-    for (int t = 0; t < 16; ++t) lanes[t] = lanes[t] > y[j + t] ? lanes[t] : y[j + t];
-  }
-  for (; j < n; ++j) m = m > y[j] ? m : y[j];
-  for (float lane : lanes) m = m > lane ? m : lane;
-  return m;
-}
-
-#if defined(__x86_64__) && defined(__GNUC__)
-TESSERA_AVX512 float exp_shift_sum_avx512(
-    float* y, int n, float m) {
-  return exp_shift_sum_body(y, n, m);
-}
-__attribute__((target("avx2,fma"))) float exp_shift_sum_avx2(float* y, int n, float m) {
-  return exp_shift_sum_body(y, n, m);
-}
-#endif
-
-float exp_shift_sum(float* y, int n, float m) {
-#if defined(__x86_64__) && defined(__GNUC__)
-  if (copy_isa() == CopyIsa::avx512) return exp_shift_sum_avx512(y, n, m);
-  if (copy_isa() == CopyIsa::avx2) return exp_shift_sum_avx2(y, n, m);
-#endif
-  return exp_shift_sum_body(y, n, m);
-}
-
 // The attention gradient's weights of one key block, row by row: with s the scores and dp the
 // products dO V^T of `rows` rows of kb, p = exp(s - m) * inv_l (the softmax's weights, into s)
 // and dS = p * (dp - rowdot) (into dp; 0 for a row whose maximum is `low`: it sees no key, its
@@ -893,7 +847,7 @@ struct AttentionTask {
 
   static C max_of(const C* s, int kb, C m) {
     if constexpr (std::is_same_v<C, float>) {
-      return row_max(s, kb, m);
+      return cpu::row_max(s, kb, m);
     } else {
       for (int j = 0; j < kb; ++j) m = std::max(m, s[j]);
       return m;
@@ -903,7 +857,7 @@ struct AttentionTask {
   // s[j] = exp(s[j] - m); their sum.
   static C exp_sum(C* s, int kb, C m) {
     if constexpr (std::is_same_v<C, float>) {
-      return exp_shift_sum(s, kb, m);
+      return cpu::exp_shift_sum(s, kb, m);
     } else {
       C sum = 0;
       for (int j = 0; j < kb; ++j) sum += (s[j] = std::exp(s[j] - m));
