@@ -202,12 +202,18 @@ import tessera.core as mx
 
 rng = np.random.default_rng(4)
 out = []
-# Rows 1-8 (the few-rows path); k a whole number of 128-value blocks or not; every group size.
-for m, k, n, gs in ((1, 576, 67, 64), (3, 640, 33, 128), (2, 160, 40, 32), (1, 2048, 9, 64),
-                    (5, 576, 70, 64), (8, 256, 65, 32)):
+# Rows 1-8 (the few-rows path); k a whole number of 128-value blocks or not; every group size;
+# x of one scale, and x whose magnitudes span 2^-20..2^20 (neighbours 2^40 apart: the int16
+# rounding's worst case).
+for m, k, n, gs, spread in ((1, 576, 67, 64, 0), (3, 640, 33, 128, 0), (2, 160, 40, 32, 0),
+                            (1, 2048, 9, 64, 0), (5, 576, 70, 64, 0), (8, 256, 65, 32, 0),
+                            (2, 576, 40, 64, 20)):
     w = mx.array(rng.standard_normal((n, k))).astype(mx.bfloat16)
     wq, s, b = mx.quantize(w, gs, 4)
-    x = (mx.array(rng.standard_normal((m, k))) * 2 + 0.5).astype(mx.bfloat16)
+    xs = rng.standard_normal((m, k)) * 2 + 0.5
+    if spread:
+        xs *= 2.0 ** rng.uniform(-spread, spread, (m, k))
+    x = mx.array(xs).astype(mx.bfloat16)
     y = mx.quantized_matmul(x, wq, s, b, True, gs, 4)
     out.append({"gs": gs, "x": np.asarray(x.astype(mx.float32)).tolist(),
                 "packed": np.asarray(wq).view(np.uint8).tolist(),
@@ -220,10 +226,11 @@ print(json.dumps(out))
 
 def test_bfloat16_quantized_products_of_few_rows_on_every_isa():
     # mlx-lm's 4-bit decode: bfloat16 x, scales and biases, 1-8 rows. Each path must give the
-    # float64 product of x with the weights scale * q + bias, to bfloat16's rounding: vdpbf16ps on
-    # x's pairs (1-8 rows where the CPU has AVX512_BF16) and the float lanes (1-3 rows) exactly;
-    # from 4 rows without AVX512_BF16 the weights are rounded to bfloat16 for the GEMM once more.
-    bf16_pairs = "avx512_bf16" in cpu_flags()
+    # float64 product of x with the weights scale * q + bias, to bfloat16's rounding: the float
+    # lanes (1-3 rows) exactly; vpdpwssd (1-8 rows where the CPU has AVX512_VNNI) with x rounded
+    # to int16 per 8 values, a value off by at most 2^-16 of the largest of its 8; from 4 rows
+    # without AVX512_VNNI the weights are rounded to bfloat16 for the GEMM once more.
+    int16_x = "avx512_vnni" in cpu_flags()
     for isa in isas():
         env = dict(os.environ, TESSERA_CPU_ISA=isa)
         r = subprocess.run([sys.executable, "-c", QUANT_WORKER], env=env, capture_output=True,
@@ -231,7 +238,8 @@ def test_bfloat16_quantized_products_of_few_rows_on_every_isa():
         assert r.returncode == 0, r.stderr
         for case in json.loads(r.stdout):
             gs, rows = case["gs"], len(case["x"])
-            weight_rounding = 0 if rows < 4 or (isa == "avx512" and bf16_pairs) else 2 ** -9
+            vnni = isa == "avx512" and int16_x
+            weight_rounding = 0 if rows < 4 or vnni else 2 ** -9
             packed = np.array(case["packed"], dtype=np.uint8)
             q = np.stack([packed & 15, packed >> 4], -1).reshape(packed.shape[0], -1)
             w = (np.repeat(np.array(case["scales"]), gs, 1) * q +
@@ -241,4 +249,44 @@ def test_bfloat16_quantized_products_of_few_rows_on_every_isa():
             got = np.array(case["y"])
             assert case["dtype"].endswith("bfloat16")
             tol = 2 ** -8 * np.abs(want) + (1e-5 + weight_rounding) * scale
+            if vnni:
+                k = x.shape[1]
+                lanes = np.abs(np.pad(x, ((0, 0), (0, -k % 8)))).reshape(rows, -1, 8)
+                largest = np.repeat(lanes.max(-1), 8, 1)[:, :k]
+                tol += 2 ** -16 * (largest @ np.abs(w).T)
             assert np.all(np.abs(got - want) <= tol), (isa, gs, rows)
+
+
+QUANT_NONFINITE_WORKER = r"""
+import json
+import numpy as np
+import tessera.core as mx
+
+rng = np.random.default_rng(5)
+w = mx.array(rng.uniform(0.5, 1.5, (20, 256))).astype(mx.bfloat16)
+wq, s, b = mx.quantize(w, 64, 4)
+x = rng.uniform(0.5, 1.5, (3, 256))
+x[0, 17] = np.nan
+x[1, 130] = np.inf
+y = mx.quantized_matmul(mx.array(x).astype(mx.bfloat16), wq, s, b, True, 64, 4)
+wd = mx.dequantize(wq, s, b, 64, 4).astype(mx.float32)
+print(json.dumps({"y": np.asarray(y.astype(mx.float32)).tolist(),
+                  "w": np.asarray(wd).tolist(), "x": np.where(np.isnan(x), 0, x).tolist()}))
+"""
+
+
+def test_quantized_products_of_few_rows_keep_nan_and_inf_on_every_isa():
+    # The int16 path cannot hold a NaN or an infinity: such an x goes the float way. Its NaN makes
+    # a NaN row; its infinity a non-finite row (the float paths form s * dot(x, q) + b * sum(x), so
+    # a zero q times the infinity gives NaN where MLX's s * q + b gives +inf); other rows as ever.
+    for isa in isas():
+        env = dict(os.environ, TESSERA_CPU_ISA=isa)
+        r = subprocess.run([sys.executable, "-c", QUANT_NONFINITE_WORKER], env=env,
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        out = json.loads(r.stdout.replace("NaN", "null").replace("Infinity", "1e999"))
+        y = np.array(out["y"], dtype=np.float64)  # null -> nan
+        assert np.all(np.isnan(y[0])), isa
+        assert not np.any(np.isfinite(y[1])), isa
+        want = np.array(out["x"])[2] @ np.array(out["w"]).T
+        assert np.allclose(y[2], want, rtol=2 ** -7), isa

@@ -24,6 +24,12 @@ inline bool cpu_has_avx512_bf16() {
   static const bool ok = __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5)) != 0;
   return ok;
 }
+// AVX512_VNNI (vpdpwssd, vpdpbusd): CPUID leaf 7, ECX bit 11.
+inline bool cpu_has_avx512_vnni() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  static const bool ok = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 11)) != 0;
+  return ok;
+}
 inline bool cpu_has_avx512f() {
   static const bool ok = cpu_has_avx2_fma() && __builtin_cpu_supports("avx512f");
   return ok;
@@ -38,6 +44,7 @@ inline bool cpu_has_avx512_skx() {
 inline bool cpu_has_avx2_fma() { return false; }
 inline bool cpu_has_f16c() { return false; }
 inline bool cpu_has_avx512_bf16() { return false; }
+inline bool cpu_has_avx512_vnni() { return false; }
 inline bool cpu_has_avx512f() { return false; }
 inline bool cpu_has_avx512_skx() { return false; }
 #endif

@@ -167,6 +167,11 @@ TESSERA_HALF_AVX512 void dot_block_avx512(const Job<T>& J, int i0, int j) {
   }
 }
 
+// How far ahead of its reads a one-row-at-a-time pass asks for W's bytes (into the next rows when
+// W is contiguous). 1 x 2048 x 8192 over 1 GiB of weights on 2 threads (Xeon, 31.7 GB/s read
+// sweep): 27.6 -> 30.5 GB/s; 1-2 KiB ahead alike, 4 KiB no gain.
+constexpr int64_t kRowPrefetchBytes = 2048;
+
 // bfloat16 pairs straight from memory: 32 values of each row per instruction.
 template <int MB, int NB>
 TESSERA_HALF_BF16 void dot_block_bf16(const Job<bfloat16_t>& J, int i0, int j) {
@@ -178,6 +183,10 @@ TESSERA_HALF_BF16 void dot_block_bf16(const Job<bfloat16_t>& J, int i0, int j) {
     const __mmask32 mask =
         J.k - p >= 32 ? __mmask32(0xFFFFFFFFu) : __mmask32((1u << (J.k - p)) - 1);
     __m512i w[NB];
+    if constexpr (NB == 1) {
+      _mm_prefetch(reinterpret_cast<const char*>(J.b + j * J.ldb + p) + kRowPrefetchBytes,
+                   _MM_HINT_T0);
+    }
     for (int c = 0; c < NB; ++c) w[c] = _mm512_maskz_loadu_epi16(mask, J.b + (j + c) * J.ldb + p);
     for (int r = 0; r < MB; ++r) {
       __m512i x = _mm512_maskz_loadu_epi16(mask, J.a + (i0 + r) * J.lda + p);

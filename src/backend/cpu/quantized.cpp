@@ -409,8 +409,9 @@ template <typename T, typename A, typename S>
 void qmm_transposed(const T* x, const uint8_t* packed, const S* scales, const S* biases, T* out,
                     int64_t m, int64_t n, int64_t k, const Codec& c) {
   if constexpr (std::is_same_v<T, bfloat16_t> && std::is_same_v<S, bfloat16_t>) {
-    if (c.affine() && cpu::affine4_pairs_serve(c.bits, c.group_size, m)) {
-      return cpu::affine4_pairs_product(x, packed, scales, biases, out, m, n, k, c.group_size);
+    if (c.affine() && cpu::affine4_pairs_serve(c.bits, c.group_size, m) &&
+        cpu::affine4_pairs_product(x, packed, scales, biases, out, m, n, k, c.group_size)) {
+      return;
     }
   }
   if constexpr (std::is_same_v<T, bfloat16_t> || std::is_same_v<T, float16_t>) {

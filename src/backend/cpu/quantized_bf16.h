@@ -1,6 +1,7 @@
 // quantized_matmul's few-rows product for mlx-lm's quantized models: affine 4-bit weights with
-// bfloat16 x, scales and biases, multiplied as bfloat16 pairs by AVX512_BF16's vdpbf16ps
-// (quantized_bf16.cpp says how). quantized.cpp's other paths serve everything else.
+// bfloat16 x, scales and biases, the 4-bit values times x rounded to 16-bit integers by
+// AVX512_VNNI's vpdpwssd (quantized_bf16.cpp says how and how exact). quantized.cpp's other paths
+// serve everything else.
 #pragma once
 
 #include <cstdint>
@@ -17,8 +18,9 @@ inline constexpr int64_t kPairRows = 8;
 bool affine4_pairs_serve(int bits, int group_size, int64_t m);
 
 // out (m, n) = x (m, k) @ W^T, W (n, k) packed four bits per value with a bfloat16 scale and bias
-// per group; columns in blocks of 64 over the pool. Requires affine4_pairs_serve.
-void affine4_pairs_product(const bfloat16_t* x, const uint8_t* packed, const bfloat16_t* scales,
+// per group; columns in blocks of 64 over the pool. Requires affine4_pairs_serve. False, with out
+// untouched, where x holds a NaN or an infinity (the float path then gives IEEE's result).
+bool affine4_pairs_product(const bfloat16_t* x, const uint8_t* packed, const bfloat16_t* scales,
                            const bfloat16_t* biases, bfloat16_t* out, int64_t m, int64_t n,
                            int64_t k, int group_size);
 
