@@ -16,7 +16,24 @@ VENV=${1:-build/bench-venv}
   || "$VENV/bin/pip" install -q torch transformers peft \
   || echo "[bench-llm] PyTorch or PEFT does not install here; its column will be empty"
 "$VENV/bin/python" -c 'import gguf' 2>/dev/null || "$VENV/bin/pip" install -q gguf
-"$VENV/bin/python" -c 'import llama_cpp' 2>/dev/null \
-  || CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) "$VENV/bin/pip" install -q --no-binary llama-cpp-python \
-       llama-cpp-python \
-  || echo "[bench-llm] llama-cpp-python does not build here; its column will be empty"
+# On a CPU with AMX, native flags compile ggml's AMX int8 kernels, and llama-cpp-python 0.3.36's
+# segfault in the first Q4_0 product (ggml_backend_amx_mul_mat, seen on a Xeon whose kernel grants
+# AMX): there llama.cpp is built without AMX (explicit -mno-amx-* win over -march=native), the
+# rest native, and a marker in the venv says so. (Tessera uses no AMX either.)
+LLAMA_ARGS=""
+MARK=native
+if grep -qw amx_int8 /proc/cpuinfo; then
+  LLAMA_ARGS='-DCMAKE_C_FLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16" -DCMAKE_CXX_FLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"'
+  MARK=native-without-amx
+fi
+if ! "$VENV/bin/python" -c 'import llama_cpp' 2>/dev/null || \
+   [ "$(cat "$VENV/.llama-build" 2>/dev/null || echo native)" != "$MARK" ]; then
+  echo "[bench-llm] building llama-cpp-python from its sdist ($MARK)"
+  "$VENV/bin/pip" uninstall -q -y llama-cpp-python 2>/dev/null
+  if CMAKE_ARGS="$LLAMA_ARGS" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) "$VENV/bin/pip" install -q \
+       --no-cache-dir --no-binary llama-cpp-python llama-cpp-python; then
+    echo "$MARK" > "$VENV/.llama-build"
+  else
+    echo "[bench-llm] llama-cpp-python does not build here; its column will be empty"
+  fi
+fi

@@ -24,6 +24,13 @@ inline bool cpu_has_avx512_bf16() {
   static const bool ok = __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5)) != 0;
   return ok;
 }
+// CPUID's vendor string is "GenuineIntel".
+inline bool cpu_is_intel() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  static const bool ok = __get_cpuid(0, &a, &b, &c, &d) && b == 0x756e6547u &&  // "Genu"
+                         d == 0x49656e69u && c == 0x6c65746eu;                   // "ineI", "ntel"
+  return ok;
+}
 // AVX512_VNNI (vpdpwssd, vpdpbusd): CPUID leaf 7, ECX bit 11.
 inline bool cpu_has_avx512_vnni() {
   unsigned a = 0, b = 0, c = 0, d = 0;
@@ -45,6 +52,7 @@ inline bool cpu_has_avx2_fma() { return false; }
 inline bool cpu_has_f16c() { return false; }
 inline bool cpu_has_avx512_bf16() { return false; }
 inline bool cpu_has_avx512_vnni() { return false; }
+inline bool cpu_is_intel() { return false; }
 inline bool cpu_has_avx512f() { return false; }
 inline bool cpu_has_avx512_skx() { return false; }
 #endif

@@ -584,6 +584,7 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const
 }
 
 bool hgemm_pairs_supported() { return cpu_has_avx512f() && cpu_has_avx512_bf16(); }
+bool hgemm_pairs_preferred() { return hgemm_pairs_supported() && !cpu_is_intel(); }
 
 template <typename T>
 void hgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const T* a, int64_t lda,

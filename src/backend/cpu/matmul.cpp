@@ -280,7 +280,7 @@ bool half_gemm(const array& a, const array& b, array& out32, float alpha, float 
     return false;
   }
   const bool pairs = std::is_same_v<T, bfloat16_t> && cpu::half_isa() == cpu::HalfIsa::avx512_bf16 &&
-                     cpu::hgemm_pairs_supported();
+                     cpu::hgemm_pairs_preferred();
   const T* ap = pr.pa.arr.template data<T>();
   const T* bp = pr.pb.arr.template data<T>();
   float* cp = out32.data<float>();

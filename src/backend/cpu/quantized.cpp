@@ -376,7 +376,7 @@ bool qmm_half_gemm(const T* x, const uint8_t* packed, const S* scales, const S* 
       std::min<int64_t>(n, std::max<int64_t>(64, kDequantChunkBytes / (2 * k) / 64 * 64));
   if (!cpu::gemm_supported() || !cpu::gemm_serves(m, chunk)) return false;
   const bool pairs = std::is_same_v<T, bfloat16_t> &&
-                     cpu::half_isa() == cpu::HalfIsa::avx512_bf16 && cpu::hgemm_pairs_supported();
+                     cpu::half_isa() == cpu::HalfIsa::avx512_bf16 && cpu::hgemm_pairs_preferred();
   const int group_size = c.group_size;
   const int64_t groups = k / group_size, row_bytes = k * c.bits / 8;
   std::vector<T> w(static_cast<size_t>(chunk * k));
