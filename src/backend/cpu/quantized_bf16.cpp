@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <vector>
 
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/elementwise.h"
@@ -170,8 +169,9 @@ TESSERA_QUANT_BF16 void affine4_col_bf16(const Affine4Shape& sh, XInt16 xp,
         for (int j = 0; j < 4; ++j) {
           acc = _mm512_dpwssd_epi32(acc, w[j], _mm512_loadu_si512(xb + 32 * j));
         }
-        const __m512 x_scales = _mm512_loadu_ps(xp.scales + (r * sh.blocks + b) * kLanes);
-        sums[r] = _mm512_fmadd_ps(s, _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, acc), x_scales), sums[r]);
+        const __m512 dot = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, acc),
+                                         _mm512_loadu_ps(xp.scales + (r * sh.blocks + b) * kLanes));
+        sums[r] = _mm512_fmadd_ps(s, dot, sums[r]);
       }
     }
     for (int r = 0; r < M; ++r) lanes[r] = _mm512_add_ps(lanes[r], sums[r]);
