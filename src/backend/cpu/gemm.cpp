@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <memory>
 #include <cmath>
 #include <cstdint>
@@ -25,6 +26,7 @@
 
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/elementwise.h"
+#include "backend/cpu/scratch.h"
 #include "core/thread_pool.h"
 #include "tessera/allocator.h"
 
@@ -37,6 +39,7 @@ constexpr int64_t kMc = 96;                // rows of a's packed block (96 KiB: 
 constexpr int64_t kMaxTaskColumns = 512;   // columns: a K block of them stays in L2 (512 KiB)
 constexpr int64_t kMinTaskColumns = 128;
 constexpr int64_t kMaxPackedB = int64_t{1} << 22;
+constexpr int64_t kMaxPackedA = int64_t{1} << 22;  // elements of a packed once per call (16 MiB)
 
 struct Update {
   float alpha, beta;
@@ -282,6 +285,40 @@ inline void transpose_copy(const E* src, int64_t lds, int rows, int64_t kcl, E* 
   }
 }
 
+// n half values widened to float32 (exact). bfloat16: its bits moved up 16 (the compiler
+// vectorizes the loop); float16: F16C's vcvtph2ps where the CPU has it.
+#if defined(__x86_64__)
+__attribute__((target("avx2,f16c"))) void widen_f16c(const float16_t* src, int64_t n, float* dst) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(dst + i,
+                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+  }
+  for (; i < n; ++i) dst[i] = static_cast<float>(src[i]);
+}
+#endif
+template <typename In>
+void widen(const In* src, int64_t n, float* dst) {
+  if constexpr (std::is_same_v<In, bfloat16_t>) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = std::bit_cast<float>(uint32_t{src[i].bits} << 16);
+  } else {
+#if defined(__x86_64__)
+    if (cpu_has_f16c() && cpu_has(GemmIsa::Avx2)) return widen_f16c(src, n, dst);
+#endif
+    for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(src[i]);
+  }
+}
+
+// dst[kk * ld + i] = float(src[i * lds + kk]) for i < rows, kk < kcl: the rows widened into a
+// scratch block, then moved by transpose_copy. (Widened element by element through packed_value,
+// the packs of a bf16 prefill on the float kernel took 17% of its time.)
+template <typename In>
+void widen_transpose(const In* src, int64_t lds, int rows, int64_t kcl, float* dst, int64_t ld) {
+  Scratch<float> tmp(static_cast<size_t>(rows * kcl));
+  for (int i = 0; i < rows; ++i) widen(src + i * lds, kcl, tmp.data() + i * kcl);
+  transpose_copy(tmp.data(), kcl, rows, kcl, dst, ld);
+}
+
 #if defined(__x86_64__)
 // vpermt2w's indices that interleave two rows of 32 16-bit values: (r0[j], r1[j]) for j < 16, then
 // for 16 <= j < 32 (r1's values are indices 32 and up).
@@ -343,6 +380,18 @@ void pack_b_panel(bool tb, const In* b, int64_t ldb, int64_t n0, int64_t nc, int
         float* d = dst + kk * NR;
         std::copy(src, src + w, d);
         std::fill(d + w, d + NR, 0.0f);
+      }
+      return;
+    }
+  }
+  if constexpr (std::is_same_v<E, float> && !std::is_same_v<In, float>) {
+    if (tb) {  // rows of b widened and transposed; the last w % 4 columns below
+      const int64_t wv = w / 4 * 4;
+      widen_transpose(b + j0 * ldb + kb0, ldb, static_cast<int>(wv), kcl, dst, NR);
+      for (int64_t kk = 0; kk < kcl; ++kk) {
+        for (int64_t j = wv; j < NR; ++j) {
+          dst[kk * NR + j] = j < w ? static_cast<float>(b[(j0 + j) * ldb + kb0 + kk]) : 0.0f;
+        }
       }
       return;
     }
@@ -419,6 +468,18 @@ void pack_a(bool ta, const In* a, int64_t lda, int64_t i0, int64_t rows, int64_t
       }
     }
 #endif
+    if constexpr (std::is_same_v<E, float> && !std::is_same_v<In, float>) {
+      if (!ta) {  // rows of a widened and transposed; the last h % 4 rows below
+        const int64_t hv = h / 4 * 4;
+        widen_transpose(a + (i0 + r0) * lda + kb0, lda, static_cast<int>(hv), kcl, dst, MR);
+        for (int64_t kk = 0; kk < kcl; ++kk) {
+          for (int64_t r = hv; r < MR; ++r) {
+            dst[kk * MR + r] = r < h ? static_cast<float>(a[(i0 + r0 + r) * lda + kb0 + kk]) : 0.0f;
+          }
+        }
+        continue;
+      }
+    }
     int64_t hv = 0;  // rows packed by transposing 32-bit elements
     if constexpr (std::is_same_v<E, In>) {
       if (!ta) hv = h / 4 * 4;
@@ -465,6 +526,19 @@ void gemm_tiles(TileFn<E> tile, EdgeFn<E> edge, bool ta, bool tb, int64_t m, int
   const int64_t threads = detail::num_threads();
   const int64_t kblocks = (k + kKc - 1) / kKc;
   const int64_t units = (m + MR - 1) / MR;  // MR-row micro-panels of C
+  // a packed once for the whole call where it fits kMaxPackedA, shared by every task as b's
+  // panels are (micro-panel u of K block kb at shared_a + (kb * units + u) * kpb * MR, states as
+  // b's); otherwise each task packs its own rows per K block. (Per task, the 1 B model's prefill
+  // packed x once per 512 columns of every product.) Packing moves bytes only: same bits.
+  const bool share_a = units * MR * kpb * kblocks <= kMaxPackedA;
+  allocator::Buffer abuf_shared =
+      share_a ? allocator::malloc(static_cast<size_t>(units * MR * kpb * kblocks) * sizeof(E))
+              : allocator::Buffer{};
+  E* shared_a = share_a ? static_cast<E*>(abuf_shared.raw_ptr()) : nullptr;
+  std::unique_ptr<std::atomic<int>[]> a_state(new std::atomic<int>[share_a ? kblocks * units : 0]);
+  for (int64_t i = 0; share_a && i < kblocks * units; ++i) {
+    a_state[i].store(0, std::memory_order_relaxed);
+  }
   for (int64_t n0 = 0; n0 < n; n0 += chunk) {
     const int64_t nc = std::min(chunk, n - n0);
     const int64_t panels = (nc + NR - 1) / NR;
@@ -511,13 +585,35 @@ void gemm_tiles(TileFn<E> tile, EdgeFn<E> edge, bool ta, bool tb, int64_t m, int
           }
           for (int64_t i0 = row0; i0 < row1; i0 += kMc) {
             const int64_t rows = std::min(kMc, row1 - i0);
-            pack_a<MR>(ta, a, lda, i0, rows, kb0, kcl, abuf.data());
+            const E* ablock = abuf.data();  // micro-panel r0 / MR at ablock + (r0 / MR) * astride
+            int64_t astride = kp * MR;
+            if (share_a) {
+              const int64_t u0 = i0 / MR, u1 = (i0 + rows + MR - 1) / MR;
+              std::atomic<int>* ast = a_state.get() + kb * units;
+              E* base = shared_a + kb * units * kpb * MR;
+              for (int64_t un = u0; un < u1; ++un) {
+                int idle = 0;
+                if (ast[un].load(std::memory_order_acquire) == 0 &&
+                    ast[un].compare_exchange_strong(idle, 1, std::memory_order_acq_rel)) {
+                  pack_a<MR>(ta, a, lda, un * MR, std::min<int64_t>(MR, m - un * MR), kb0, kcl,
+                             base + un * kpb * MR);
+                  ast[un].store(2, std::memory_order_release);
+                }
+              }
+              for (int64_t un = u0; un < u1; ++un) {
+                while (ast[un].load(std::memory_order_acquire) != 2) pause();
+              }
+              ablock = base + u0 * kpb * MR;
+              astride = kpb * MR;
+            } else {
+              pack_a<MR>(ta, a, lda, i0, rows, kb0, kcl, abuf.data());
+            }
             for (int64_t p = p0; p < p1; ++p) {
               while (st[p].load(std::memory_order_acquire) != 2) pause();
               const E* pb = bblock + p * kp * NR;
               const int64_t w = std::min<int64_t>(NR, nc - p * NR);
               for (int64_t r0 = 0; r0 < rows; r0 += MR) {
-                const E* pa = abuf.data() + (r0 / MR) * kp * MR;
+                const E* pa = ablock + (r0 / MR) * astride;
                 const int64_t h = std::min<int64_t>(MR, rows - r0);
                 float* cp = c + (i0 + r0) * ldc + n0 + p * NR;
                 const EdgeTile<E> t = h == MR ? EdgeTile<E>{tile, MR} : edge(h);
@@ -539,6 +635,7 @@ void gemm_tiles(TileFn<E> tile, EdgeFn<E> edge, bool ta, bool tb, int64_t m, int
     });
     allocator::free(buf);
   }
+  if (share_a) allocator::free(abuf_shared);
 }
 
 // The float32 kernel of `isa` over operands of type In (widened to float32 as they are packed).
