@@ -23,7 +23,8 @@ VENV=${1:-build/bench-venv}
 LLAMA_ARGS=""
 MARK=native
 if grep -qw amx_int8 /proc/cpuinfo; then
-  LLAMA_ARGS='-DCMAKE_C_FLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16" -DCMAKE_CXX_FLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"'
+  NO_AMX="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+  LLAMA_ARGS="-DCMAKE_C_FLAGS=\"$NO_AMX\" -DCMAKE_CXX_FLAGS=\"$NO_AMX\""
   MARK=native-without-amx
 fi
 if ! "$VENV/bin/python" -c 'import llama_cpp' 2>/dev/null || \

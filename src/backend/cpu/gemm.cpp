@@ -310,8 +310,8 @@ void widen(const In* src, int64_t n, float* dst) {
 }
 
 // dst[kk * ld + i] = float(src[i * lds + kk]) for i < rows, kk < kcl: the rows widened into a
-// scratch block, then moved by transpose_copy. (Widened element by element through packed_value,
-// the packs of a bf16 prefill on the float kernel took 17% of its time.)
+// scratch block, then moved by transpose_copy's 8 x 8 register transposes (packed_value widens
+// and places one element at a time).
 template <typename In>
 void widen_transpose(const In* src, int64_t lds, int rows, int64_t kcl, float* dst, int64_t ld) {
   Scratch<float> tmp(static_cast<size_t>(rows * kcl));
@@ -474,7 +474,8 @@ void pack_a(bool ta, const In* a, int64_t lda, int64_t i0, int64_t rows, int64_t
         widen_transpose(a + (i0 + r0) * lda + kb0, lda, static_cast<int>(hv), kcl, dst, MR);
         for (int64_t kk = 0; kk < kcl; ++kk) {
           for (int64_t r = hv; r < MR; ++r) {
-            dst[kk * MR + r] = r < h ? static_cast<float>(a[(i0 + r0 + r) * lda + kb0 + kk]) : 0.0f;
+            const int64_t row = i0 + r0 + r;
+            dst[kk * MR + r] = r < h ? static_cast<float>(a[row * lda + kb0 + kk]) : 0.0f;
           }
         }
         continue;
