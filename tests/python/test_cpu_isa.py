@@ -51,12 +51,18 @@ def isas():
     return out
 
 
-def run(isa):
+def worker_output(code, isa):
+    # What a worker script prints, run with TESSERA_CPU_ISA=isa in a fresh process.
     env = dict(os.environ, TESSERA_CPU_ISA=isa)
-    r = subprocess.run([sys.executable, "-c", WORKER], env=env, capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0, r.stderr
-    return {k: np.array(v, dtype=np.float32) for k, v in json.loads(r.stdout).items()}
+    return r.stdout
+
+
+def run(isa):
+    got = json.loads(worker_output(WORKER, isa))
+    return {k: np.array(v, dtype=np.float32) for k, v in got.items()}
 
 
 def reference():
@@ -129,11 +135,7 @@ def test_half_precision_products_of_few_rows_on_every_isa():
     # The decode-sized products (half_gemm.cpp) have a path per instruction set; each must give
     # the float64 product of the same rounded values, to the half type's rounding.
     for isa in isas():
-        env = dict(os.environ, TESSERA_CPU_ISA=isa)
-        r = subprocess.run([sys.executable, "-c", HALF_WORKER], env=env, capture_output=True,
-                           text=True, timeout=120)
-        assert r.returncode == 0, r.stderr
-        got = json.loads(r.stdout)
+        got = json.loads(worker_output(HALF_WORKER, isa))
         for name, rtol in (("bfloat16", 2 ** -8), ("float16", 2 ** -10)):
             a, b = (np.array(v, dtype=np.float64) for v in got[name + "_in"])
             want = a @ b.T
@@ -177,11 +179,7 @@ def test_decode_attention_on_every_isa():
     # (attention_decode.cpp on AVX-512, the general kernel elsewhere) must give the float64
     # softmax(q k^T scale) v of the same rounded values, to the output type's rounding.
     for isa in isas():
-        env = dict(os.environ, TESSERA_CPU_ISA=isa)
-        r = subprocess.run([sys.executable, "-c", ATTENTION_WORKER], env=env,
-                           capture_output=True, text=True, timeout=120)
-        assert r.returncode == 0, r.stderr
-        for case in json.loads(r.stdout):
+        for case in json.loads(worker_output(ATTENTION_WORKER, isa)):
             q, k, v, got = (np.array(case[n], dtype=np.float64) for n in ("q", "k", "v", "o"))
             reps = q.shape[1] // k.shape[1]
             k, v = np.repeat(k, reps, axis=1), np.repeat(v, reps, axis=1)
@@ -232,11 +230,7 @@ def test_bfloat16_quantized_products_of_few_rows_on_every_isa():
     # without AVX512_VNNI the weights are rounded to bfloat16 for the GEMM once more.
     int16_x = "avx512_vnni" in cpu_flags()
     for isa in isas():
-        env = dict(os.environ, TESSERA_CPU_ISA=isa)
-        r = subprocess.run([sys.executable, "-c", QUANT_WORKER], env=env, capture_output=True,
-                           text=True, timeout=120)
-        assert r.returncode == 0, r.stderr
-        for case in json.loads(r.stdout):
+        for case in json.loads(worker_output(QUANT_WORKER, isa)):
             gs, rows = case["gs"], len(case["x"])
             vnni = isa == "avx512" and int16_x
             weight_rounding = 0 if rows < 4 or vnni else 2 ** -9
@@ -280,11 +274,8 @@ def test_quantized_products_of_few_rows_keep_nan_and_inf_on_every_isa():
     # a NaN row; its infinity a non-finite row (the float paths form s * dot(x, q) + b * sum(x), so
     # a zero q times the infinity gives NaN where MLX's s * q + b gives +inf); other rows as ever.
     for isa in isas():
-        env = dict(os.environ, TESSERA_CPU_ISA=isa)
-        r = subprocess.run([sys.executable, "-c", QUANT_NONFINITE_WORKER], env=env,
-                           capture_output=True, text=True, timeout=120)
-        assert r.returncode == 0, r.stderr
-        out = json.loads(r.stdout.replace("NaN", "null").replace("Infinity", "1e999"))
+        text = worker_output(QUANT_NONFINITE_WORKER, isa)
+        out = json.loads(text.replace("NaN", "null").replace("Infinity", "1e999"))
         y = np.array(out["y"], dtype=np.float64)  # null -> nan
         assert np.all(np.isnan(y[0])), isa
         assert not np.any(np.isfinite(y[1])), isa
