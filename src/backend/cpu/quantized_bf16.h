@@ -19,7 +19,7 @@ bool affine4_pairs_serve(int bits, int group_size, int64_t m);
 
 // out (m, n) = x (m, k) @ W^T, W (n, k) packed four bits per value with a bfloat16 scale and bias
 // per group; columns in blocks of 64 over the pool. Requires affine4_pairs_serve. False, with out
-// untouched, where x holds a NaN or an infinity (the float path then gives IEEE's result).
+// untouched, where x holds a NaN or an infinity (the caller's float path takes it).
 bool affine4_pairs_product(const bfloat16_t* x, const uint8_t* packed, const bfloat16_t* scales,
                            const bfloat16_t* biases, bfloat16_t* out, int64_t m, int64_t n,
                            int64_t k, int group_size);
