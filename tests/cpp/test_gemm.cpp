@@ -230,7 +230,7 @@ HalfProblem<T> make_half_problem(int64_t m, int64_t n, int64_t k, bool ta, bool 
 }
 
 template <typename T>
-void check_half_gemm(bool pairs) {
+void check_half_gemm(cpu::HalfKernel kernel) {
   struct Shape3 {
     int64_t m, n, k;
   };
@@ -246,22 +246,22 @@ void check_half_gemm(bool pairs) {
         for (const auto& [alpha, beta] : ab) {
           SCOPED_TRACE(testing::Message() << s.m << "x" << s.n << "x" << s.k << " ta " << p.ta
                                           << " tb " << p.tb << " pad " << pad << " alpha "
-                                          << alpha << " beta " << beta << " pairs " << pairs);
+                                          << alpha << " beta " << beta << " kernel " << int(kernel));
           std::vector<float> got = p.c;
           if (beta == 0.0f) {
             for (float& v : got) v = std::numeric_limits<float>::quiet_NaN();
           }
           cpu::hgemm<T>(p.ta, p.tb, p.m, p.n, p.k, alpha, h.a.data(), p.lda, h.b.data(), p.ldb,
-                        beta, got.data(), p.ldc, pairs);
+                        beta, got.data(), p.ldc, kernel);
           const std::vector<float> want = reference(p, alpha, beta);
           for (int64_t i = 0; i < p.m; ++i) {
-            if (!pairs) {  // widened as packed: sgemm's bits on the widened operands
+            if (kernel == cpu::HalfKernel::Widen) {  // sgemm's bits on the widened operands
               ASSERT_EQ(std::memcmp(got.data() + i * p.ldc, want.data() + i * p.ldc,
                                     sizeof(float) * p.n), 0)
                   << "row " << i;
               continue;
             }
-            // Pairs: another summation order; within float32 rounding of the exact sum.
+            // Pairs and tiles: other summation orders; within float32 rounding of the exact sum.
             for (int64_t j = 0; j < p.n; ++j) {
               double exact = beta * double(p.c[i * p.ldc + j]), mag = std::abs(exact);
               for (int64_t l = 0; l < p.k; ++l) {
@@ -282,15 +282,22 @@ void check_half_gemm(bool pairs) {
 
 TEST(Gemm, HalfOperandsWidenedAsPackedHaveSgemmsBits) {
   if (!cpu::gemm_supported()) GTEST_SKIP() << "this CPU has neither AVX2 + FMA nor AVX-512";
-  check_half_gemm<float16_t>(false);
-  check_half_gemm<bfloat16_t>(false);
+  check_half_gemm<float16_t>(cpu::HalfKernel::Widen);
+  check_half_gemm<bfloat16_t>(cpu::HalfKernel::Widen);
 }
 
 TEST(Gemm, BfloatPairsMatchTheExactSum) {
-  if (!cpu::gemm_supported() || !cpu::hgemm_pairs_supported()) {
+  if (!cpu::gemm_supported() || !cpu::hgemm_supported(cpu::HalfKernel::Pairs)) {
     GTEST_SKIP() << "this CPU has no AVX512_BF16";
   }
-  check_half_gemm<bfloat16_t>(true);
+  check_half_gemm<bfloat16_t>(cpu::HalfKernel::Pairs);
+}
+
+TEST(Gemm, BfloatTilesMatchTheExactSum) {
+  if (!cpu::gemm_supported() || !cpu::hgemm_supported(cpu::HalfKernel::Tiles)) {
+    GTEST_SKIP() << "this CPU (or its kernel) has no AMX-BF16";
+  }
+  check_half_gemm<bfloat16_t>(cpu::HalfKernel::Tiles);
 }
 
 // matmul / addmm / a batched product of bfloat16 and float16 with more than 16 rows (the GEMM,

@@ -5,6 +5,10 @@
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
+#if defined(__x86_64__) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace tessera::cpu {
 
@@ -37,6 +41,25 @@ inline bool cpu_has_avx512_vnni() {
   static const bool ok = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 11)) != 0;
   return ok;
 }
+// AMX-TILE and AMX-BF16 (CPUID leaf 7, EDX bits 24 and 22), and Linux's permission for this
+// process to use the tile data (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, 18:
+// process-wide, asked once; kernels before 5.16 refuse it, and then AMX is not used).
+inline bool cpu_has_amx_bf16() {
+  static const bool ok = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || (d & (1u << 24)) == 0 ||
+        (d & (1u << 22)) == 0) {
+      return false;
+    }
+#if defined(__linux__)
+    constexpr long kReqXcompPerm = 0x1023, kXtiledata = 18;
+    return syscall(SYS_arch_prctl, kReqXcompPerm, kXtiledata) == 0;
+#else
+    return false;
+#endif
+  }();
+  return ok;
+}
 inline bool cpu_has_avx512f() {
   static const bool ok = cpu_has_avx2_fma() && __builtin_cpu_supports("avx512f");
   return ok;
@@ -52,7 +75,27 @@ inline bool cpu_has_avx2_fma() { return false; }
 inline bool cpu_has_f16c() { return false; }
 inline bool cpu_has_avx512_bf16() { return false; }
 inline bool cpu_has_avx512_vnni() { return false; }
+inline bool cpu_has_amx_bf16() { return false; }
 inline bool cpu_is_intel() { return false; }
+// AMX-TILE and AMX-BF16 (CPUID leaf 7, EDX bits 24 and 22), and Linux's permission for this
+// process to use the tile data (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, 18:
+// process-wide, asked once; kernels before 5.16 refuse it, and then AMX is not used).
+inline bool cpu_has_amx_bf16() {
+  static const bool ok = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || (d & (1u << 24)) == 0 ||
+        (d & (1u << 22)) == 0) {
+      return false;
+    }
+#if defined(__linux__)
+    constexpr long kReqXcompPerm = 0x1023, kXtiledata = 18;
+    return syscall(SYS_arch_prctl, kReqXcompPerm, kXtiledata) == 0;
+#else
+    return false;
+#endif
+  }();
+  return ok;
+}
 inline bool cpu_has_avx512f() { return false; }
 inline bool cpu_has_avx512_skx() { return false; }
 #endif

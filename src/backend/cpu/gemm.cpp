@@ -14,6 +14,7 @@
 #include <memory>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <thread>
 #include <type_traits>
 #include <stdexcept>
@@ -26,6 +27,7 @@
 
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/elementwise.h"
+#include "backend/cpu/half_gemm.h"
 #include "backend/cpu/scratch.h"
 #include "core/thread_pool.h"
 #include "tessera/allocator.h"
@@ -178,6 +180,108 @@ bool cpu_has(GemmIsa isa) {
 using Pair = uint32_t;
 #endif
 
+// Pairs in AMX's layout (HalfKernel::Tiles): a type of its own so that packing and lengths
+// follow the tiles. A tile row holds kTilePairs pairs (32 bfloat16 values of K: 64 bytes).
+// B's panels are Pair panels (kTileNR columns of pairs per row of K pairs) whose length is
+// rounded up to whole tiles with zero pairs; A's micro-panels hold, per step of kTilePairs pairs,
+// kTileMR rows of kTilePairs pairs each (zero past the rows and K).
+enum class TilePair : uint32_t {};
+constexpr int64_t kTilePairs = 16;
+constexpr int kTileMR = 32, kTileNR = 32;
+
+#if defined(__x86_64__)
+
+// The tile instructions as inline assembly with memory clobbers (GCC 12's intrinsics declare no
+// memory effects, so the compiler may move stores across them). Tiles 0-3: C (2 x 2 blocks of
+// 16 x 16 floats), 4-5: A (16 rows of 32 bfloat16), 6-7: B (16 pairs of rows x 16 columns).
+#define TESSERA_TILE_LOAD(t, base, stride) \
+  asm volatile("tileloadd (%0,%1,1), %%tmm" #t ::"r"(base), "r"(int64_t{stride}) : "memory")
+#define TESSERA_TILE_STORE(t, base, stride) \
+  asm volatile("tilestored %%tmm" #t ", (%0,%1,1)" ::"r"(base), "r"(int64_t{stride}) : "memory")
+#define TESSERA_TILE_ZERO(t) asm volatile("tilezero %%tmm" #t ::)
+#define TESSERA_TILE_DP(c, a, b) asm volatile("tdpbf16ps %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::)
+
+// Palette 1, eight tiles of 16 rows x 64 bytes.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
+  uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
+};
+
+// Loads the configuration where this thread's differs (reading it costs ~3 ns, loading ~70).
+inline void configure_tiles() {
+  static const TileConfig want;
+  TileConfig have;
+  asm volatile("sttilecfg %0" : "=m"(have)::"memory");
+  if (std::memcmp(&have, &want, sizeof want) != 0) {
+    asm volatile("ldtilecfg %0" ::"m"(want) : "memory");
+  }
+}
+
+// C[R x 32] (R = 16 or 32, rows ldc apart) and the products of pa (kp pairs of kTileMR rows, in
+// steps) and pb (kp pairs x 32 columns): alpha == 1 adds them into C (gemm.h: Tiles), other
+// alpha sums the block apart and updates C as the other kernels do.
+template <int R>
+__attribute__((target("avx512f"))) void tile_amx(int64_t kp, const TilePair* pa,
+                                                 const TilePair* pb, float* c, int64_t ldc,
+                                                 const Update& u, bool) {
+  static_assert(R == 16 || R == 32);
+  configure_tiles();
+  alignas(64) float sums[R * kTileNR];
+  const bool chain = u.alpha == 1.0f;
+  float* acc = chain ? c : sums;
+  const int64_t ld = chain ? ldc : kTileNR, ldb = ld * int64_t{sizeof(float)};
+  if (chain && !(u.first && u.beta == 0.0f)) {
+    if (u.first && u.beta != 1.0f) {
+      for (int i = 0; i < R; ++i) {
+        for (int j = 0; j < kTileNR; ++j) c[i * ldc + j] *= u.beta;
+      }
+    }
+    TESSERA_TILE_LOAD(0, acc, ldb);
+    TESSERA_TILE_LOAD(1, acc + 16, ldb);
+    if constexpr (R == 32) {
+      TESSERA_TILE_LOAD(2, acc + 16 * ld, ldb);
+      TESSERA_TILE_LOAD(3, acc + 16 * ld + 16, ldb);
+    }
+  } else {
+    TESSERA_TILE_ZERO(0);
+    TESSERA_TILE_ZERO(1);
+    TESSERA_TILE_ZERO(2);
+    TESSERA_TILE_ZERO(3);
+  }
+  for (int64_t s = 0; s < kp / kTilePairs; ++s) {
+    const TilePair* bs = pb + s * kTilePairs * kTileNR;
+    const TilePair* as = pa + s * kTileMR * kTilePairs;
+    TESSERA_TILE_LOAD(6, bs, kTileNR * 4);
+    TESSERA_TILE_LOAD(7, bs + 16, kTileNR * 4);
+    TESSERA_TILE_LOAD(4, as, kTilePairs * 4);
+    TESSERA_TILE_DP(0, 4, 6);
+    TESSERA_TILE_DP(1, 4, 7);
+    if constexpr (R == 32) {
+      TESSERA_TILE_LOAD(5, as + 16 * kTilePairs, kTilePairs * 4);
+      TESSERA_TILE_DP(2, 5, 6);
+      TESSERA_TILE_DP(3, 5, 7);
+    }
+  }
+  TESSERA_TILE_STORE(0, acc, ldb);
+  TESSERA_TILE_STORE(1, acc + 16, ldb);
+  if constexpr (R == 32) {
+    TESSERA_TILE_STORE(2, acc + 16 * ld, ldb);
+    TESSERA_TILE_STORE(3, acc + 16 * ld + 16, ldb);
+  }
+  if (chain) return;
+  for (int i = 0; i < R; ++i) {
+    for (int j = 0; j < kTileNR; ++j) c[i * ldc + j] = updated(sums[i * kTileNR + j], c[i * ldc + j], u);
+  }
+}
+
+#undef TESSERA_TILE_LOAD
+#undef TESSERA_TILE_STORE
+#undef TESSERA_TILE_ZERO
+#undef TESSERA_TILE_DP
+
+#endif
+
 // E: the packed element (float, or a Pair of bfloat16 values).
 template <typename E>
 using TileFn = void (*)(int64_t, const E*, const E*, float*, int64_t, const Update&, bool);
@@ -193,6 +297,9 @@ using EdgeFn = EdgeTile<E> (*)(int64_t h);
 // Packed elements of a K range of kcl values.
 template <typename E>
 constexpr int64_t packed_len(int64_t kcl) {
+  if constexpr (std::is_same_v<E, TilePair>) {
+    return (kcl + 2 * kTilePairs - 1) / (2 * kTilePairs) * kTilePairs;
+  }
   return std::is_same_v<E, Pair> ? (kcl + 1) / 2 : kcl;
 }
 
@@ -436,6 +543,31 @@ void pack_b_panel(bool tb, const In* b, int64_t ldb, int64_t n0, int64_t nc, int
   }
 }
 
+// pack_a for the tiles (TilePair's layout): row by row, 32 values of K at a time.
+template <int MR, typename In>
+void pack_a_tiles(bool ta, const In* a, int64_t lda, int64_t i0, int64_t rows, int64_t kb0,
+                  int64_t kcl, TilePair* out) {
+  static_assert(MR == kTileMR);
+  const int64_t kp = packed_len<TilePair>(kcl), step = 2 * kTilePairs;  // values of K per step
+  for (int64_t r0 = 0; r0 < rows; r0 += MR) {
+    In* dst = reinterpret_cast<In*>(out + (r0 / MR) * kp * MR);  // value kk of row r: see below
+    const int64_t h = std::min<int64_t>(MR, rows - r0);
+    if (h < MR || kcl % step != 0) std::fill(dst, dst + 2 * kp * MR, In{});
+    for (int64_t r = 0; r < h; ++r) {
+      const int64_t row = i0 + r0 + r;
+      for (int64_t kk0 = 0; kk0 < kcl; kk0 += step) {
+        In* d = dst + ((kk0 / step) * MR + r) * step;
+        const int64_t len = std::min(step, kcl - kk0);
+        if (!ta) {
+          std::copy_n(a + row * lda + kb0 + kk0, len, d);
+          continue;
+        }
+        for (int64_t t = 0; t < len; ++t) d[t] = a[(kb0 + kk0 + t) * lda + row];
+      }
+    }
+  }
+}
+
 // Rows [i0, i0 + rows) and K range [kb0, kb0 + kcl) of op(a) as MR-row micro-panels of
 // packed_len(kcl) x MR, rows past the block zeros.
 template <int MR, typename E, typename In>
@@ -507,6 +639,20 @@ void pack_a(bool ta, const In* a, int64_t lda, int64_t i0, int64_t rows, int64_t
       }
     }
   }
+}
+
+// The tiles' packing (overloads the templates above take second place to): B's panel as Pairs
+// with zero pairs to whole tiles; A by pack_a_tiles.
+template <int NR, typename In>
+void pack_b_panel(bool tb, const In* b, int64_t ldb, int64_t n0, int64_t nc, int64_t p,
+                  int64_t kb0, int64_t kcl, TilePair* dst) {
+  pack_b_panel<NR, Pair>(tb, b, ldb, n0, nc, p, kb0, kcl, reinterpret_cast<Pair*>(dst));
+  std::fill(dst + packed_len<Pair>(kcl) * NR, dst + packed_len<TilePair>(kcl) * NR, TilePair{0});
+}
+template <int MR, typename In>
+void pack_a(bool ta, const In* a, int64_t lda, int64_t i0, int64_t rows, int64_t kb0,
+            int64_t kcl, TilePair* out) {
+  pack_a_tiles<MR>(ta, a, lda, i0, rows, kb0, kcl, out);
 }
 
 // Waits for another thread to finish packing a panel (microseconds of work).
@@ -622,6 +768,17 @@ void gemm_tiles(TileFn<E> tile, EdgeFn<E> edge, bool ta, bool tb, int64_t m, int
                   t.fn(kp, pa, pb, cp, ldc, u, false);
                   continue;
                 }
+                if constexpr (std::is_same_v<E, TilePair>) {
+                  // The tiles add into C: they see the edge's C in the scratch tile.
+                  for (int64_t i = 0; i < t.rows; ++i) {
+                    for (int64_t j = 0; j < NR; ++j) {
+                      scratch[i * NR + j] = i < h && j < w ? cp[i * ldc + j] : 0.0f;
+                    }
+                  }
+                  t.fn(kp, pa, pb, scratch, NR, u, false);
+                  for (int64_t i = 0; i < h; ++i) std::copy_n(scratch + i * NR, w, cp + i * ldc);
+                  continue;
+                }
                 t.fn(kp, pa, pb, scratch, NR, u, true);
                 for (int64_t i = 0; i < h; ++i) {
                   for (int64_t j = 0; j < w; ++j) {
@@ -681,21 +838,37 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const
   }
 }
 
-bool hgemm_pairs_supported() { return cpu_has_avx512f() && cpu_has_avx512_bf16(); }
-bool hgemm_pairs_preferred() { return hgemm_pairs_supported() && !cpu_is_intel(); }
+bool hgemm_supported(HalfKernel kernel) {
+  switch (kernel) {
+    case HalfKernel::Widen: return gemm_supported();
+    case HalfKernel::Pairs: return cpu_has_avx512f() && cpu_has_avx512_bf16();
+    case HalfKernel::Tiles: return cpu_has_avx512f() && cpu_has_amx_bf16();
+  }
+  return false;
+}
+
+template <typename T>
+HalfKernel hgemm_kernel() {
+  if (!std::is_same_v<T, bfloat16_t> || half_isa() != HalfIsa::avx512_bf16) {
+    return HalfKernel::Widen;
+  }
+  if (hgemm_supported(HalfKernel::Tiles)) return HalfKernel::Tiles;
+  return cpu_is_intel() ? HalfKernel::Widen : HalfKernel::Pairs;
+}
 
 template <typename T>
 void hgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const T* a, int64_t lda,
-           const T* b, int64_t ldb, float beta, float* c, int64_t ldc, bool pairs) {
+           const T* b, int64_t ldb, float beta, float* c, int64_t ldc, HalfKernel kernel) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) throw std::invalid_argument("[hgemm] needs k > 0, got " + std::to_string(k));
-  if (!gemm_supported() || (pairs && !hgemm_pairs_supported())) {
+  if (!gemm_supported() || !hgemm_supported(kernel) ||
+      (kernel != HalfKernel::Widen && !std::is_same_v<T, bfloat16_t>)) {
     throw std::invalid_argument(
-        "[hgemm] this CPU has no kernel for it (check gemm_supported and hgemm_pairs_supported)");
+        "[hgemm] this CPU has no such kernel for it (check gemm_supported and hgemm_supported)");
   }
 #if defined(__x86_64__)
   if constexpr (std::is_same_v<T, bfloat16_t>) {
-    if (pairs) {
+    if (kernel == HalfKernel::Pairs) {
       const EdgeFn<Pair> edge = [](int64_t h) {
         return h <= 4 ? EdgeTile<Pair>{tile_pairs<4>, 4}
                : h <= 8 ? EdgeTile<Pair>{tile_pairs<8>, 8}
@@ -703,6 +876,14 @@ void hgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const
       };
       gemm_tiles<12, 32, Pair>(tile_pairs<12>, edge, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta,
                                c, ldc);
+      return;
+    }
+    if (kernel == HalfKernel::Tiles) {
+      const EdgeFn<TilePair> edge = [](int64_t h) {
+        return h <= 16 ? EdgeTile<TilePair>{tile_amx<16>, 16} : EdgeTile<TilePair>{tile_amx<32>, 32};
+      };
+      gemm_tiles<kTileMR, kTileNR, TilePair>(tile_amx<32>, edge, ta, tb, m, n, k, alpha, a, lda,
+                                             b, ldb, beta, c, ldc);
       return;
     }
   }
@@ -714,9 +895,13 @@ void hgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const
 #endif
 }
 
+template HalfKernel hgemm_kernel<float16_t>();
+template HalfKernel hgemm_kernel<bfloat16_t>();
 template void hgemm<float16_t>(bool, bool, int64_t, int64_t, int64_t, float, const float16_t*,
-                               int64_t, const float16_t*, int64_t, float, float*, int64_t, bool);
+                               int64_t, const float16_t*, int64_t, float, float*, int64_t,
+                               HalfKernel);
 template void hgemm<bfloat16_t>(bool, bool, int64_t, int64_t, int64_t, float, const bfloat16_t*,
-                                int64_t, const bfloat16_t*, int64_t, float, float*, int64_t, bool);
+                                int64_t, const bfloat16_t*, int64_t, float, float*, int64_t,
+                                HalfKernel);
 
 }  // namespace tessera::cpu

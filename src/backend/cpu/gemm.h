@@ -37,22 +37,35 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const
            GemmIsa isa = GemmIsa::Best);
 
 // Half-precision operands (float16_t or bfloat16_t), a float32 result: the contract of sgemm with
-// c in float32 (the caller rounds it once). `pairs`: bfloat16 through AVX512_BF16's vdpbf16ps,
-// K taken in pairs (each pair's two exact products and the running sum added in float32, inputs
-// and results below float32's normal range flushed to zero), the pair sums chained in K order per
-// K block; otherwise each value is widened to float32 as it is packed and the float32 kernel runs,
-// giving sgemm's bits on the widened operands. Requires gemm_supported() and, for `pairs`,
-// hgemm_pairs_supported().
-bool hgemm_pairs_supported();
-// Whether bfloat16 products should take `pairs` on this CPU: where it has them and they are the
-// faster kernel. On Intel cores vdpbf16ps issues one per 2 cycles against two FMAs per cycle
-// (measured on a Sapphire Rapids-class Xeon: 16 against 32 products per cycle), so there the
-// widened float32 kernel wins (the 111 M model's bf16 prefill 635-641 -> 785-795 tok/s); AMD's
-// Zen 4 runs 32 bfloat16 products per vdpbf16ps at FMA's issue rate. A property of the CPU, so
-// a machine gives the same bits from run to run.
-bool hgemm_pairs_preferred();
+// c in float32 (the caller rounds it once), by one of three kernels:
+enum class HalfKernel {
+  // Each value widened to float32 as it is packed, then the float32 kernel: sgemm's bits on the
+  // widened operands.
+  Widen,
+  // bfloat16 through AVX512_BF16's vdpbf16ps, K taken in pairs (each pair's two exact products
+  // and the running sum added in float32, inputs and results below float32's normal range
+  // flushed to zero), the pair sums chained in K order per K block, each block's sum added into
+  // C as sgemm does.
+  Pairs,
+  // bfloat16 through AMX's tile product tdpbf16ps (16 x 16 results per instruction, 32 values of
+  // K each): the same products and flushing as Pairs, with alpha == 1 summed in K order straight
+  // into C (c = beta * c, or 0, then every pair added in turn: no per-block sum); other alpha as
+  // Pairs. Needs AMX-TILE and AMX-BF16 and Linux's permission for the tile state (asked once).
+  Tiles,
+};
+// Whether this CPU (and, for Tiles, its kernel) runs `kernel` on bfloat16 operands.
+bool hgemm_supported(HalfKernel kernel);
+// The kernel T's products take: Widen unless T is bfloat16 and half_isa() allows AVX512_BF16;
+// then Tiles where the CPU has AMX, else Pairs where vdpbf16ps is the faster kernel (not on
+// Intel cores: vdpbf16ps issues one per 2 cycles against two FMAs per cycle there, measured on a
+// Sapphire Rapids-class Xeon: 16 against 32 products per cycle; AMD's Zen 4 runs 32 bfloat16
+// products per vdpbf16ps at FMA's rate), else Widen. A property of the CPU and TESSERA_CPU_ISA,
+// so a machine gives the same bits from run to run.
+template <typename T>
+HalfKernel hgemm_kernel();
+// Requires gemm_supported() and hgemm_supported(kernel) for Pairs and Tiles (bfloat16 only).
 template <typename T>
 void hgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const T* a, int64_t lda,
-           const T* b, int64_t ldb, float beta, float* c, int64_t ldc, bool pairs);
+           const T* b, int64_t ldb, float beta, float* c, int64_t ldc, HalfKernel kernel);
 
 }  // namespace tessera::cpu

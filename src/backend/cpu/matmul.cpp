@@ -5,9 +5,10 @@
 // or column-contiguous (any row/column pitch, any batch strides, broadcast included) are read as
 // they are (NoTrans / Trans); other layouts are copied first. float16/bfloat16 products of at
 // most 16 rows read the weights in their own dtype (half_gemm.h); larger ones run on Tessera's
-// GEMM packing from the half operands (bfloat16 pairs through vdpbf16ps where the CPU has
-// AVX512_BF16, otherwise widened to float32 as they are packed), or, where it has no kernel for
-// the shape, through float32 copies on OpenBLAS; all accumulate in float32 and are rounded once.
+// GEMM packing from the half operands (bfloat16 through AMX tiles or vdpbf16ps pairs where the
+// CPU has them, otherwise widened to float32 as they are packed: gemm.h's hgemm_kernel), or,
+// where it has no kernel for the shape, through float32 copies on OpenBLAS; all accumulate in
+// float32 and are rounded once.
 
 #include <algorithm>
 #include <climits>
@@ -269,7 +270,7 @@ bool half_skinny(const array& a, const array& b, array& out, float alpha, float 
 }
 
 // A half-precision product of more rows on Tessera's GEMM (gemm.h: the operands packed from their
-// own dtype, bfloat16 pairs through vdpbf16ps where the CPU has it) into out32 (float32, holding c
+// own dtype, by gemm.h's hgemm_kernel) into out32 (float32, holding c
 // when beta != 0); false when the shape or the CPU has no kernel there.
 template <typename T>
 bool half_gemm(const array& a, const array& b, array& out32, float alpha, float beta,
@@ -279,8 +280,7 @@ bool half_gemm(const array& a, const array& b, array& out32, float alpha, float 
   if (!cpu::gemm_serves(pr.m, pr.n) || static_cast<double>(pr.m) * pr.n * pr.k < kSmallGemmWork) {
     return false;
   }
-  const bool pairs = std::is_same_v<T, bfloat16_t> && cpu::half_isa() == cpu::HalfIsa::avx512_bf16 &&
-                     cpu::hgemm_pairs_preferred();
+  const cpu::HalfKernel kernel = cpu::hgemm_kernel<T>();
   const T* ap = pr.pa.arr.template data<T>();
   const T* bp = pr.pb.arr.template data<T>();
   float* cp = out32.data<float>();
@@ -288,7 +288,7 @@ bool half_gemm(const array& a, const array& b, array& out32, float alpha, float 
   for (size_t i = 0; i < pr.batch; ++i) {
     cpu::hgemm<T>(pr.pa.layout.trans, pr.pb.layout.trans, pr.m, pr.n, pr.k, alpha,
                   ap + pr.pa.batch_offsets[i], pr.pa.layout.ld, bp + pr.pb.batch_offsets[i],
-                  pr.pb.layout.ld, beta, cp + i * mat, pr.n, pairs);
+                  pr.pb.layout.ld, beta, cp + i * mat, pr.n, kernel);
   }
   return true;
 }

@@ -365,8 +365,7 @@ constexpr int64_t kDequantChunkBytes = int64_t(4) << 20;
 
 // out (M, N) = x (M, K) @ W^T for half-precision x of many rows (a prefill): W dequantized to T a
 // chunk of columns at a time (each value scale * q + bias in float32, rounded to T once) and
-// multiplied on Tessera's GEMM straight from T (bfloat16 pairs through vdpbf16ps where the CPU has
-// it), accumulating in float32, each result rounded to T once. False where the GEMM has no kernel
+// multiplied on Tessera's GEMM straight from T (by gemm.h's hgemm_kernel), accumulating in float32, each result rounded to T once. False where the GEMM has no kernel
 // for the shape or the CPU. (The dequantized tiles of qmm_transposed's float path repacked all of
 // x for every 32 columns.)
 template <typename T, typename S>
@@ -375,8 +374,7 @@ bool qmm_half_gemm(const T* x, const uint8_t* packed, const S* scales, const S* 
   const int64_t chunk =
       std::min<int64_t>(n, std::max<int64_t>(64, kDequantChunkBytes / (2 * k) / 64 * 64));
   if (!cpu::gemm_supported() || !cpu::gemm_serves(m, chunk)) return false;
-  const bool pairs = std::is_same_v<T, bfloat16_t> &&
-                     cpu::half_isa() == cpu::HalfIsa::avx512_bf16 && cpu::hgemm_pairs_preferred();
+  const cpu::HalfKernel kernel = cpu::hgemm_kernel<T>();
   const int group_size = c.group_size;
   const int64_t groups = k / group_size, row_bytes = k * c.bits / 8;
   std::vector<T> w(static_cast<size_t>(chunk * k));
@@ -396,7 +394,7 @@ bool qmm_half_gemm(const T* x, const uint8_t* packed, const S* scales, const S* 
         }
       }
     });
-    cpu::hgemm<T>(false, true, m, nc, k, 1.0f, x, k, w.data(), k, 0.0f, res.data(), nc, pairs);
+    cpu::hgemm<T>(false, true, m, nc, k, 1.0f, x, k, w.data(), k, 0.0f, res.data(), nc, kernel);
     for (int64_t r = 0; r < m; ++r) {
       for (int64_t j = 0; j < nc; ++j) out[r * n + n0 + j] = T(res[r * nc + j]);
     }
