@@ -112,6 +112,32 @@ def test_an_unknown_isa_is_an_error_naming_the_variable():
     assert "TESSERA_CPU_ISA=sse9" in r.stderr and "avx512" in r.stderr
 
 
+NARROW_WORKER = r"""
+import json
+import numpy as np
+import tessera.core as mx
+
+rng = np.random.default_rng(4)
+x = rng.standard_normal(4099).astype(np.float32)             # odd length: vector body and tail
+special = np.array([0x3F808000, 0x3F818000, 0xBF808000, 0x7F7FFFFF, 0x00000001, 0x807FFFFF,
+                    0x7F800000, 0xFF800000, 0x7FC00001, 0xFFA12345, 0x80000000], np.uint32)
+x[:special.size] = special.view(np.float32)                 # ties, overflow, denormals, inf, NaN
+y = mx.array(x).astype(mx.bfloat16)
+print(json.dumps({"x": x.view(np.uint32).tolist(), "y": np.asarray(y.view(mx.uint16)).tolist()}))
+"""
+
+
+def test_float32_to_bfloat16_rounds_to_nearest_even_on_every_isa():
+    # The rounding of every half-precision product's float32 result has a 16-lane copy.
+    for isa in isas():
+        got = json.loads(worker_output(NARROW_WORKER, isa))
+        u = np.array(got["x"], dtype=np.uint64)
+        want = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF
+        nan = np.isnan(u.astype(np.uint32).view(np.float32))
+        want[nan] = (u[nan] >> 16) | 0x40                           # quiet, sign and payload kept
+        np.testing.assert_array_equal(np.array(got["y"], dtype=np.uint64), want, err_msg=isa)
+
+
 HALF_WORKER = r"""
 import json
 import numpy as np

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backend/cpu/elementwise.h"
 #include "backend/cpu/strided.h"
+#include "backend/cpu/vec16_ops.h"
 #include "core/thread_pool.h"
 
 namespace tessera::cpu {
@@ -66,6 +68,29 @@ bool copy_transposed(const S* s, D* d, const StridedView<2>& v) {
   return true;
 }
 
+#if defined(__x86_64__)
+// float32 to bfloat16, 16 lanes at a time, with the scalar cast's bits (vec16_ops.h): the
+// rounding of every half-precision GEMM's float32 result (the scalar loop does not vectorise,
+// and took as long as the transposes of a 512-row prefill's weights). (g++ 12 warns of the
+// undefined passthrough lanes in the intrinsics' unmasked forms.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void narrow_bf16_avx512(const float* s,
+                                                                          bfloat16_t* d,
+                                                                          size_t n) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    ops::store_bf16(d + i, 0xFFFF, ops::round_bf16(_mm512_loadu_ps(s + i)));
+  }
+  if (i < n) {
+    const auto m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    ops::store_bf16(d + i, m, ops::round_bf16(_mm512_maskz_loadu_ps(m, s + i)));
+  }
+}
+#pragma GCC diagnostic pop
+#endif
+
 template <typename S, typename D>
 void copy_typed(const array& src, array& dst) {
   const S* s = src.data<S>();
@@ -75,6 +100,12 @@ void copy_typed(const array& src, array& dst) {
     detail::parallel_for(n, kElementwiseGrain, [&](size_t b, size_t e) {
       if constexpr (std::is_same_v<S, D>) {
         std::memcpy(d + b, s + b, (e - b) * sizeof(D));
+#if defined(__x86_64__)
+      } else if (std::is_same_v<S, float> && std::is_same_v<D, bfloat16_t> &&
+                 loop_isa() == LoopIsa::avx512) {
+        narrow_bf16_avx512(reinterpret_cast<const float*>(s + b),
+                           reinterpret_cast<bfloat16_t*>(d + b), e - b);
+#endif
       } else if constexpr (std::is_same_v<S, bool>) {
         // Read as bytes: g++ does not vectorise loads of bool (a bool must be 0 or 1).
         const uint8_t* u = reinterpret_cast<const uint8_t*>(s);

@@ -37,6 +37,7 @@ namespace tessera::cpu {
 namespace {
 
 constexpr int64_t kKc = kGemmKBlock;
+constexpr int64_t kTileKBlock = 2048;
 constexpr int64_t kMc = 96;                // rows of a's packed block (96 KiB: L2)
 constexpr int64_t kMaxTaskColumns = 512;   // columns: a K block of them stays in L2 (512 KiB)
 constexpr int64_t kMinTaskColumns = 128;
@@ -189,6 +190,13 @@ enum class TilePair : uint32_t {};
 constexpr int64_t kTilePairs = 16;
 constexpr int kTileMR = 32, kTileNR = 32;
 
+// The K block of the kernel for E (the tiles sum straight into C, so theirs is not part of the
+// result's definition).
+template <typename E>
+constexpr int64_t k_block() {
+  return std::is_same_v<E, TilePair> ? kTileKBlock : kKc;
+}
+
 #if defined(__x86_64__)
 
 // The tile instructions as inline assembly with memory clobbers (GCC 12's intrinsics declare no
@@ -208,25 +216,23 @@ struct alignas(64) TileConfig {
   uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
 };
 
-// Loads the configuration where this thread's differs (reading it costs ~3 ns, loading ~70).
+// Tiles are configured per task of gemm_tiles (ldtilecfg, ~70 ns; reading the configuration
+// back in every kernel call drained the tile pipeline: 17% of the kernel's time) and released
+// after it (the thread's saved state shrinks back).
 inline void configure_tiles() {
-  static const TileConfig want;
-  TileConfig have;
-  asm volatile("sttilecfg %0" : "=m"(have)::"memory");
-  if (std::memcmp(&have, &want, sizeof want) != 0) {
-    asm volatile("ldtilecfg %0" ::"m"(want) : "memory");
-  }
+  static const TileConfig config;
+  asm volatile("ldtilecfg %0" ::"m"(config) : "memory");
 }
+inline void release_tiles() { asm volatile("tilerelease" ::: "memory"); }
 
 // C[R x 32] (R = 16 or 32, rows ldc apart) and the products of pa (kp pairs of kTileMR rows, in
-// steps) and pb (kp pairs x 32 columns): alpha == 1 adds them into C (gemm.h: Tiles), other
+// steps) and pb (kp pairs x 32 columns), the tiles configured: alpha == 1 adds them into C (gemm.h: Tiles), other
 // alpha sums the block apart and updates C as the other kernels do.
 template <int R>
 __attribute__((target("avx512f"))) void tile_amx(int64_t kp, const TilePair* pa,
                                                  const TilePair* pb, float* c, int64_t ldc,
                                                  const Update& u, bool) {
   static_assert(R == 16 || R == 32);
-  configure_tiles();
   alignas(64) float sums[R * kTileNR];
   const bool chain = u.alpha == 1.0f;
   float* acc = chain ? c : sums;
@@ -668,6 +674,7 @@ template <int MR, int NR, typename E, typename In>
 void gemm_tiles(TileFn<E> tile, EdgeFn<E> edge, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                 float alpha, const In* a, int64_t lda, const In* b, int64_t ldb, float beta,
                 float* c, int64_t ldc) {
+  const int64_t kKc = k_block<E>();
   const int64_t kpb = packed_len<E>(kKc);  // packed length of a full K block
   const int64_t chunk = std::max<int64_t>(NR, kMaxPackedB / k / NR * NR);
   const int64_t threads = detail::num_threads();
@@ -713,6 +720,9 @@ void gemm_tiles(TileFn<E> tile, EdgeFn<E> edge, bool ta, bool tb, int64_t m, int
       thread_local std::vector<E> abuf;
       alignas(64) float scratch[MR * NR];
       abuf.resize(static_cast<size_t>((kMc + MR - 1) / MR * MR * kpb));
+#if defined(__x86_64__)
+      if constexpr (std::is_same_v<E, TilePair>) configure_tiles();
+#endif
       for (size_t t = lo; t < hi; ++t) {
         const int64_t ti = static_cast<int64_t>(t) / tc, tj = static_cast<int64_t>(t) % tc;
         const int64_t row0 = ti * units / tr * MR, row1 = std::min(m, (ti + 1) * units / tr * MR);
@@ -790,6 +800,9 @@ void gemm_tiles(TileFn<E> tile, EdgeFn<E> edge, bool ta, bool tb, int64_t m, int
           }
         }
       }
+#if defined(__x86_64__)
+      if constexpr (std::is_same_v<E, TilePair>) release_tiles();
+#endif
     });
     allocator::free(buf);
   }
