@@ -72,12 +72,13 @@ def test_quantized_matmul_matches_dequantized_product(transpose, bits, gs):
 
 @pytest.mark.parametrize("dtype,rel", [("bfloat16", 2 ** -8), ("float16", 2 ** -10)])
 @pytest.mark.parametrize("bits,gs,mode,k", [(4, 64, "affine", 576), (4, 128, "affine", 640),
-                                            (3, 32, "affine", 96), (4, 32, "mxfp4", 160)])
+                                            (3, 32, "affine", 96), (4, 32, "mxfp4", 160),
+                                            (4, 64, "affine", 2304)])
 def test_half_precision_prefill_products_match_the_float64_product(dtype, rel, bits, gs, mode, k):
-    # Many rows of half-precision x (a prefill): the weights are dequantized to x's dtype a chunk of
-    # columns at a time and multiplied on the GEMM. Reference: float64 x @ dequantize(w).T with the
-    # dequantized values in float64; allowed: the result's rounding plus one rounding of each
-    # weight to the half type.
+    # Many rows of half-precision x (a prefill): the weights are dequantized to x's dtype a panel
+    # of rows at a time as the GEMM packs them (K across the GEMM's K blocks: 256 values, 2048 on
+    # AMX). Reference: float64 x @ dequantize(w).T with the dequantized values in float64;
+    # allowed: the result's rounding plus one rounding of each weight to the half type.
     dt = getattr(mx, dtype)
     w = mx.array(RNG.standard_normal((130, k)).astype(np.float32)).astype(dt)
     q = mx.quantize(w, group_size=gs, bits=bits, mode=mode)

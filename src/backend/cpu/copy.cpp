@@ -100,12 +100,8 @@ void copy_typed(const array& src, array& dst) {
     detail::parallel_for(n, kElementwiseGrain, [&](size_t b, size_t e) {
       if constexpr (std::is_same_v<S, D>) {
         std::memcpy(d + b, s + b, (e - b) * sizeof(D));
-#if defined(__x86_64__)
-      } else if (std::is_same_v<S, float> && std::is_same_v<D, bfloat16_t> &&
-                 loop_isa() == LoopIsa::avx512) {
-        narrow_bf16_avx512(reinterpret_cast<const float*>(s + b),
-                           reinterpret_cast<bfloat16_t*>(d + b), e - b);
-#endif
+      } else if constexpr (std::is_same_v<S, float> && std::is_same_v<D, bfloat16_t>) {
+        narrow_to_bf16(s + b, d + b, e - b);
       } else if constexpr (std::is_same_v<S, bool>) {
         // Read as bytes: g++ does not vectorise loads of bool (a bool must be 0 or 1).
         const uint8_t* u = reinterpret_cast<const uint8_t*>(s);
@@ -129,6 +125,13 @@ void copy_typed(const array& src, array& dst) {
 }
 
 }  // namespace
+
+void narrow_to_bf16(const float* src, bfloat16_t* dst, size_t n) {
+#if defined(__x86_64__)
+  if (loop_isa() == LoopIsa::avx512) return narrow_bf16_avx512(src, dst, n);
+#endif
+  for (size_t i = 0; i < n; ++i) dst[i] = bfloat16_t(src[i]);
+}
 
 void copy_into(const array& src, array& dst) {
   if (dst.size() == 0) return;

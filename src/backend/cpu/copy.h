@@ -19,5 +19,8 @@ void allocate_or_donate(array& out, std::initializer_list<const array*> candidat
 // A row-contiguous version of `a` (itself when already row-contiguous). Runs synchronously on
 // the calling (worker) thread; no graph.
 array ensure_row_contiguous(const array& a);
+// n float32 values rounded to bfloat16 (the scalar cast's bits), 16 lanes at a time where
+// TESSERA_CPU_ISA allows AVX-512.
+void narrow_to_bf16(const float* src, bfloat16_t* dst, size_t n);
 
 }  // namespace tessera::cpu

@@ -564,6 +564,10 @@ void pack_a_tiles(bool ta, const In* a, int64_t lda, int64_t i0, int64_t rows, i
       for (int64_t kk0 = 0; kk0 < kcl; kk0 += step) {
         In* d = dst + ((kk0 / step) * MR + r) * step;
         const int64_t len = std::min(step, kcl - kk0);
+        if (!ta && len == step) {  // a constant size: moved in registers, not by a memcpy call
+          std::memcpy(d, a + row * lda + kb0 + kk0, step * sizeof(In));
+          continue;
+        }
         if (!ta) {
           std::copy_n(a + row * lda + kb0 + kk0, len, d);
           continue;
@@ -661,6 +665,29 @@ void pack_a(bool ta, const In* a, int64_t lda, int64_t i0, int64_t rows, int64_t
   pack_a_tiles<MR>(ta, a, lda, i0, rows, kb0, kcl, out);
 }
 
+// The right operand: op(b) of a matrix, or the transpose of rows a function writes (hgemm_rows:
+// a dequantized weight, one panel's rows at a time, never whole).
+template <typename In>
+struct RightOperand {
+  bool tb;
+  const In* b;
+  int64_t ldb;
+  const RowsFn<In>* rows = nullptr;
+
+  // Panel p of the columns from n0 (nc of them), K range [kb0, kb0 + kcl), as pack_b_panel.
+  template <int NR, typename E>
+  void pack(int64_t n0, int64_t nc, int64_t p, int64_t kb0, int64_t kcl, E* dst) const {
+    if (rows == nullptr) return pack_b_panel<NR>(tb, b, ldb, n0, nc, p, kb0, kcl, dst);
+    // The panel's rows into a block (an even pitch: pairs are 32-bit words), packed from there.
+    const int64_t j0 = n0 + p * NR, w = std::min<int64_t>(NR, n0 + nc - j0);
+    const int64_t ld = (kcl + 1) / 2 * 2;
+    thread_local std::vector<In> block;
+    block.resize(static_cast<size_t>(w * ld));
+    (*rows)(j0, w, kb0, kcl, block.data(), ld);
+    pack_b_panel<NR>(true, block.data(), ld, 0, w, 0, 0, kcl, dst);
+  }
+};
+
 // Waits for another thread to finish packing a panel (microseconds of work).
 inline void pause() {
 #if defined(__x86_64__)
@@ -671,8 +698,8 @@ inline void pause() {
 }
 
 template <int MR, int NR, typename E, typename In>
-void gemm_tiles(TileFn<E> tile, EdgeFn<E> edge, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-                float alpha, const In* a, int64_t lda, const In* b, int64_t ldb, float beta,
+void gemm_tiles(TileFn<E> tile, EdgeFn<E> edge, bool ta, int64_t m, int64_t n, int64_t k,
+                float alpha, const In* a, int64_t lda, const RightOperand<In>& b, float beta,
                 float* c, int64_t ldc) {
   const int64_t kKc = k_block<E>();
   const int64_t kpb = packed_len<E>(kKc);  // packed length of a full K block
@@ -736,7 +763,7 @@ void gemm_tiles(TileFn<E> tile, EdgeFn<E> edge, bool ta, bool tb, int64_t m, int
             int idle = 0;
             if (st[p].load(std::memory_order_acquire) == 0 &&
                 st[p].compare_exchange_strong(idle, 1, std::memory_order_acq_rel)) {
-              pack_b_panel<NR>(tb, b, ldb, n0, nc, p, kb0, kcl, bblock + p * kp * NR);
+              b.template pack<NR>(n0, nc, p, kb0, kcl, bblock + p * kp * NR);
               st[p].store(2, std::memory_order_release);
             }
           }
@@ -811,8 +838,8 @@ void gemm_tiles(TileFn<E> tile, EdgeFn<E> edge, bool ta, bool tb, int64_t m, int
 
 // The float32 kernel of `isa` over operands of type In (widened to float32 as they are packed).
 template <GemmIsa isa, typename In>
-void run_float_tiles(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const In* a,
-                     int64_t lda, const In* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+void run_float_tiles(bool ta, int64_t m, int64_t n, int64_t k, float alpha, const In* a,
+                     int64_t lda, const RightOperand<In>& b, float beta, float* c, int64_t ldc) {
 #if defined(__x86_64__)
   if constexpr (isa == GemmIsa::Avx512) {
     const EdgeFn<float> edge = [](int64_t h) {
@@ -820,11 +847,10 @@ void run_float_tiles(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float al
              : h <= 8 ? EdgeTile<float>{tile_avx512<8>, 8}
                       : EdgeTile<float>{tile_avx512<12>, 12};
     };
-    gemm_tiles<12, 32, float>(tile_avx512<12>, edge, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta,
-                              c, ldc);
+    gemm_tiles<12, 32, float>(tile_avx512<12>, edge, ta, m, n, k, alpha, a, lda, b, beta, c, ldc);
   } else {
     const EdgeFn<float> edge = [](int64_t) { return EdgeTile<float>{tile_avx2, 6}; };
-    gemm_tiles<6, 16, float>(tile_avx2, edge, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    gemm_tiles<6, 16, float>(tile_avx2, edge, ta, m, n, k, alpha, a, lda, b, beta, c, ldc);
   }
 #endif
 }
@@ -844,10 +870,11 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const
                                 (isa == GemmIsa::Avx512 ? "AVX-512" : "AVX2 + FMA") +
                                 " (check gemm_supported first)");
   }
+  const RightOperand<float> rb{tb, b, ldb};
   if (isa == GemmIsa::Avx512) {
-    run_float_tiles<GemmIsa::Avx512>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    run_float_tiles<GemmIsa::Avx512>(ta, m, n, k, alpha, a, lda, rb, beta, c, ldc);
   } else {
-    run_float_tiles<GemmIsa::Avx2>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    run_float_tiles<GemmIsa::Avx2>(ta, m, n, k, alpha, a, lda, rb, beta, c, ldc);
   }
 }
 
@@ -869,9 +896,12 @@ HalfKernel hgemm_kernel() {
   return cpu_is_intel() ? HalfKernel::Widen : HalfKernel::Pairs;
 }
 
+namespace {
+
+// hgemm and hgemm_rows: the checks, then the kernel.
 template <typename T>
-void hgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const T* a, int64_t lda,
-           const T* b, int64_t ldb, float beta, float* c, int64_t ldc, HalfKernel kernel) {
+void run_hgemm(bool ta, int64_t m, int64_t n, int64_t k, float alpha, const T* a, int64_t lda,
+               const RightOperand<T>& b, float beta, float* c, int64_t ldc, HalfKernel kernel) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) throw std::invalid_argument("[hgemm] needs k > 0, got " + std::to_string(k));
   if (!gemm_supported() || !hgemm_supported(kernel) ||
@@ -887,25 +917,39 @@ void hgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const
                : h <= 8 ? EdgeTile<Pair>{tile_pairs<8>, 8}
                         : EdgeTile<Pair>{tile_pairs<12>, 12};
       };
-      gemm_tiles<12, 32, Pair>(tile_pairs<12>, edge, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta,
-                               c, ldc);
+      gemm_tiles<12, 32, Pair>(tile_pairs<12>, edge, ta, m, n, k, alpha, a, lda, b, beta, c, ldc);
       return;
     }
     if (kernel == HalfKernel::Tiles) {
       const EdgeFn<TilePair> edge = [](int64_t h) {
         return h <= 16 ? EdgeTile<TilePair>{tile_amx<16>, 16} : EdgeTile<TilePair>{tile_amx<32>, 32};
       };
-      gemm_tiles<kTileMR, kTileNR, TilePair>(tile_amx<32>, edge, ta, tb, m, n, k, alpha, a, lda,
-                                             b, ldb, beta, c, ldc);
+      gemm_tiles<kTileMR, kTileNR, TilePair>(tile_amx<32>, edge, ta, m, n, k, alpha, a, lda, b,
+                                             beta, c, ldc);
       return;
     }
   }
   if (cpu_has(GemmIsa::Avx512)) {
-    run_float_tiles<GemmIsa::Avx512>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    run_float_tiles<GemmIsa::Avx512>(ta, m, n, k, alpha, a, lda, b, beta, c, ldc);
   } else {
-    run_float_tiles<GemmIsa::Avx2>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    run_float_tiles<GemmIsa::Avx2>(ta, m, n, k, alpha, a, lda, b, beta, c, ldc);
   }
 #endif
+}
+
+}  // namespace
+
+template <typename T>
+void hgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const T* a, int64_t lda,
+           const T* b, int64_t ldb, float beta, float* c, int64_t ldc, HalfKernel kernel) {
+  run_hgemm(ta, m, n, k, alpha, a, lda, RightOperand<T>{tb, b, ldb}, beta, c, ldc, kernel);
+}
+
+template <typename T>
+void hgemm_rows(int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const RowsFn<T>& rows,
+                float* c, int64_t ldc, HalfKernel kernel) {
+  run_hgemm(false, m, n, k, 1.0f, a, lda, RightOperand<T>{true, nullptr, 0, &rows}, 0.0f, c, ldc,
+            kernel);
 }
 
 template HalfKernel hgemm_kernel<float16_t>();
@@ -916,5 +960,9 @@ template void hgemm<float16_t>(bool, bool, int64_t, int64_t, int64_t, float, con
 template void hgemm<bfloat16_t>(bool, bool, int64_t, int64_t, int64_t, float, const bfloat16_t*,
                                 int64_t, const bfloat16_t*, int64_t, float, float*, int64_t,
                                 HalfKernel);
+template void hgemm_rows<float16_t>(int64_t, int64_t, int64_t, const float16_t*, int64_t,
+                                    const RowsFn<float16_t>&, float*, int64_t, HalfKernel);
+template void hgemm_rows<bfloat16_t>(int64_t, int64_t, int64_t, const bfloat16_t*, int64_t,
+                                     const RowsFn<bfloat16_t>&, float*, int64_t, HalfKernel);
 
 }  // namespace tessera::cpu

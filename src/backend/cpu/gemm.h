@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "tessera/types.h"
 
@@ -67,5 +68,18 @@ HalfKernel hgemm_kernel();
 template <typename T>
 void hgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const T* a, int64_t lda,
            const T* b, int64_t ldb, float beta, float* c, int64_t ldc, HalfKernel kernel);
+
+// Writes rows [j0, j0 + rows) of an n x k matrix, values [k0, k0 + len) of each, into dst (row
+// r at dst + r * ld). Called from the pool's threads at once, with rows <= 32 and k0 a multiple
+// of 256.
+template <typename T>
+using RowsFn = std::function<void(int64_t j0, int64_t rows, int64_t k0, int64_t len, T* dst,
+                                  int64_t ld)>;
+// c (m x n) = a (m x k, rows lda apart) @ w^T, hgemm's contract with alpha 1 and beta 0, w (n x k)
+// given by `rows` as the GEMM packs it: a dequantized weight is written a panel at a time and
+// never held whole.
+template <typename T>
+void hgemm_rows(int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const RowsFn<T>& rows,
+                float* c, int64_t ldc, HalfKernel kernel);
 
 }  // namespace tessera::cpu

@@ -360,44 +360,44 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void affine_rows_avx512(
 
 #endif
 
-// Columns of W dequantized per pass of the half-precision prefill below (their bytes in T).
-constexpr int64_t kDequantChunkBytes = int64_t(4) << 20;
-
-// out (M, N) = x (M, K) @ W^T for half-precision x of many rows (a prefill): W dequantized to T a
-// chunk of columns at a time (each value scale * q + bias in float32, rounded to T once) and
-// multiplied on Tessera's GEMM straight from T (by gemm.h's hgemm_kernel), accumulating in float32, each result rounded to T once. False where the GEMM has no kernel
-// for the shape or the CPU. (The dequantized tiles of qmm_transposed's float path repacked all of
-// x for every 32 columns.)
+// out (M, N) = x (M, K) @ W^T for half-precision x of many rows (a prefill) on Tessera's GEMM
+// (gemm.h's hgemm_rows, by hgemm_kernel): W dequantized to T as the GEMM packs it, a panel of
+// rows at a time (each value scale * q + bias in float32, rounded to T once), accumulating in
+// float32, each result rounded to T once. False where the GEMM has no kernel for the shape or the
+// CPU. (Dequantizing chunks of columns to multiply them after packed x again for every chunk,
+// and read each dequantized weight twice.)
 template <typename T, typename S>
 bool qmm_half_gemm(const T* x, const uint8_t* packed, const S* scales, const S* biases, T* out,
                    int64_t m, int64_t n, int64_t k, const Codec& c) {
-  const int64_t chunk =
-      std::min<int64_t>(n, std::max<int64_t>(64, kDequantChunkBytes / (2 * k) / 64 * 64));
-  if (!cpu::gemm_supported() || !cpu::gemm_serves(m, chunk)) return false;
-  const cpu::HalfKernel kernel = cpu::hgemm_kernel<T>();
+  if (!cpu::gemm_supported() || !cpu::gemm_serves(m, n)) return false;
   const int group_size = c.group_size;
   const int64_t groups = k / group_size, row_bytes = k * c.bits / 8;
-  std::vector<T> w(static_cast<size_t>(chunk * k));
-  std::vector<float> res(static_cast<size_t>(m * chunk));
-  for (int64_t n0 = 0; n0 < n; n0 += chunk) {
-    const int64_t nc = std::min(chunk, n - n0);
-    cpu::parallel_blocks(static_cast<size_t>(nc), 16, [&](size_t r0, size_t r1) {
-      std::vector<float> q(static_cast<size_t>(group_size));
-      for (size_t r = r0; r < r1; ++r) {
-        const int64_t col = n0 + static_cast<int64_t>(r);
-        T* dst = w.data() + r * k;
-        for (int64_t g = 0; g < groups; ++g) {
-          c.values(packed + col * row_bytes, g * group_size, group_size, q.data());
-          const float sc = group_scale<float>(c, scales[col * groups + g]);
-          const float bi = group_bias<float>(biases, col * groups + g);
-          for (int j = 0; j < group_size; ++j) dst[g * group_size + j] = T(sc * q[j] + bi);
-        }
+  const cpu::RowsFn<T> rows = [&](int64_t j0, int64_t count, int64_t k0, int64_t len, T* dst,
+                                  int64_t ld) {
+    thread_local std::vector<float> q;  // a row's values in float32, then rounded
+    q.resize(static_cast<size_t>(len));
+    for (int64_t r = 0; r < count; ++r) {
+      const int64_t col = j0 + r;
+      c.values(packed + col * row_bytes, k0, len, q.data());
+      for (int64_t g = k0 / group_size; g < (k0 + len) / group_size; ++g) {
+        const float sc = group_scale<float>(c, scales[col * groups + g]);
+        const float bi = group_bias<float>(biases, col * groups + g);
+        float* qg = q.data() + (g * group_size - k0);
+        for (int j = 0; j < group_size; ++j) qg[j] = sc * qg[j] + bi;
       }
-    });
-    cpu::hgemm<T>(false, true, m, nc, k, 1.0f, x, k, w.data(), k, 0.0f, res.data(), nc, kernel);
-    for (int64_t r = 0; r < m; ++r) {
-      for (int64_t j = 0; j < nc; ++j) out[r * n + n0 + j] = T(res[r * nc + j]);
+      if constexpr (std::is_same_v<T, bfloat16_t>) {
+        cpu::narrow_to_bf16(q.data(), dst + r * ld, static_cast<size_t>(len));
+      } else {
+        for (int64_t j = 0; j < len; ++j) dst[r * ld + j] = T(q[j]);
+      }
     }
+  };
+  std::vector<float> res(static_cast<size_t>(m * n));
+  cpu::hgemm_rows<T>(m, n, k, x, k, rows, res.data(), n, cpu::hgemm_kernel<T>());
+  if constexpr (std::is_same_v<T, bfloat16_t>) {
+    cpu::narrow_to_bf16(res.data(), out, res.size());
+  } else {
+    for (size_t i = 0; i < res.size(); ++i) out[i] = T(res[i]);
   }
   return true;
 }
