@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "backend/cpu/amx_tiles.h"
 #include "backend/cpu/gemm.h"
 #include "tessera/tessera.h"
 #include "test_util.h"
@@ -343,3 +344,47 @@ TEST(Gemm, HalfMatmulOfManyRowsMatchesFloat64) {
     }
   }
 }
+
+#if defined(__x86_64__)
+// amx_tiles.h's packers and product (bfloat16 attention's products) against a float64 product of
+// the same values: b given as rows of b^T (pairs_of_transpose: odd k, an unaligned start) and as
+// rows of b (pairs_of_rows), sizes that are not whole tiles (zero padding), with accumulation.
+TEST(Gemm, TileProductOfPackedPairsMatchesFloat64) {
+  if (!cpu::hgemm_supported(cpu::HalfKernel::Tiles)) GTEST_SKIP() << "no AMX-BF16 here";
+  const int m = 37, n = 45, k = 71, mp = 48, np = 48, kp = 96;
+  std::vector<bfloat16_t> a(static_cast<size_t>(mp) * kp), bt(1 + n * k), b(k * n);
+  for (int i = 0; i < m; ++i) {
+    for (int l = 0; l < k; ++l) a[i * kp + l] = bfloat16_t(std::sin(0.3f * i + 0.7f * l));
+  }
+  for (int j = 0; j < n; ++j) {
+    for (int l = 0; l < k; ++l) {
+      b[l * n + j] = bt[1 + j * k + l] = bfloat16_t(std::cos(0.9f * j - 0.4f * l));
+    }
+  }
+  for (int from_rows = 0; from_rows < 2; ++from_rows) {
+    SCOPED_TRACE(from_rows ? "pairs_of_rows" : "pairs_of_transpose (unaligned, odd k)");
+    std::vector<uint32_t> pairs(static_cast<size_t>(kp / 2) * np, 0xDEADBEEFu);
+    if (from_rows) {
+      cpu::pairs_of_rows(b.data(), n, k, n, np, kp, pairs.data(), np);
+    } else {
+      cpu::pairs_of_transpose(bt.data() + 1, k, n, k, np, kp, pairs.data(), np);
+    }
+    std::vector<float> c(static_cast<size_t>(mp) * np, 0.5f);
+    {
+      cpu::TileScope scope;
+      cpu::tile_product(mp, np, kp, a.data(), kp, pairs.data(), np, true, c.data(), np);
+    }
+    for (int i = 0; i < mp; ++i) {
+      for (int j = 0; j < np; ++j) {
+        double want = 0.5, mag = 0.5;
+        for (int l = 0; l < k && i < m && j < n; ++l) {
+          const double t = double(float(a[i * kp + l])) * double(float(b[l * n + j]));
+          want += t;
+          mag += std::abs(t);
+        }
+        ASSERT_NEAR(c[i * np + j], want, (k + 2) * 0x1p-24 * mag) << i << "," << j;
+      }
+    }
+  }
+}
+#endif

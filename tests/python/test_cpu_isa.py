@@ -179,12 +179,15 @@ import tessera.core as mx
 rng = np.random.default_rng(5)
 out = []
 # (B, Hq, Hkv, Lq, Lk, D, Dv, causal): 1-8 query rows per key/value head (the decode kernel,
-# keys not a whole number of its 16-key steps or 128-key chunks), then 16 rows (the general one).
+# keys not a whole number of its 16-key steps or 128-key chunks), then 16 rows (the general one),
+# then a prefill (query tiles of 63 rows, two key blocks, D and Dv not whole tiles: on AMX, the
+# tiles' zero padding).
 for B, Hq, Hkv, Lq, Lk, D, Dv, causal in ((1, 9, 3, 1, 300, 64, 64, False),
                                           (2, 8, 2, 2, 129, 128, 128, False),
                                           (1, 4, 4, 1, 1, 16, 32, True),
                                           (1, 2, 1, 1, 17, 256, 48, False),
-                                          (1, 8, 1, 2, 40, 32, 16, False)):
+                                          (1, 8, 1, 2, 40, 32, 16, False),
+                                          (1, 6, 2, 70, 300, 80, 40, True)):
     for name in ("float32", "float16", "bfloat16"):
         dt = getattr(mx, name)
         # q as mlx-lm passes it: (B, L, H, D) stored, viewed as (B, H, L, D)
@@ -200,10 +203,11 @@ print(json.dumps(out))
 """
 
 
-def test_decode_attention_on_every_isa():
-    # mlx-lm's decode step: a few query rows per key/value head against every key. Each path
-    # (attention_decode.cpp on AVX-512, the general kernel elsewhere) must give the float64
-    # softmax(q k^T scale) v of the same rounded values, to the output type's rounding.
+def test_attention_on_every_isa():
+    # mlx-lm's decode step: a few query rows per key/value head against every key; and a prefill.
+    # Each path (attention_decode.cpp on AVX-512, the general kernel elsewhere, its products on
+    # AMX tiles for bfloat16 where the CPU has them) must give the float64 softmax(q k^T scale) v
+    # of the same rounded values, to the output type's rounding.
     for isa in isas():
         for case in json.loads(worker_output(ATTENTION_WORKER, isa)):
             q, k, v, got = (np.array(case[n], dtype=np.float64) for n in ("q", "k", "v", "o"))

@@ -88,6 +88,17 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void narrow_bf16_avx512(con
     ops::store_bf16(d + i, m, ops::round_bf16(_mm512_maskz_loadu_ps(m, s + i)));
   }
 }
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void split_bf16_avx512(const float* s,
+                                                                          bfloat16_t* hi,
+                                                                          bfloat16_t* lo,
+                                                                          size_t n) {
+  for (size_t i = 0; i < n; i += 16) {
+    const auto m = n - i >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __m512 x = _mm512_maskz_loadu_ps(m, s + i), h = ops::round_bf16(x);
+    ops::store_bf16(hi + i, m, h);
+    ops::store_bf16(lo + i, m, ops::round_bf16(_mm512_sub_ps(x, h)));
+  }
+}
 #pragma GCC diagnostic pop
 #endif
 
@@ -131,6 +142,16 @@ void narrow_to_bf16(const float* src, bfloat16_t* dst, size_t n) {
   if (loop_isa() == LoopIsa::avx512) return narrow_bf16_avx512(src, dst, n);
 #endif
   for (size_t i = 0; i < n; ++i) dst[i] = bfloat16_t(src[i]);
+}
+
+void split_to_bf16(const float* src, bfloat16_t* hi, bfloat16_t* lo, size_t n) {
+#if defined(__x86_64__)
+  if (loop_isa() == LoopIsa::avx512) return split_bf16_avx512(src, hi, lo, n);
+#endif
+  for (size_t i = 0; i < n; ++i) {
+    hi[i] = bfloat16_t(src[i]);
+    lo[i] = bfloat16_t(src[i] - static_cast<float>(hi[i]));
+  }
 }
 
 void copy_into(const array& src, array& dst) {

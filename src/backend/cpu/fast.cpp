@@ -5,6 +5,7 @@
 #include <cfloat>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -14,9 +15,11 @@
 #include <immintrin.h>
 #endif
 
+#include "backend/cpu/amx_tiles.h"
 #include "backend/cpu/attention_decode.h"
 #include "backend/cpu/blas.h"
 #include "backend/cpu/copy.h"
+#include "backend/cpu/gemm.h"
 #include "backend/cpu/half_gemm.h"
 #include "backend/cpu/numeric.h"
 #include "backend/cpu/scratch.h"
@@ -773,6 +776,16 @@ double lowest_of() {
   else return static_cast<double>(std::numeric_limits<T>::lowest());
 }
 
+constexpr int round_up(int x, int to) { return (x + to - 1) / to * to; }
+
+// A key/value head's keys and values as amx_tiles.h's pairs (bfloat16 attention on AMX): k,
+// round_up(D, 32) / 2 rows of round_up(Lk, 16) words (K^T); v, round_up(Lk, 32) / 2 rows of
+// round_up(Dv, 16) words.
+struct TilePairs {
+  const uint32_t* k;
+  const uint32_t* v;
+};
+
 // One task: key/value head (b, g), query positions [q0, q1) of every query head sharing it. Its
 // rows (repeat r, position i) hold row index (r * (q1 - q0) + i - q0). Keys stream through in
 // blocks of kKeyBlock: scores S = Q K^T (C, one product per block), masking, then the online
@@ -807,6 +820,18 @@ struct AttentionTask {
     }
   }
 
+  // load_rows's rows of q, unscaled, as bfloat16 rows `width` apart (run on tiles).
+  void load_rows_bf16(int b, int g, int q0, int q1, int width, bfloat16_t* dst) const {
+    const int R = repeats(), n = q1 - q0;
+    for (int r = 0; r < R; ++r) {
+      for (int i = q0; i < q1; ++i) {
+        const T* src = q.row(b, g * R + r, i);
+        bfloat16_t* d = dst + static_cast<size_t>(r * n + i - q0) * width;
+        for (int c = 0; c < D; ++c) d[c] = static_cast<bfloat16_t>(src[c]);
+      }
+    }
+  }
+
   // The keys the rows of [q0, q1) read. Causal: position i sees keys j <= i + Lk - Lq; a
   // position that sees none (Lq > Lk) gets, as in the composite, every key at the same lowest
   // score, so the whole row is read.
@@ -824,8 +849,13 @@ struct AttentionTask {
   // s (rows x kb) = the scores of the rows of [q0, q0 + n) against keys j0 .. j0 + kb: qf (the
   // scaled queries) times the key block kp, then the causal limit and the mask.
   void scores(int b, int g, int q0, int n, int j0, int kb, const C* qf, const C* kp, C* s) const {
+    product(false, true, repeats() * n, kb, D, qf, D, kp, D, false, s, kb);
+    limit(b, g, q0, n, j0, kb, s);
+  }
+
+  // The causal limit and the mask on the scores s of the rows of [q0, q0 + n), keys j0 .. j0 + kb.
+  void limit(int b, int g, int q0, int n, int j0, int kb, C* s) const {
     const int rows = repeats() * n;
-    product(false, true, rows, kb, D, qf, D, kp, D, false, s, kb);
     if (!causal && !mask) return;
     const C low = static_cast<C>(lowest_of<T>());
     for (int rr = 0; rr < rows; ++rr) {
@@ -837,6 +867,44 @@ struct AttentionTask {
       if (mask) apply_mask(b, h, i, j0, kb, sr, low);
     }
   }
+
+#if defined(__x86_64__)
+  // run's scores on tiles: s (rows x kb) = (Q K^T) * scale for keys j0 .. j0 + kb, through s32.
+  void tile_scores(const TilePairs* pairs, int mp, int dk, int rows, int j0, int kb,
+                   const bfloat16_t* qb, float* s32, C* s) const {
+    cpu::tile_product(mp, round_up(kb, 16), dk, qb, dk, pairs->k + j0, round_up(Lk, 16), false,
+                      s32, kKeyBlock);
+    for (int rr = 0; rr < rows; ++rr) {
+      const float* src = s32 + static_cast<size_t>(rr) * kKeyBlock;
+      C* dst = s + static_cast<size_t>(rr) * kb;
+      for (int j = 0; j < kb; ++j) dst[j] = src[j] * scale;
+    }
+  }
+  // acc (rows x dv) += P V on tiles, the weights P (w, rows x kb) split into two bfloat16
+  // parts (pb: mp x kKeyBlock each, one after the other) and multiplied apart: the weights keep
+  // float32's precision to 2^-16 (one bfloat16 part alone gave errors of 2^-9 of sum |p v|,
+  // past the output's rounding where the terms cancel).
+  void tile_values(const TilePairs* pairs, int mp, int dv, int rows, int j0, int kb, const C* w,
+                   bfloat16_t* pb, C* acc) const {
+    if constexpr (std::is_same_v<C, float>) {
+      const int kk = round_up(kb, 32);
+      bfloat16_t* lo = pb + static_cast<size_t>(mp) * kKeyBlock;
+      for (int rr = 0; rr < rows; ++rr) {
+        const size_t at = static_cast<size_t>(rr) * kKeyBlock;
+        cpu::split_to_bf16(w + static_cast<size_t>(rr) * kb, pb + at, lo + at,
+                           static_cast<size_t>(kb));
+        std::fill(pb + at + kb, pb + at + kk, bfloat16_t{});
+        std::fill(lo + at + kb, lo + at + kk, bfloat16_t{});
+      }
+      const uint32_t* vp = pairs->v + static_cast<size_t>(j0 / 2) * dv;
+      cpu::tile_product(mp, dv, kk, pb, kKeyBlock, vp, dv, true, acc, dv);
+      cpu::tile_product(mp, dv, kk, lo, kKeyBlock, vp, dv, true, acc, dv);
+    }
+  }
+#else
+  void tile_scores(const TilePairs*, int, int, int, int, int, const bfloat16_t*, float*, C*) const {}
+  void tile_values(const TilePairs*, int, int, int, int, int, const C*, bfloat16_t*, C*) const {}
+#endif
 
   // c = a b (+ c when accumulate), op-transposed as cpu::gemm. (BLAS: Tessera's own float32
   // kernel packs its operands per call, which costs more than it gains at these sizes.)
@@ -885,15 +953,30 @@ struct AttentionTask {
   }
 
   // Rows [q0, q1) of every query head of (b, g) into out; with `stats`, each row's m and l
-  // there too ((B, Hq, Lq, 2)).
-  void run(int b, int g, int q0, int q1, T* out, C* stats) const {
+  // there too ((B, Hq, Lq, 2)). With `pairs` (bfloat16 on AMX: attention_on_tiles), the
+  // products run on tiles, summed in float32: S = (Q K^T) * scale from the bfloat16 values, and
+  // P V with P split in two bfloat16 parts (tile_values).
+  void run(int b, int g, int q0, int q1, T* out, C* stats, const TilePairs* pairs) const {
     const int n = q1 - q0, rows = repeats() * n;
-    cpu::Scratch<C> qf(static_cast<size_t>(rows) * D), kf(kKeyBlock * static_cast<size_t>(D));
-    cpu::Scratch<C> vf(kKeyBlock * static_cast<size_t>(Dv));
+    const int mp = round_up(rows, 16), dk = round_up(D, 32), dv = pairs ? round_up(Dv, 16) : Dv;
     cpu::Scratch<C> sc(static_cast<size_t>(rows) * kKeyBlock);
-    cpu::Scratch<C> acc(static_cast<size_t>(rows) * Dv), m(rows), l(rows);
-    std::fill(acc.data(), acc.data() + static_cast<size_t>(rows) * Dv, C(0));
-    load_rows(q, b, g, q0, q1, D, static_cast<C>(scale), qf.data());
+    cpu::Scratch<C> acc(static_cast<size_t>(mp) * dv), m(rows), l(rows);
+    std::fill(acc.data(), acc.data() + static_cast<size_t>(mp) * dv, C(0));
+    cpu::Scratch<C> qf(pairs ? 0 : static_cast<size_t>(rows) * D);
+    cpu::Scratch<C> kf(pairs ? 0 : kKeyBlock * static_cast<size_t>(D));
+    cpu::Scratch<C> vf(pairs ? 0 : kKeyBlock * static_cast<size_t>(Dv));
+    // The tiles' operands: Q (mp x dk) and P (mp x kKeyBlock) in bfloat16, zero past the rows
+    // and columns; S in float32.
+    cpu::Scratch<bfloat16_t> qb(pairs ? static_cast<size_t>(mp) * dk : 0);
+    cpu::Scratch<bfloat16_t> pb(pairs ? 2 * static_cast<size_t>(mp) * kKeyBlock : 0);
+    cpu::Scratch<float> s32(pairs ? static_cast<size_t>(mp) * kKeyBlock : 0);
+    if (pairs) {
+      std::fill(qb.data(), qb.data() + static_cast<size_t>(mp) * dk, bfloat16_t{});
+      std::fill(pb.data(), pb.data() + 2 * static_cast<size_t>(mp) * kKeyBlock, bfloat16_t{});
+      load_rows_bf16(b, g, q0, q1, dk, qb.data());
+    } else {
+      load_rows(q, b, g, q0, q1, D, static_cast<C>(scale), qf.data());
+    }
     for (int rr = 0; rr < rows; ++rr) {
       m[rr] = sink_of(g, n, rr);
       l[rr] = sinks ? C(1) : C(0);
@@ -901,22 +984,30 @@ struct AttentionTask {
     const int kend = key_end(q0, q1);
     for (int j0 = 0; j0 < kend; j0 += kKeyBlock) {
       const int kb = std::min(kKeyBlock, kend - j0);
-      const C* kp = block(k, b, g, j0, kb, D, kf.data());
-      const C* vp = block(v, b, g, j0, kb, Dv, vf.data());
-      scores(b, g, q0, n, j0, kb, qf.data(), kp, sc.data());
+      if (pairs) {
+        tile_scores(pairs, mp, dk, rows, j0, kb, qb.data(), s32.data(), sc.data());
+        limit(b, g, q0, n, j0, kb, sc.data());
+      } else {
+        scores(b, g, q0, n, j0, kb, qf.data(), block(k, b, g, j0, kb, D, kf.data()), sc.data());
+      }
       for (int rr = 0; rr < rows; ++rr) {
         const C factor = online_step(sc.data() + static_cast<size_t>(rr) * kb, kb, m[rr], l[rr]);
         if (factor != C(1)) {
-          C* a = acc.data() + static_cast<size_t>(rr) * Dv;
+          C* a = acc.data() + static_cast<size_t>(rr) * dv;
           for (int d = 0; d < Dv; ++d) a[d] *= factor;
         }
       }
-      product(false, false, rows, Dv, kb, sc.data(), kb, vp, Dv, true, acc.data(), Dv);
+      if (pairs) {
+        tile_values(pairs, mp, dv, rows, j0, kb, sc.data(), pb.data(), acc.data());
+      } else {
+        product(false, false, rows, Dv, kb, sc.data(), kb, block(v, b, g, j0, kb, Dv, vf.data()),
+                Dv, true, acc.data(), Dv);
+      }
     }
     for (int rr = 0; rr < rows; ++rr) {
       const int h = g * repeats() + rr / n, i = q0 + rr % n;
       T* o = out + ((static_cast<size_t>(b) * Hq + h) * Lq + i) * Dv;
-      const C* a = acc.data() + static_cast<size_t>(rr) * Dv;
+      const C* a = acc.data() + static_cast<size_t>(rr) * dv;
       for (int d = 0; d < Dv; ++d) o[d] = static_cast<T>(a[d] / l[rr]);
       if (stats) {
         C* st = stats + ((static_cast<size_t>(b) * Hq + h) * Lq + i) * 2;
@@ -1047,6 +1138,17 @@ AttentionTask<T> attention_task(const array& q, const array& k, const array& v,
           mask && mask->dtype() == bool_, sinks};
 }
 
+// Whether bfloat16 attention runs its products on AMX tiles: where the GEMM's products do.
+template <typename T>
+bool attention_on_tiles(const AttentionTask<T>& task) {
+#if defined(__x86_64__)
+  return std::is_same_v<T, bfloat16_t> && task.Lq > 1 &&
+         cpu::hgemm_kernel<bfloat16_t>() == cpu::HalfKernel::Tiles;
+#else
+  return false;
+#endif
+}
+
 template <typename T>
 void attention(const AttentionTask<T>& task, int B, array& out, cpu::compute_t<T>* stats) {
   const int Hkv = task.Hkv, Lq = task.Lq;
@@ -1054,12 +1156,40 @@ void attention(const AttentionTask<T>& task, int B, array& out, cpu::compute_t<T
   const int tile = std::max(1, 64 / task.repeats());
   const int tiles = (Lq + tile - 1) / tile;
   T* o = out.data<T>();
-  detail::parallel_for(static_cast<size_t>(B) * Hkv * tiles, 1, [&](size_t t0, size_t t1) {
+  // On tiles, every head's keys and values are put in pairs once, for all its query tiles.
+  const bool on_tiles = attention_on_tiles(task);
+  const size_t heads = static_cast<size_t>(B) * Hkv;
+  const size_t kwords = on_tiles ? size_t(round_up(task.D, 32) / 2) * round_up(task.Lk, 16) : 0;
+  const size_t vwords = on_tiles ? size_t(round_up(task.Lk, 32) / 2) * round_up(task.Dv, 16) : 0;
+  cpu::Scratch<uint32_t> kpairs(heads * kwords), vpairs(heads * vwords);
+#if defined(__x86_64__)
+  if constexpr (std::is_same_v<T, bfloat16_t>) {
+    if (on_tiles) {
+      detail::parallel_for(heads, 1, [&](size_t h0, size_t h1) {
+        for (size_t h = h0; h < h1; ++h) {
+          const int b = static_cast<int>(h / Hkv), g = static_cast<int>(h % Hkv);
+          cpu::pairs_of_transpose(task.k.row(b, g, 0), task.k.s2, task.Lk, task.D,
+                                  round_up(task.Lk, 16), round_up(task.D, 32),
+                                  kpairs.data() + h * kwords, round_up(task.Lk, 16));
+          cpu::pairs_of_rows(task.v.row(b, g, 0), task.v.s2, task.Lk, task.Dv,
+                             round_up(task.Dv, 16), round_up(task.Lk, 32),
+                             vpairs.data() + h * vwords, round_up(task.Dv, 16));
+        }
+      });
+    }
+  }
+#endif
+  detail::parallel_for(heads * tiles, 1, [&](size_t t0, size_t t1) {
+#if defined(__x86_64__)
+    std::optional<cpu::TileScope> scope;
+    if (on_tiles) scope.emplace();
+#endif
     for (size_t t = t0; t < t1; ++t) {
-      const int b = static_cast<int>(t / (static_cast<size_t>(Hkv) * tiles));
-      const int g = static_cast<int>(t / tiles % Hkv);
+      const size_t h = t / tiles;
+      const int b = static_cast<int>(h / Hkv), g = static_cast<int>(h % Hkv);
       const int q0 = static_cast<int>(t % tiles) * tile;
-      task.run(b, g, q0, std::min(Lq, q0 + tile), o, stats);
+      const TilePairs pairs{kpairs.data() + h * kwords, vpairs.data() + h * vwords};
+      task.run(b, g, q0, std::min(Lq, q0 + tile), o, stats, on_tiles ? &pairs : nullptr);
     }
   });
 }

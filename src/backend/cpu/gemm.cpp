@@ -25,6 +25,7 @@
 #include <immintrin.h>
 #endif
 
+#include "backend/cpu/amx_tiles.h"
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/elementwise.h"
 #include "backend/cpu/half_gemm.h"
@@ -199,32 +200,6 @@ constexpr int64_t k_block() {
 
 #if defined(__x86_64__)
 
-// The tile instructions as inline assembly with memory clobbers (GCC 12's intrinsics declare no
-// memory effects, so the compiler may move stores across them). Tiles 0-3: C (2 x 2 blocks of
-// 16 x 16 floats), 4-5: A (16 rows of 32 bfloat16), 6-7: B (16 pairs of rows x 16 columns).
-#define TESSERA_TILE_LOAD(t, base, stride) \
-  asm volatile("tileloadd (%0,%1,1), %%tmm" #t ::"r"(base), "r"(int64_t{stride}) : "memory")
-#define TESSERA_TILE_STORE(t, base, stride) \
-  asm volatile("tilestored %%tmm" #t ", (%0,%1,1)" ::"r"(base), "r"(int64_t{stride}) : "memory")
-#define TESSERA_TILE_ZERO(t) asm volatile("tilezero %%tmm" #t ::)
-#define TESSERA_TILE_DP(c, a, b) asm volatile("tdpbf16ps %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::)
-
-// Palette 1, eight tiles of 16 rows x 64 bytes.
-struct alignas(64) TileConfig {
-  uint8_t palette = 1, start_row = 0, reserved[14] = {};
-  uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
-  uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
-};
-
-// Tiles are configured per task of gemm_tiles (ldtilecfg, ~70 ns; reading the configuration
-// back in every kernel call drained the tile pipeline: 17% of the kernel's time) and released
-// after it (the thread's saved state shrinks back).
-inline void configure_tiles() {
-  static const TileConfig config;
-  asm volatile("ldtilecfg %0" ::"m"(config) : "memory");
-}
-inline void release_tiles() { asm volatile("tilerelease" ::: "memory"); }
-
 // C[R x 32] (R = 16 or 32, rows ldc apart) and the products of pa (kp pairs of kTileMR rows, in
 // steps) and pb (kp pairs x 32 columns), the tiles configured: alpha == 1 adds them into C (gemm.h: Tiles), other
 // alpha sums the block apart and updates C as the other kernels do.
@@ -280,11 +255,6 @@ __attribute__((target("avx512f"))) void tile_amx(int64_t kp, const TilePair* pa,
     for (int j = 0; j < kTileNR; ++j) c[i * ldc + j] = updated(sums[i * kTileNR + j], c[i * ldc + j], u);
   }
 }
-
-#undef TESSERA_TILE_LOAD
-#undef TESSERA_TILE_STORE
-#undef TESSERA_TILE_ZERO
-#undef TESSERA_TILE_DP
 
 #endif
 
