@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -376,6 +377,23 @@ bool qmm_half_gemm(const T* x, const uint8_t* packed, const S* scales, const S* 
                                   int64_t ld) {
     thread_local std::vector<float> q;  // a row's values in float32, then rounded
     q.resize(static_cast<size_t>(len));
+    if constexpr (std::is_same_v<T, bfloat16_t>) {
+      if (c.affine() && c.bits == 4 && cpu::affine4_dequantize_serves(group_size)) {
+        const int64_t g0 = k0 / group_size, ng = len / group_size;
+        float* sc = q.data();  // the groups' scales and biases, as float
+        float* bi = q.data() + ng;
+        for (int64_t r = 0; r < count; ++r) {
+          const int64_t col = j0 + r;
+          for (int64_t g = 0; g < ng; ++g) {
+            sc[g] = group_scale<float>(c, scales[col * groups + g0 + g]);
+            bi[g] = group_bias<float>(biases, col * groups + g0 + g);
+          }
+          cpu::affine4_dequantize_bf16(packed + col * row_bytes, k0, len, group_size, sc, bi,
+                                       dst + r * ld);
+        }
+        return;
+      }
+    }
     for (int64_t r = 0; r < count; ++r) {
       const int64_t col = j0 + r;
       c.values(packed + col * row_bytes, k0, len, q.data());
@@ -392,12 +410,13 @@ bool qmm_half_gemm(const T* x, const uint8_t* packed, const S* scales, const S* 
       }
     }
   };
-  std::vector<float> res(static_cast<size_t>(m * n));
-  cpu::hgemm_rows<T>(m, n, k, x, k, rows, res.data(), n, cpu::hgemm_kernel<T>());
+  const std::unique_ptr<float[]> res(new float[static_cast<size_t>(m * n)]);  // not read first
+  cpu::hgemm_rows<T>(m, n, k, x, k, rows, res.get(), n, cpu::hgemm_kernel<T>());
+  const size_t size = static_cast<size_t>(m * n);
   if constexpr (std::is_same_v<T, bfloat16_t>) {
-    cpu::narrow_to_bf16(res.data(), out, res.size());
+    cpu::narrow_to_bf16(res.get(), out, size);
   } else {
-    for (size_t i = 0; i < res.size(); ++i) out[i] = T(res[i]);
+    for (size_t i = 0; i < size; ++i) out[i] = T(res[i]);
   }
   return true;
 }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <bit>
 
+#include "backend/cpu/copy.h"
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/elementwise.h"
 #include "backend/cpu/half_gemm.h"
@@ -241,13 +242,40 @@ bool affine4_pairs_product(const bfloat16_t* x, const uint8_t* packed, const bfl
       default: return rows(affine4_rows_bf16<8>);
     }
   });
-  for (int64_t i = 0; i < m * n; ++i) out[i] = bfloat16_t(res[i]);
+  narrow_to_bf16(res.data(), out, static_cast<size_t>(m * n));
   return true;
 }
+
+bool affine4_dequantize_serves(int group_size) {
+  return group_size % 16 == 0 && loop_isa() == LoopIsa::avx512;
+}
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void affine4_dequantize_bf16(
+    const uint8_t* row, int64_t k0, int64_t len, int group_size, const float* sc, const float* bi,
+    bfloat16_t* dst) {
+  const uint8_t* p = row + k0 / 2;
+  for (int64_t i = 0; i < len; i += 16) {
+    // 8 bytes -> 16 values, the low nibble first: bytes (lo0, hi0, lo1, hi1, ...) widened.
+    const __m128i w = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + i / 2)));
+    const __m128i v = _mm_or_si128(_mm_and_si128(w, _mm_set1_epi16(0x0F)),
+                                   _mm_slli_epi16(_mm_srli_epi16(w, 4), 8));
+    const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v));
+    const int64_t g = i / group_size;
+    const __m512 y = _mm512_fmadd_ps(_mm512_set1_ps(sc[g]), q, _mm512_set1_ps(bi[g]));
+    ops::store_bf16(dst + i, 0xFFFF, ops::round_bf16(y));
+  }
+}
+#pragma GCC diagnostic pop
 
 #undef TESSERA_QUANT_BF16
 #else
 bool affine4_pairs_serve(int, int, int64_t) { return false; }
+bool affine4_dequantize_serves(int) { return false; }
+void affine4_dequantize_bf16(const uint8_t*, int64_t, int64_t, int, const float*, const float*,
+                             bfloat16_t*) {}
 bool affine4_pairs_product(const bfloat16_t*, const uint8_t*, const bfloat16_t*, const bfloat16_t*,
                            bfloat16_t*, int64_t, int64_t, int64_t, int) {
   return false;

@@ -24,4 +24,15 @@ bool affine4_pairs_product(const bfloat16_t* x, const uint8_t* packed, const bfl
                            const bfloat16_t* biases, bfloat16_t* out, int64_t m, int64_t n,
                            int64_t k, int group_size);
 
+// Whether affine4_dequantize_bf16 serves groups of group_size here (AVX-512 as TESSERA_CPU_ISA
+// allows; groups of whole 16-value vectors).
+bool affine4_dequantize_serves(int group_size);
+
+// Values [k0, k0 + len) of a row of 4-bit affine weights (`row`, packed two per byte, the low
+// nibble first) as bfloat16: each fma(scale, q, bias) in float32 rounded once, sc and bi the
+// float scales and biases of the groups from k0 / group_size on. k0 and len are multiples of
+// group_size. (The quantized prefill's weights, a panel of rows at a time.)
+void affine4_dequantize_bf16(const uint8_t* row, int64_t k0, int64_t len, int group_size,
+                             const float* sc, const float* bi, bfloat16_t* dst);
+
 }  // namespace tessera::cpu
