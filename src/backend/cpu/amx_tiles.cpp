@@ -18,42 +18,6 @@ namespace tessera::cpu {
 
 namespace {
 
-// C[16 RM x 16 RN] of tile_product: tiles 0-3 hold C (2 x 2 blocks), 4-5 A, 6-7 B.
-template <int RM, int RN>
-void tile_block(int kp, const bfloat16_t* a, int64_t lda, const uint32_t* b, int64_t ldb,
-                bool accumulate, float* c, int64_t ldc) {
-  const int64_t ca = ldc * 4, aa = lda * 2, ba = ldb * 4;  // strides in bytes
-  float* c1 = c + 16 * ldc;
-  if (accumulate) {
-    TESSERA_TILE_LOAD(0, c, ca);
-    if constexpr (RN == 2) TESSERA_TILE_LOAD(1, c + 16, ca);
-    if constexpr (RM == 2) TESSERA_TILE_LOAD(2, c1, ca);
-    if constexpr (RM == 2 && RN == 2) TESSERA_TILE_LOAD(3, c1 + 16, ca);
-  } else {
-    TESSERA_TILE_ZERO(0);
-    TESSERA_TILE_ZERO(1);
-    TESSERA_TILE_ZERO(2);
-    TESSERA_TILE_ZERO(3);
-  }
-  for (int s = 0; s < kp / 32; ++s) {
-    const uint32_t* bs = b + int64_t{s} * 16 * ldb;
-    TESSERA_TILE_LOAD(6, bs, ba);
-    if constexpr (RN == 2) TESSERA_TILE_LOAD(7, bs + 16, ba);
-    TESSERA_TILE_LOAD(4, a + s * 32, aa);
-    TESSERA_TILE_DP(0, 4, 6);
-    if constexpr (RN == 2) TESSERA_TILE_DP(1, 4, 7);
-    if constexpr (RM == 2) {
-      TESSERA_TILE_LOAD(5, a + 16 * lda + s * 32, aa);
-      TESSERA_TILE_DP(2, 5, 6);
-      if constexpr (RN == 2) TESSERA_TILE_DP(3, 5, 7);
-    }
-  }
-  TESSERA_TILE_STORE(0, c, ca);
-  if constexpr (RN == 2) TESSERA_TILE_STORE(1, c + 16, ca);
-  if constexpr (RM == 2) TESSERA_TILE_STORE(2, c1, ca);
-  if constexpr (RM == 2 && RN == 2) TESSERA_TILE_STORE(3, c1 + 16, ca);
-}
-
 // r[i] = row i of a 16 x 16 block of 32-bit words in, column i out.
 __attribute__((target("avx512f"))) inline void transpose16(__m512i r[16]) {
   __m512i t[16], u[16];
@@ -94,13 +58,13 @@ void tile_product(int mp, int np, int kp, const bfloat16_t* a, int64_t lda, cons
       float* cij = c + int64_t{i} * ldc + j;
       const bool two_cols = np - j >= 32;
       if (two_rows && two_cols) {
-        tile_block<2, 2>(kp, ai, lda, b + j, ldb, accumulate, cij, ldc);
+        tile_block<2, 2>(kp, ai, lda, 32, b + j, ldb, accumulate, cij, ldc);
       } else if (two_rows) {
-        tile_block<2, 1>(kp, ai, lda, b + j, ldb, accumulate, cij, ldc);
+        tile_block<2, 1>(kp, ai, lda, 32, b + j, ldb, accumulate, cij, ldc);
       } else if (two_cols) {
-        tile_block<1, 2>(kp, ai, lda, b + j, ldb, accumulate, cij, ldc);
+        tile_block<1, 2>(kp, ai, lda, 32, b + j, ldb, accumulate, cij, ldc);
       } else {
-        tile_block<1, 1>(kp, ai, lda, b + j, ldb, accumulate, cij, ldc);
+        tile_block<1, 1>(kp, ai, lda, 32, b + j, ldb, accumulate, cij, ldc);
       }
     }
   }

@@ -46,6 +46,46 @@ class TileScope {
   TileScope& operator=(const TileScope&) = delete;
 };
 
+// The register block of the tile products: C[16 RM x 16 RN] (RM, RN = 1 or 2; float32, rows
+// ldc apart) = A @ B, or C += A @ B with `accumulate`, over kp values of K (a multiple of 32),
+// inside a TileScope. A (bfloat16): 16 RM rows lda values apart, step s (K values 32 s ..) at
+// a + s * a_step; B: pairs (below), rows ldb words apart. Tiles 0-3 hold C, 4-5 A, 6-7 B.
+template <int RM, int RN>
+void tile_block(int64_t kp, const bfloat16_t* a, int64_t lda, int64_t a_step, const uint32_t* b,
+                int64_t ldb, bool accumulate, float* c, int64_t ldc) {
+  const int64_t ca = ldc * 4, aa = lda * 2, ba = ldb * 4;  // strides in bytes
+  float* c1 = c + 16 * ldc;
+  if (accumulate) {
+    TESSERA_TILE_LOAD(0, c, ca);
+    if constexpr (RN == 2) TESSERA_TILE_LOAD(1, c + 16, ca);
+    if constexpr (RM == 2) TESSERA_TILE_LOAD(2, c1, ca);
+    if constexpr (RM == 2 && RN == 2) TESSERA_TILE_LOAD(3, c1 + 16, ca);
+  } else {
+    TESSERA_TILE_ZERO(0);
+    TESSERA_TILE_ZERO(1);
+    TESSERA_TILE_ZERO(2);
+    TESSERA_TILE_ZERO(3);
+  }
+  for (int64_t s = 0; s < kp / 32; ++s) {
+    const uint32_t* bs = b + s * 16 * ldb;
+    const bfloat16_t* as = a + s * a_step;
+    TESSERA_TILE_LOAD(6, bs, ba);
+    if constexpr (RN == 2) TESSERA_TILE_LOAD(7, bs + 16, ba);
+    TESSERA_TILE_LOAD(4, as, aa);
+    TESSERA_TILE_DP(0, 4, 6);
+    if constexpr (RN == 2) TESSERA_TILE_DP(1, 4, 7);
+    if constexpr (RM == 2) {
+      TESSERA_TILE_LOAD(5, as + 16 * lda, aa);
+      TESSERA_TILE_DP(2, 5, 6);
+      if constexpr (RN == 2) TESSERA_TILE_DP(3, 5, 7);
+    }
+  }
+  TESSERA_TILE_STORE(0, c, ca);
+  if constexpr (RN == 2) TESSERA_TILE_STORE(1, c + 16, ca);
+  if constexpr (RM == 2) TESSERA_TILE_STORE(2, c1, ca);
+  if constexpr (RM == 2 && RN == 2) TESSERA_TILE_STORE(3, c1 + 16, ca);
+}
+
 // c (mp x np float32, rows ldc apart) = a @ b, or c += a @ b with `accumulate`, inside a
 // TileScope: a bfloat16, mp x kp, rows lda apart; b as pairs, kp / 2 rows of np 32-bit words
 // (rows ldb words apart), word j of row q holding b[2q][j] in its low half and b[2q + 1][j] in

@@ -201,58 +201,28 @@ constexpr int64_t k_block() {
 #if defined(__x86_64__)
 
 // C[R x 32] (R = 16 or 32, rows ldc apart) and the products of pa (kp pairs of kTileMR rows, in
-// steps) and pb (kp pairs x 32 columns), the tiles configured: alpha == 1 adds them into C (gemm.h: Tiles), other
-// alpha sums the block apart and updates C as the other kernels do.
+// steps) and pb (kp pairs x 32 columns), the tiles configured: with alpha == 1 they are added
+// into C (gemm.h: Tiles); other alpha sums the block apart and updates C as the other kernels do.
 template <int R>
-__attribute__((target("avx512f"))) void tile_amx(int64_t kp, const TilePair* pa,
-                                                 const TilePair* pb, float* c, int64_t ldc,
-                                                 const Update& u, bool) {
+void tile_amx(int64_t kp, const TilePair* pa, const TilePair* pb, float* c, int64_t ldc,
+              const Update& u, bool) {
   static_assert(R == 16 || R == 32);
   alignas(64) float sums[R * kTileNR];
   const bool chain = u.alpha == 1.0f;
-  float* acc = chain ? c : sums;
-  const int64_t ld = chain ? ldc : kTileNR, ldb = ld * int64_t{sizeof(float)};
-  if (chain && !(u.first && u.beta == 0.0f)) {
-    if (u.first && u.beta != 1.0f) {
-      for (int i = 0; i < R; ++i) {
-        for (int j = 0; j < kTileNR; ++j) c[i * ldc + j] *= u.beta;
-      }
-    }
-    TESSERA_TILE_LOAD(0, acc, ldb);
-    TESSERA_TILE_LOAD(1, acc + 16, ldb);
-    if constexpr (R == 32) {
-      TESSERA_TILE_LOAD(2, acc + 16 * ld, ldb);
-      TESSERA_TILE_LOAD(3, acc + 16 * ld + 16, ldb);
-    }
-  } else {
-    TESSERA_TILE_ZERO(0);
-    TESSERA_TILE_ZERO(1);
-    TESSERA_TILE_ZERO(2);
-    TESSERA_TILE_ZERO(3);
-  }
-  for (int64_t s = 0; s < kp / kTilePairs; ++s) {
-    const TilePair* bs = pb + s * kTilePairs * kTileNR;
-    const TilePair* as = pa + s * kTileMR * kTilePairs;
-    TESSERA_TILE_LOAD(6, bs, kTileNR * 4);
-    TESSERA_TILE_LOAD(7, bs + 16, kTileNR * 4);
-    TESSERA_TILE_LOAD(4, as, kTilePairs * 4);
-    TESSERA_TILE_DP(0, 4, 6);
-    TESSERA_TILE_DP(1, 4, 7);
-    if constexpr (R == 32) {
-      TESSERA_TILE_LOAD(5, as + 16 * kTilePairs, kTilePairs * 4);
-      TESSERA_TILE_DP(2, 5, 6);
-      TESSERA_TILE_DP(3, 5, 7);
+  if (chain && u.first && u.beta != 0.0f && u.beta != 1.0f) {
+    for (int i = 0; i < R; ++i) {
+      for (int j = 0; j < kTileNR; ++j) c[i * ldc + j] *= u.beta;
     }
   }
-  TESSERA_TILE_STORE(0, acc, ldb);
-  TESSERA_TILE_STORE(1, acc + 16, ldb);
-  if constexpr (R == 32) {
-    TESSERA_TILE_STORE(2, acc + 16 * ld, ldb);
-    TESSERA_TILE_STORE(3, acc + 16 * ld + 16, ldb);
-  }
+  tile_block<R / 16, 2>(2 * kp, reinterpret_cast<const bfloat16_t*>(pa), 2 * kTilePairs,
+                        2 * kTilePairs * kTileMR, reinterpret_cast<const uint32_t*>(pb), kTileNR,
+                        chain && !(u.first && u.beta == 0.0f), chain ? c : sums,
+                        chain ? ldc : kTileNR);
   if (chain) return;
   for (int i = 0; i < R; ++i) {
-    for (int j = 0; j < kTileNR; ++j) c[i * ldc + j] = updated(sums[i * kTileNR + j], c[i * ldc + j], u);
+    for (int j = 0; j < kTileNR; ++j) {
+      c[i * ldc + j] = updated(sums[i * kTileNR + j], c[i * ldc + j], u);
+    }
   }
 }
 
