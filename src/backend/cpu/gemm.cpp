@@ -637,11 +637,38 @@ inline void pause() {
 #endif
 }
 
+// dst (h x w, rows ldd apart) = src (rows lds apart) rounded to bfloat16 (the scalar cast's
+// bits): hgemm_rounded's tiles, on the CPUs with tiles (all have AVX-512).
+#if defined(__x86_64__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void round_tile(const float* src,
+                                                                   int64_t lds, int64_t h,
+                                                                   int64_t w, bfloat16_t* dst,
+                                                                   int64_t ldd) {
+  for (int64_t i = 0; i < h; ++i) {
+    for (int64_t j = 0; j < w; j += 16) {
+      const __mmask16 m = w - j >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (w - j)) - 1);
+      ops::store_bf16(dst + i * ldd + j, m,
+                      ops::round_bf16(_mm512_maskz_loadu_ps(m, src + i * lds + j)));
+    }
+  }
+}
+#pragma GCC diagnostic pop
+#else
+void round_tile(const float*, int64_t, int64_t, int64_t, bfloat16_t*, int64_t) {}
+#endif
+
+// With out16 (alpha 1, beta 0, one K block: hgemm_rounded), each tile's sums go through the
+// scratch tile, rounded to bfloat16 into out16 (rows ldo apart); c is not used.
 template <int MR, int NR, typename E, typename In>
 void gemm_tiles(TileFn<E> tile, EdgeFn<E> edge, bool ta, int64_t m, int64_t n, int64_t k,
                 float alpha, const In* a, int64_t lda, const RightOperand<In>& b, float beta,
-                float* c, int64_t ldc) {
-  const int64_t kKc = k_block<E>();
+                float* c, int64_t ldc, bfloat16_t* out16 = nullptr, int64_t ldo = 0) {
+  // K blocks of k_block<E>() values, or one of k (the buffers below are sized by it: a 576-value
+  // K in 2,048-value blocks spread x's packed copy over 3.6 times its size).
+  const int64_t kKc = std::min(k_block<E>(), k);
   const int64_t kpb = packed_len<E>(kKc);  // packed length of a full K block
   const int64_t chunk = std::max<int64_t>(NR, kMaxPackedB / k / NR * NR);
   const int64_t threads = detail::num_threads();
@@ -739,8 +766,13 @@ void gemm_tiles(TileFn<E> tile, EdgeFn<E> edge, bool ta, int64_t m, int64_t n, i
               for (int64_t r0 = 0; r0 < rows; r0 += MR) {
                 const E* pa = ablock + (r0 / MR) * astride;
                 const int64_t h = std::min<int64_t>(MR, rows - r0);
-                float* cp = c + (i0 + r0) * ldc + n0 + p * NR;
                 const EdgeTile<E> t = h == MR ? EdgeTile<E>{tile, MR} : edge(h);
+                if (out16 != nullptr) {
+                  t.fn(kp, pa, pb, scratch, NR, u, false);
+                  round_tile(scratch, NR, h, w, out16 + (i0 + r0) * ldo + n0 + p * NR, ldo);
+                  continue;
+                }
+                float* cp = c + (i0 + r0) * ldc + n0 + p * NR;
                 if (t.rows == h && w == NR) {
                   t.fn(kp, pa, pb, cp, ldc, u, false);
                   continue;
@@ -841,7 +873,8 @@ namespace {
 // hgemm and hgemm_rows: the checks, then the kernel.
 template <typename T>
 void run_hgemm(bool ta, int64_t m, int64_t n, int64_t k, float alpha, const T* a, int64_t lda,
-               const RightOperand<T>& b, float beta, float* c, int64_t ldc, HalfKernel kernel) {
+               const RightOperand<T>& b, float beta, float* c, int64_t ldc, HalfKernel kernel,
+               bfloat16_t* out16 = nullptr, int64_t ldo = 0) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) throw std::invalid_argument("[hgemm] needs k > 0, got " + std::to_string(k));
   if (!gemm_supported() || !hgemm_supported(kernel) ||
@@ -865,7 +898,7 @@ void run_hgemm(bool ta, int64_t m, int64_t n, int64_t k, float alpha, const T* a
         return h <= 16 ? EdgeTile<TilePair>{tile_amx<16>, 16} : EdgeTile<TilePair>{tile_amx<32>, 32};
       };
       gemm_tiles<kTileMR, kTileNR, TilePair>(tile_amx<32>, edge, ta, m, n, k, alpha, a, lda, b,
-                                             beta, c, ldc);
+                                             beta, c, ldc, out16, ldo);
       return;
     }
   }
@@ -890,6 +923,29 @@ void hgemm_rows(int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const 
                 float* c, int64_t ldc, HalfKernel kernel) {
   run_hgemm(false, m, n, k, 1.0f, a, lda, RightOperand<T>{true, nullptr, 0, &rows}, 0.0f, c, ldc,
             kernel);
+}
+
+namespace {
+bool rounded_served(int64_t m, int64_t n, int64_t k) {
+  return m > 0 && n > 0 && k > 0 && k <= kTileKBlock &&
+         hgemm_kernel<bfloat16_t>() == HalfKernel::Tiles;
+}
+}  // namespace
+
+bool hgemm_rounded(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const bfloat16_t* a,
+                   int64_t lda, const bfloat16_t* b, int64_t ldb, bfloat16_t* out, int64_t ldo) {
+  if (!rounded_served(m, n, k)) return false;
+  run_hgemm(ta, m, n, k, 1.0f, a, lda, RightOperand<bfloat16_t>{tb, b, ldb}, 0.0f, nullptr, 0,
+            HalfKernel::Tiles, out, ldo);
+  return true;
+}
+
+bool hgemm_rows_rounded(int64_t m, int64_t n, int64_t k, const bfloat16_t* a, int64_t lda,
+                        const RowsFn<bfloat16_t>& rows, bfloat16_t* out, int64_t ldo) {
+  if (!rounded_served(m, n, k)) return false;
+  run_hgemm(false, m, n, k, 1.0f, a, lda, RightOperand<bfloat16_t>{true, nullptr, 0, &rows}, 0.0f,
+            nullptr, 0, HalfKernel::Tiles, out, ldo);
+  return true;
 }
 
 template HalfKernel hgemm_kernel<float16_t>();

@@ -82,4 +82,13 @@ template <typename T>
 void hgemm_rows(int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const RowsFn<T>& rows,
                 float* c, int64_t ldc, HalfKernel kernel);
 
+// hgemm and hgemm_rows for bfloat16 with alpha 1 and beta 0 whose float32 results are rounded to
+// bfloat16 into out (rows ldo apart) as each tile is done, with no float32 copy of c: the
+// products that run on tiles (hgemm_kernel) with k <= 2048 (one K block). False, with nothing
+// done, for the others.
+bool hgemm_rounded(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const bfloat16_t* a,
+                   int64_t lda, const bfloat16_t* b, int64_t ldb, bfloat16_t* out, int64_t ldo);
+bool hgemm_rows_rounded(int64_t m, int64_t n, int64_t k, const bfloat16_t* a, int64_t lda,
+                        const RowsFn<bfloat16_t>& rows, bfloat16_t* out, int64_t ldo);
+
 }  // namespace tessera::cpu

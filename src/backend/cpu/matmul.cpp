@@ -270,8 +270,8 @@ bool half_skinny(const array& a, const array& b, array& out, float alpha, float 
 }
 
 // A half-precision product of more rows on Tessera's GEMM (gemm.h: the operands packed from their
-// own dtype, by gemm.h's hgemm_kernel) into out32 (float32, holding c
-// when beta != 0); false when the shape or the CPU has no kernel there.
+// own dtype, by gemm.h's hgemm_kernel) into out32 (float32, holding c when beta != 0); false when
+// the shape or the CPU has no kernel there.
 template <typename T>
 bool half_gemm(const array& a, const array& b, array& out32, float alpha, float beta,
                const Gathered* gathered) {
@@ -289,6 +289,30 @@ bool half_gemm(const array& a, const array& b, array& out32, float alpha, float 
     cpu::hgemm<T>(pr.pa.layout.trans, pr.pb.layout.trans, pr.m, pr.n, pr.k, alpha,
                   ap + pr.pa.batch_offsets[i], pr.pa.layout.ld, bp + pr.pb.batch_offsets[i],
                   pr.pb.layout.ld, beta, cp + i * mat, pr.n, kernel);
+  }
+  return true;
+}
+
+// A bfloat16 product of more rows with alpha 1 and beta 0 rounded straight into out as the GEMM's
+// tiles finish (gemm.h's hgemm_rounded: no float32 copy of the result to write and read back);
+// false, with nothing done, where that path does not serve.
+bool bf16_gemm_rounded(const array& a, const array& b, array& out, const Gathered* gathered) {
+  if (!cpu::gemm_supported()) return false;
+  Products pr = prepare_products(a, b, out, gathered);
+  if (!cpu::gemm_serves(pr.m, pr.n) || static_cast<double>(pr.m) * pr.n * pr.k < kSmallGemmWork) {
+    return false;
+  }
+  const bfloat16_t* ap = pr.pa.arr.template data<bfloat16_t>();
+  const bfloat16_t* bp = pr.pb.arr.template data<bfloat16_t>();
+  bfloat16_t* op = out.data<bfloat16_t>();
+  const size_t mat = static_cast<size_t>(pr.m) * pr.n;
+  for (size_t i = 0; i < pr.batch; ++i) {
+    // The same shape every time: the first call serves all or none.
+    if (!cpu::hgemm_rounded(pr.pa.layout.trans, pr.pb.layout.trans, pr.m, pr.n, pr.k,
+                            ap + pr.pa.batch_offsets[i], pr.pa.layout.ld,
+                            bp + pr.pb.batch_offsets[i], pr.pb.layout.ld, op + i * mat, pr.n)) {
+      return false;
+    }
   }
   return true;
 }
@@ -321,6 +345,9 @@ void matmul_cpu(const array& a, const array& b, const array* c, array& out, floa
   } else if (dt == float16 && half_skinny<float16_t>(a, b, out, alpha, beta, gathered)) {
     return;
   } else if (dt == bfloat16 && half_skinny<bfloat16_t>(a, b, out, alpha, beta, gathered)) {
+    return;
+  } else if (dt == bfloat16 && alpha == 1.0f && beta == 0.0f &&
+             bf16_gemm_rounded(a, b, out, gathered)) {
     return;
   } else if (dt == float16 || dt == bfloat16) {
     array out32(allocator::malloc(out.size() * sizeof(float)), out.shape(), float32,

@@ -410,6 +410,9 @@ bool qmm_half_gemm(const T* x, const uint8_t* packed, const S* scales, const S* 
       }
     }
   };
+  if constexpr (std::is_same_v<T, bfloat16_t>) {
+    if (cpu::hgemm_rows_rounded(m, n, k, x, k, rows, out, n)) return true;
+  }
   const std::unique_ptr<float[]> res(new float[static_cast<size_t>(m * n)]);  // not read first
   cpu::hgemm_rows<T>(m, n, k, x, k, rows, res.get(), n, cpu::hgemm_kernel<T>());
   const size_t size = static_cast<size_t>(m * n);
