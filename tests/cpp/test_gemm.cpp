@@ -235,9 +235,12 @@ void check_half_gemm(cpu::HalfKernel kernel) {
   struct Shape3 {
     int64_t m, n, k;
   };
-  // Tile and block edges as above, odd K (a pair with one value), K across blocks.
-  const Shape3 shapes[] = {{13, 33, 7}, {37, 50, 301}, {96, 64, 256}, {25, 17, 513}, {64, 40, 1}};
-  const float ab[][2] = {{1.0f, 0.0f}, {-0.75f, 0.5f}};
+  // Tile and block edges as above, odd K (a pair with one value), K across blocks (the tiles'
+  // blocks are 2,048 values).
+  const Shape3 shapes[] = {{13, 33, 7},  {37, 50, 301}, {96, 64, 256},
+                           {25, 17, 513}, {64, 40, 1},   {33, 20, 2100}};
+  // alpha 1 with beta 0, 1 and another: the tiles' three ways of starting C.
+  const float ab[][2] = {{1.0f, 0.0f}, {1.0f, 1.0f}, {1.0f, 0.5f}, {-0.75f, 0.5f}};
   uint32_t seed = 11;
   for (const Shape3& s : shapes) {
     for (int t = 0; t < 4; ++t) {
