@@ -1,9 +1,9 @@
 // Prefill's products (`make bench-llm`, first table): x @ W.T for the 111 M and 1 B models'
-// weights with a 512-token prompt, in bfloat16 (pairs through vdpbf16ps), float16 (widened to
-// float32 as packed) and float32, against the peak of the instruction each uses: a loop of
-// independent vdpbf16ps / vfmadd231ps on registers only, one per core of the pool. The "bf16
-// through f32 copies" column is the path bf16 products took before (astype, float32 product,
-// astype back).
+// weights with a 512-token prompt, in bfloat16 (by the kernel gemm.h's hgemm_kernel picks here:
+// AMX tiles, vdpbf16ps pairs or widened to float32), float16 (widened to float32 as packed) and
+// float32, against the peak of the instruction each uses: a loop of independent tdpbf16ps /
+// vdpbf16ps / vfmadd231ps on registers only, one per core of the pool. The "bf16 through f32
+// copies" column is the path bf16 products took before (astype, float32 product, astype back).
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -14,7 +14,9 @@
 #include <immintrin.h>
 #endif
 
+#include "backend/cpu/amx_tiles.h"
 #include "backend/cpu/cpu_features.h"
+#include "backend/cpu/gemm.h"
 #include "bench_util.h"
 #include "core/thread_pool.h"
 #include "tessera/tessera.h"
@@ -66,6 +68,30 @@ TESSERA_PEAK_LOOP(dpbf16_loop, "avx512f,avx512bf16", "vdpbf16ps")
 TESSERA_PEAK_LOOP(fma_loop, "avx512f", "vfmadd231ps")
 #undef TESSERA_PEAK_LOOP
 #undef TESSERA_X12
+
+// Four independent tdpbf16ps (a 2 x 2 block of result tiles) per iteration, tiles only.
+float tile_loop(long iters) {
+  mx::cpu::TileScope scope;
+  alignas(64) static uint16_t ones[16 * 32];
+  alignas(64) static float out[16 * 16];
+  std::fill(std::begin(ones), std::end(ones), uint16_t{0x3c00});  // 2^-7: the sums stay finite
+  TESSERA_TILE_LOAD(4, ones, 64);
+  TESSERA_TILE_LOAD(5, ones, 64);
+  TESSERA_TILE_LOAD(6, ones, 64);
+  TESSERA_TILE_LOAD(7, ones, 64);
+  TESSERA_TILE_ZERO(0);
+  TESSERA_TILE_ZERO(1);
+  TESSERA_TILE_ZERO(2);
+  TESSERA_TILE_ZERO(3);
+  for (long i = 0; i < iters; ++i) {
+    TESSERA_TILE_DP(0, 4, 6);
+    TESSERA_TILE_DP(1, 4, 7);
+    TESSERA_TILE_DP(2, 5, 6);
+    TESSERA_TILE_DP(3, 5, 7);
+  }
+  TESSERA_TILE_STORE(0, out, 64);
+  return out[0];
+}
 #endif
 
 // GFLOP/s of `loop` (flop_per_iter per iteration) on `threads` threads at once, best of 3.
@@ -97,15 +123,23 @@ int main() {
     return 0;
   }
   const int threads = static_cast<int>(mx::detail::num_threads());
-  const bool bf16 = mx::cpu::cpu_has_avx512_bf16();
+  const mx::cpu::HalfKernel kernel = mx::cpu::hgemm_kernel<mx::bfloat16_t>();
   // Operands that keep the sums finite: bf16 pairs of 1.0 and 2^-7; floats 1.0 and 2^-20.
   const double fma_peak = peak([](long n) { return fma_loop(n, 0x3f800000, 0x35800000); }, 12 * 32.0, threads);
-  const double dp_peak = bf16 ? peak([](long n) { return dpbf16_loop(n, 0x3f803f80, 0x3c003c00); }, 12 * 64.0, threads) : 0;
+  const double bf16_peak =
+      kernel == mx::cpu::HalfKernel::Tiles
+          ? peak([](long n) { return tile_loop(n / 16); }, 4 * 16 * 16 * 32 * 2 / 16.0, threads)
+      : kernel == mx::cpu::HalfKernel::Pairs
+          ? peak([](long n) { return dpbf16_loop(n, 0x3f803f80, 0x3c003c00); }, 12 * 64.0, threads)
+          : fma_peak;
+  const char* bf16_how = kernel == mx::cpu::HalfKernel::Tiles   ? "tdpbf16ps"
+                         : kernel == mx::cpu::HalfKernel::Pairs ? "vdpbf16ps"
+                                                                : "widened, vfmadd231ps";
   std::printf("\n### Prefill products, x @ W.T with a 512-token prompt, %d threads (GFLOP/s, median of 5; "
               "%% of the instruction's peak)\n\n", threads);
-  std::printf("register-only peak, %d threads: vdpbf16ps %.0f GFLOP/s, vfmadd231ps (zmm) %.0f GFLOP/s\n\n",
-              threads, dp_peak, fma_peak);
-  std::printf("| product (m x k -> n) | bf16 (vdpbf16ps) | bf16 through f32 copies | f16 (widened) | f32 |\n");
+  std::printf("register-only peak, %d threads: bf16's %s %.0f GFLOP/s, vfmadd231ps (zmm) %.0f GFLOP/s\n\n",
+              threads, bf16_how, bf16_peak, fma_peak);
+  std::printf("| product (m x k -> n) | bf16 (%s) | bf16 through f32 copies | f16 (widened) | f32 |\n", bf16_how);
   std::printf("|---|---|---|---|---|\n");
   const Shape shapes[] = {{"111M q / up", 512, 576, 1536},  {"111M down", 512, 1536, 576},
                           {"111M lm_head", 512, 576, 8192}, {"1B q / gate", 512, 2048, 2048},
@@ -130,7 +164,7 @@ int main() {
     const double b = gflops(mx::bfloat16, false), bc = gflops(mx::bfloat16, true),
                  h = gflops(mx::float16, false), f = gflops(mx::float32, false);
     std::printf("| %s, %d x %d -> %d | %.0f (%.0f%%) | %.0f | %.0f (%.0f%%) | %.0f (%.0f%%) |\n", s.what,
-                s.m, s.k, s.n, b, bf16 ? 100 * b / dp_peak : 0.0, bc, h, 100 * h / fma_peak, f,
+                s.m, s.k, s.n, b, 100 * b / bf16_peak, bc, h, 100 * h / fma_peak, f,
                 100 * f / fma_peak);
   }
 #else

@@ -294,6 +294,20 @@ TEST(ScaledDotProductAttention, LongKeysStreamThroughBlocks) {
         to_vec(fast::scaled_dot_product_attention(q, k, v, 0.6f, causal ? "causal" : "")),
         naive_sdpa(qv, kv, vv, B, Hq, Hkv, Lq, Lk, D, D, 0.6, causal, nullptr, nullptr), 1e-5);
   }
+  // bfloat16 (its products on AMX tiles where the CPU has them), with a mask and with sinks:
+  // against the float64 attention of the same rounded values, to bfloat16's rounding.
+  array qb = astype(q, bfloat16), kb = astype(k, bfloat16), vb = astype(v, bfloat16);
+  auto qbv = to_vec(qb), kbv = to_vec(kb), vbv = to_vec(vb);
+  array add_mask = random_array({Hq, Lq, Lk}, bfloat16, 66), bsinks = random_array({Hq}, bfloat16, 67);
+  auto amv = to_vec(add_mask), bsv = to_vec(bsinks);
+  std::vector<double> mask_ref;  // broadcast over the batch (B = 1)
+  for (double m : amv) mask_ref.push_back(m);
+  expect_all_near(to_vec(fast::scaled_dot_product_attention(qb, kb, vb, 0.6f, "causal")),
+                  naive_sdpa(qbv, kbv, vbv, B, Hq, Hkv, Lq, Lk, D, D, 0.6, true, nullptr, nullptr),
+                  1e-2);
+  expect_all_near(
+      to_vec(fast::scaled_dot_product_attention(qb, kb, vb, 0.6f, "array", add_mask, bsinks)),
+      naive_sdpa(qbv, kbv, vbv, B, Hq, Hkv, Lq, Lk, D, D, 0.6, false, &mask_ref, &bsv), 1e-2);
   // One query (decode) against all of them, with sinks.
   array q1 = random_array({B, Hq, 1, D}, float32, 64), sinks = random_array({Hq}, float32, 65);
   auto q1v = to_vec(q1), sv = to_vec(sinks);
