@@ -298,7 +298,8 @@ TEST(ScaledDotProductAttention, LongKeysStreamThroughBlocks) {
   // against the float64 attention of the same rounded values, to bfloat16's rounding.
   array qb = astype(q, bfloat16), kb = astype(k, bfloat16), vb = astype(v, bfloat16);
   auto qbv = to_vec(qb), kbv = to_vec(kb), vbv = to_vec(vb);
-  array add_mask = random_array({Hq, Lq, Lk}, bfloat16, 66), bsinks = random_array({Hq}, bfloat16, 67);
+  array add_mask = random_array({Hq, Lq, Lk}, bfloat16, 66);
+  array bsinks = random_array({Hq}, bfloat16, 67);
   auto amv = to_vec(add_mask), bsv = to_vec(bsinks);
   std::vector<double> mask_ref;  // broadcast over the batch (B = 1)
   for (double m : amv) mask_ref.push_back(m);

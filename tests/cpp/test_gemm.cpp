@@ -250,7 +250,8 @@ void check_half_gemm(cpu::HalfKernel kernel) {
         for (const auto& [alpha, beta] : ab) {
           SCOPED_TRACE(testing::Message() << s.m << "x" << s.n << "x" << s.k << " ta " << p.ta
                                           << " tb " << p.tb << " pad " << pad << " alpha "
-                                          << alpha << " beta " << beta << " kernel " << int(kernel));
+                                          << alpha << " beta " << beta << " kernel "
+                                          << int(kernel));
           std::vector<float> got = p.c;
           if (beta == 0.0f) {
             for (float& v : got) v = std::numeric_limits<float>::quiet_NaN();

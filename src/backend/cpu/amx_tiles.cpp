@@ -95,15 +95,15 @@ __attribute__((target("avx512f"))) void pairs_of_transpose(const bfloat16_t* b, 
   // Unaligned rows, or the last value of an odd k (its pair's other half zero): word by word.
   for (int q = aligned ? words : 0; q < (k + 1) / 2; ++q) {
     for (int j = 0; j < std::min(rows, np); ++j) {
-      const uint32_t lo = b[j * ld + 2 * q].bits, hi = 2 * q + 1 < k ? b[j * ld + 2 * q + 1].bits : 0u;
+      const uint32_t lo = b[j * ld + 2 * q].bits;
+      const uint32_t hi = 2 * q + 1 < k ? b[j * ld + 2 * q + 1].bits : 0u;
       dst[q * ldd + j] = lo | (hi << 16);
     }
   }
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void pairs_of_rows(const bfloat16_t* b, int64_t ld,
-                                                               int k, int cols, int np, int kp,
-                                                               uint32_t* dst, int64_t ldd) {
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void pairs_of_rows(
+    const bfloat16_t* b, int64_t ld, int k, int cols, int np, int kp, uint32_t* dst, int64_t ldd) {
   for (int q = 0; q < kp / 2; ++q) {
     for (int j = 0; j < np; j += 16) {
       const __mmask16 m = first(cols - j);

@@ -51,8 +51,9 @@ class TileScope {
 // inside a TileScope. A (bfloat16): 16 RM rows lda values apart, step s (K values 32 s ..) at
 // a + s * a_step; B: pairs (below), rows ldb words apart. Tiles 0-3 hold C, 4-5 A, 6-7 B.
 template <int RM, int RN>
-[[gnu::always_inline]] inline void tile_block(int64_t kp, const bfloat16_t* a, int64_t lda, int64_t a_step, const uint32_t* b,
-                int64_t ldb, bool accumulate, float* c, int64_t ldc) {
+[[gnu::always_inline]] inline void tile_block(int64_t kp, const bfloat16_t* a, int64_t lda,
+                                              int64_t a_step, const uint32_t* b, int64_t ldb,
+                                              bool accumulate, float* c, int64_t ldc) {
   const int64_t ca = ldc * 4, aa = lda * 2, ba = ldb * 4;  // strides in bytes
   float* c1 = c + 16 * ldc;
   if (accumulate) {

@@ -237,8 +237,10 @@ struct AttentionTask {
     }
   }
 #else
-  void tile_scores(const TilePairs*, int, int, int, int, int, const bfloat16_t*, float*, C*) const {}
-  void tile_values(const TilePairs*, int, int, int, int, int, const C*, bfloat16_t*, C*) const {}
+  void tile_scores(const TilePairs*, int, int, int, int, int, const bfloat16_t*, float*,
+                   C*) const {}
+  void tile_values(const TilePairs*, int, int, int, int, int, const C*, bfloat16_t*,
+                   C*) const {}
 #endif
 
   // c = a b (+ c when accumulate), op-transposed as cpu::gemm. (BLAS: Tessera's own float32

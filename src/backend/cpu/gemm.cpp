@@ -649,7 +649,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void round_tile(const float
                                                                    int64_t ldd) {
   for (int64_t i = 0; i < h; ++i) {
     for (int64_t j = 0; j < w; j += 16) {
-      const __mmask16 m = w - j >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (w - j)) - 1);
+      const __mmask16 m =
+          w - j >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (w - j)) - 1);
       ops::store_bf16(dst + i * ldd + j, m,
                       ops::round_bf16(_mm512_maskz_loadu_ps(m, src + i * lds + j)));
     }
@@ -895,7 +896,8 @@ void run_hgemm(bool ta, int64_t m, int64_t n, int64_t k, float alpha, const T* a
     }
     if (kernel == HalfKernel::Tiles) {
       const EdgeFn<TilePair> edge = [](int64_t h) {
-        return h <= 16 ? EdgeTile<TilePair>{tile_amx<16>, 16} : EdgeTile<TilePair>{tile_amx<32>, 32};
+        return h <= 16 ? EdgeTile<TilePair>{tile_amx<16>, 16}
+                       : EdgeTile<TilePair>{tile_amx<32>, 32};
       };
       gemm_tiles<kTileMR, kTileNR, TilePair>(tile_amx<32>, edge, ta, m, n, k, alpha, a, lda, b,
                                              beta, c, ldc, out16, ldo);

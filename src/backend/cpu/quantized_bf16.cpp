@@ -259,7 +259,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void affine4_dequantize_bf1
   const uint8_t* p = row + k0 / 2;
   for (int64_t i = 0; i < len; i += 16) {
     // 8 bytes -> 16 values, the low nibble first: bytes (lo0, hi0, lo1, hi1, ...) widened.
-    const __m128i w = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + i / 2)));
+    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + i / 2));
+    const __m128i w = _mm_cvtepu8_epi16(bytes);
     const __m128i v = _mm_or_si128(_mm_and_si128(w, _mm_set1_epi16(0x0F)),
                                    _mm_slli_epi16(_mm_srli_epi16(w, 4), 8));
     const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v));
