@@ -77,25 +77,6 @@ inline bool cpu_has_avx512_bf16() { return false; }
 inline bool cpu_has_avx512_vnni() { return false; }
 inline bool cpu_has_amx_bf16() { return false; }
 inline bool cpu_is_intel() { return false; }
-// AMX-TILE and AMX-BF16 (CPUID leaf 7, EDX bits 24 and 22), and Linux's permission for this
-// process to use the tile data (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, 18:
-// process-wide, asked once; kernels before 5.16 refuse it, and then AMX is not used).
-inline bool cpu_has_amx_bf16() {
-  static const bool ok = [] {
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || (d & (1u << 24)) == 0 ||
-        (d & (1u << 22)) == 0) {
-      return false;
-    }
-#if defined(__linux__)
-    constexpr long kReqXcompPerm = 0x1023, kXtiledata = 18;
-    return syscall(SYS_arch_prctl, kReqXcompPerm, kXtiledata) == 0;
-#else
-    return false;
-#endif
-  }();
-  return ok;
-}
 inline bool cpu_has_avx512f() { return false; }
 inline bool cpu_has_avx512_skx() { return false; }
 #endif
