@@ -363,10 +363,10 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void affine_rows_avx512(
 
 // out (M, N) = x (M, K) @ W^T for half-precision x of many rows (a prefill) on Tessera's GEMM
 // (gemm.h's hgemm_rows, by hgemm_kernel): W dequantized to T as the GEMM packs it, a panel of
-// rows at a time (each value scale * q + bias in float32, rounded to T once), accumulating in
-// float32, each result rounded to T once. False where the GEMM has no kernel for the shape or the
-// CPU. (Dequantizing chunks of columns to multiply them after packed x again for every chunk,
-// and read each dequantized weight twice.)
+// rows at a time (each value scale * q + bias in float32, one fused multiply-add for bfloat16's
+// 4-bit affine rows on AVX-512, rounded to T once), accumulating in float32, each result rounded
+// to T once. False where the GEMM has no kernel for the shape or the CPU. (Chunks of dequantized
+// columns, multiplied one after another, packed x again for every chunk and were read twice.)
 template <typename T, typename S>
 bool qmm_half_gemm(const T* x, const uint8_t* packed, const S* scales, const S* biases, T* out,
                    int64_t m, int64_t n, int64_t k, const Codec& c) {
