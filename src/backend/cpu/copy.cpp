@@ -69,23 +69,24 @@ bool copy_transposed(const S* s, D* d, const StridedView<2>& v) {
 }
 
 #if defined(__x86_64__)
-// float32 to bfloat16, 16 lanes at a time, with the scalar cast's bits (vec16_ops.h): the
-// rounding of every half-precision GEMM's float32 result (the scalar loop does not vectorise,
-// and took as long as the transposes of a 512-row prefill's weights). (g++ 12 warns of the
-// undefined passthrough lanes in the intrinsics' unmasked forms.)
+// (g++ 12 warns of the undefined pass-through lanes in the intrinsics' unmasked forms.)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void narrow_bf16_avx512(const float* s,
-                                                                          bfloat16_t* d,
-                                                                          size_t n) {
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    ops::store_bf16(d + i, 0xFFFF, ops::round_bf16(_mm512_loadu_ps(s + i)));
-  }
-  if (i < n) {
-    const auto m = static_cast<__mmask16>((1u << (n - i)) - 1);
-    ops::store_bf16(d + i, m, ops::round_bf16(_mm512_maskz_loadu_ps(m, s + i)));
+// The first min(n, 16) of 16 lanes.
+inline __mmask16 lanes(size_t n) {
+  return n >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
+}
+// float32 to bfloat16, 16 lanes at a time, with the scalar cast's bits (vec16_ops.h): the
+// rounding of every half-precision GEMM's float32 result (the scalar loop does not vectorise,
+// and took as long as the transposes of a 512-row prefill's weights).
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void narrow_bf16_avx512(
+    const float* s, int64_t lds, int64_t rows, size_t n, bfloat16_t* d, int64_t ldd) {
+  for (int64_t r = 0; r < rows; ++r, s += lds, d += ldd) {
+    for (size_t i = 0; i < n; i += 16) {
+      const __mmask16 m = lanes(n - i);
+      ops::store_bf16(d + i, m, ops::round_bf16(_mm512_maskz_loadu_ps(m, s + i)));
+    }
   }
 }
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void split_bf16_avx512(const float* s,
@@ -93,7 +94,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void split_bf16_avx512(cons
                                                                           bfloat16_t* lo,
                                                                           size_t n) {
   for (size_t i = 0; i < n; i += 16) {
-    const auto m = n - i >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __mmask16 m = lanes(n - i);
     const __m512 x = _mm512_maskz_loadu_ps(m, s + i), h = ops::round_bf16(x);
     ops::store_bf16(hi + i, m, h);
     ops::store_bf16(lo + i, m, ops::round_bf16(_mm512_sub_ps(x, h)));
@@ -137,11 +138,20 @@ void copy_typed(const array& src, array& dst) {
 
 }  // namespace
 
-void narrow_to_bf16(const float* src, bfloat16_t* dst, size_t n) {
+void narrow_rows_to_bf16(const float* src, int64_t lds, int64_t rows, int64_t cols,
+                         bfloat16_t* dst, int64_t ldd) {
 #if defined(__x86_64__)
-  if (loop_isa() == LoopIsa::avx512) return narrow_bf16_avx512(src, dst, n);
+  if (loop_isa() == LoopIsa::avx512) {
+    return narrow_bf16_avx512(src, lds, rows, static_cast<size_t>(cols), dst, ldd);
+  }
 #endif
-  for (size_t i = 0; i < n; ++i) dst[i] = bfloat16_t(src[i]);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < cols; ++j) dst[r * ldd + j] = bfloat16_t(src[r * lds + j]);
+  }
+}
+
+void narrow_to_bf16(const float* src, bfloat16_t* dst, size_t n) {
+  narrow_rows_to_bf16(src, 0, 1, static_cast<int64_t>(n), dst, 0);
 }
 
 void split_to_bf16(const float* src, bfloat16_t* hi, bfloat16_t* lo, size_t n) {

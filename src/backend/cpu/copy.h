@@ -22,6 +22,9 @@ array ensure_row_contiguous(const array& a);
 // n float32 values rounded to bfloat16 (the scalar cast's bits), 16 lanes at a time where
 // TESSERA_CPU_ISA allows AVX-512.
 void narrow_to_bf16(const float* src, bfloat16_t* dst, size_t n);
+// The same for rows x cols values, rows lds (src) and ldd (dst) apart.
+void narrow_rows_to_bf16(const float* src, int64_t lds, int64_t rows, int64_t cols,
+                         bfloat16_t* dst, int64_t ldd);
 // Each of n float32 values as the sum of two bfloat16 values: hi = bfloat16(x), lo =
 // bfloat16(x - hi) (x - hi is exact; hi + lo is x to within 2^-16 of |x|).
 void split_to_bf16(const float* src, bfloat16_t* hi, bfloat16_t* lo, size_t n);

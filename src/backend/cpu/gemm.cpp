@@ -26,6 +26,7 @@
 #endif
 
 #include "backend/cpu/amx_tiles.h"
+#include "backend/cpu/copy.h"
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/elementwise.h"
 #include "backend/cpu/half_gemm.h"
@@ -637,30 +638,6 @@ inline void pause() {
 #endif
 }
 
-// dst (h x w, rows ldd apart) = src (rows lds apart) rounded to bfloat16 (the scalar cast's
-// bits): hgemm_rounded's tiles, on the CPUs with tiles (all have AVX-512).
-#if defined(__x86_64__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void round_tile(const float* src,
-                                                                   int64_t lds, int64_t h,
-                                                                   int64_t w, bfloat16_t* dst,
-                                                                   int64_t ldd) {
-  for (int64_t i = 0; i < h; ++i) {
-    for (int64_t j = 0; j < w; j += 16) {
-      const __mmask16 m =
-          w - j >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (w - j)) - 1);
-      ops::store_bf16(dst + i * ldd + j, m,
-                      ops::round_bf16(_mm512_maskz_loadu_ps(m, src + i * lds + j)));
-    }
-  }
-}
-#pragma GCC diagnostic pop
-#else
-void round_tile(const float*, int64_t, int64_t, int64_t, bfloat16_t*, int64_t) {}
-#endif
-
 // With out16 (alpha 1, beta 0, one K block: hgemm_rounded), each tile's sums go through the
 // scratch tile, rounded to bfloat16 into out16 (rows ldo apart); c is not used.
 template <int MR, int NR, typename E, typename In>
@@ -770,7 +747,8 @@ void gemm_tiles(TileFn<E> tile, EdgeFn<E> edge, bool ta, int64_t m, int64_t n, i
                 const EdgeTile<E> t = h == MR ? EdgeTile<E>{tile, MR} : edge(h);
                 if (out16 != nullptr) {
                   t.fn(kp, pa, pb, scratch, NR, u, false);
-                  round_tile(scratch, NR, h, w, out16 + (i0 + r0) * ldo + n0 + p * NR, ldo);
+                  narrow_rows_to_bf16(scratch, NR, h, w, out16 + (i0 + r0) * ldo + n0 + p * NR,
+                                      ldo);
                   continue;
                 }
                 float* cp = c + (i0 + r0) * ldc + n0 + p * NR;
