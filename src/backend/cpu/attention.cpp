@@ -531,17 +531,31 @@ void attention(const AttentionTask<T>& task, int B, array& out, cpu::compute_t<T
   });
 }
 
+// The inputs both attention kernels start with: q, k, v (last axis contiguous), the mask and
+// the sinks where the primitive has them; `at` is left at the next input.
+struct AttentionInputs {
+  array q, k, v;
+  std::optional<array> mask;
+  array sinks;
+  AttentionInputs(const std::vector<array>& inputs, bool has_mask, bool has_sinks, size_t& at)
+      : q(last_axis_contiguous(inputs[0])),
+        k(last_axis_contiguous(inputs[1])),
+        v(last_axis_contiguous(inputs[2])),
+        sinks(0.0f) {
+    at = 3;
+    if (has_mask) mask = inputs[at++];
+    if (has_sinks) sinks = cpu::ensure_row_contiguous(inputs[at++]);
+  }
+};
+
 }  // namespace
 
 void ScaledDotProductAttention::eval_cpu(const std::vector<array>& inputs,
                                          std::vector<array>& outputs) {
-  const array q = last_axis_contiguous(inputs[0]);
-  const array k = last_axis_contiguous(inputs[1]);
-  const array v = last_axis_contiguous(inputs[2]);
-  size_t at = 3;
-  std::optional<array> mask;
-  if (has_mask_) mask = inputs[at++];
-  const array sinks = has_sinks_ ? cpu::ensure_row_contiguous(inputs[at]) : array(0.0f);
+  size_t at = 0;
+  const AttentionInputs in(inputs, has_mask_, has_sinks_, at);
+  const array &q = in.q, &k = in.k, &v = in.v, &sinks = in.sinks;
+  const std::optional<array>& mask = in.mask;
   for (auto& o : outputs) o.set_data(allocator::malloc(o.nbytes()));
   // Decoding (every key visible to a few rows): attention_decode.h.
   if (!mask && !has_sinks_ && !output_stats_ && (!causal_ || q.shape(2) == 1)) {
@@ -565,13 +579,10 @@ void ScaledDotProductAttention::eval_cpu(const std::vector<array>& inputs,
 
 void ScaledDotProductAttentionVjp::eval_cpu(const std::vector<array>& inputs,
                                             std::vector<array>& outputs) {
-  const array q = last_axis_contiguous(inputs[0]);
-  const array k = last_axis_contiguous(inputs[1]);
-  const array v = last_axis_contiguous(inputs[2]);
-  size_t at = 3;
-  std::optional<array> mask;
-  if (has_mask_) mask = inputs[at++];
-  const array sinks = has_sinks_ ? cpu::ensure_row_contiguous(inputs[at++]) : array(0.0f);
+  size_t at = 0;
+  const AttentionInputs in(inputs, has_mask_, has_sinks_, at);
+  const array &q = in.q, &k = in.k, &v = in.v, &sinks = in.sinks;
+  const std::optional<array>& mask = in.mask;
   const array stats = has_stats_ ? cpu::ensure_row_contiguous(inputs[at++]) : array(0.0f);
   const array o = last_axis_contiguous(inputs[at++]);
   const array dout = last_axis_contiguous(inputs[at]);
