@@ -4,13 +4,13 @@
 # with `ip` and run an sshd in each; slurm-wlm and openmpi-bin: a real srun and a real mpirun
 # starting ring jobs without a hostfile; openmpi-bin and mpich: the MPI backend's tests under
 # both MPIs, whose libraries it loads at run time; graphviz: `tessera config --dot` output is
-# checked with its parser.)
+# checked with its parser; doctest-dev: MLX's own C++ tests, built by tools/mlx_cpp_tests.sh.)
 set -euo pipefail
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 for p in cmake ninja-build g++ pkg-config libopenblas-dev liblapacke-dev nlohmann-json3-dev \
          libgtest-dev libgmock-dev libbenchmark-dev iproute2 zlib1g-dev openssh-server \
-         openssh-client slurm-wlm openmpi-bin mpich graphviz; do
+         openssh-client slurm-wlm openmpi-bin mpich graphviz doctest-dev; do
   have_pkg "$p" || need+=("$p")
 done
 # The Python package: venv + ensurepip (make test's virtual environment) and Python.h (the

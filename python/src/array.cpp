@@ -272,53 +272,6 @@ bool array_like(nb::handle h) {
 }
 
 
-// Reductions as methods: axis None | int | sequence.
-template <array (*F)(const array&, const std::vector<int>&, bool, StreamOrDevice)>
-void def_reduction(nb::class_<array>& cls, const char* name, const char* doc) {
-  cls.def(
-      name,
-      [](const array& a, const OptAxes& axis, bool keepdims, StreamOrDevice s) {
-        return F(a, axes_or_all(axis, a), keepdims, s);
-      },
-      "axis"_a = nb::none(), "keepdims"_a = false, nb::kw_only(), "stream"_a = nb::none(), doc);
-}
-
-
-using UnaryFn = array (*)(const array&, StreamOrDevice);
-template <UnaryFn F>
-void def_unary(nb::class_<array>& cls, const char* name) {
-  cls.def(name, [](const array& a, StreamOrDevice s) { return F(a, s); }, nb::kw_only(),
-          "stream"_a = nb::none(), "The op of the same name, applied to this array.");
-}
-
-// Scans as methods: axis None scans the flattened array.
-using ScanFn = array (*)(const array&, std::optional<int>, bool, bool, StreamOrDevice);
-template <ScanFn F>
-void def_scan(nb::class_<array>& cls, const char* name) {
-  cls.def(
-      name,
-      [](const array& a, std::optional<int> axis, bool reverse, bool inclusive, StreamOrDevice s) {
-        return F(a, axis, reverse, inclusive, s);
-      },
-      "axis"_a = nb::none(), nb::kw_only(), "reverse"_a = false, "inclusive"_a = true,
-      "stream"_a = nb::none(), "The scan of the same name along axis (None: the flattened array).");
-}
-array cumsum_s(const array& a, std::optional<int> ax, bool r, bool i, StreamOrDevice s) {
-  return ax ? cumsum(a, *ax, r, i, std::nullopt, s) : cumsum(a, r, i, std::nullopt, s);
-}
-array cumprod_s(const array& a, std::optional<int> ax, bool r, bool i, StreamOrDevice s) {
-  return ax ? cumprod(a, *ax, r, i, std::nullopt, s) : cumprod(a, r, i, std::nullopt, s);
-}
-array cummax_s(const array& a, std::optional<int> ax, bool r, bool i, StreamOrDevice s) {
-  return ax ? cummax(a, *ax, r, i, s) : cummax(a, r, i, s);
-}
-array cummin_s(const array& a, std::optional<int> ax, bool r, bool i, StreamOrDevice s) {
-  return ax ? cummin(a, *ax, r, i, s) : cummin(a, r, i, s);
-}
-array logcumsumexp_s(const array& a, std::optional<int> ax, bool r, bool i, StreamOrDevice s) {
-  return ax ? logcumsumexp(a, *ax, r, i, s) : logcumsumexp(a, r, i, s);
-}
-
 // `reshape(2, 3)` and `reshape((2, 3))` both work, as MLX's methods do.
 Shape shape_from_args(const nb::args& args) {
   if (args.size() == 1 && !nb::isinstance<nb::int_>(args[0])) return nb::cast<Shape>(args[0]);
@@ -466,55 +419,7 @@ void init_array(nb::module_& m) {
         return a.dtype() == bool_ ? logical_not(a) : bitwise_invert(a);
       });
 
-  // ---- MLX's method aliases ----
-  def_reduction<sum>(cls, "sum", "Sum over axis (all when None).");
-  def_reduction<prod>(cls, "prod", "Product over axis (all when None).");
-  def_reduction<max>(cls, "max", "Maximum over axis (all when None).");
-  def_reduction<min>(cls, "min", "Minimum over axis (all when None).");
-  def_reduction<mean>(cls, "mean", "Mean over axis (all when None).");
-  def_reduction<all>(cls, "all", "Whether every element over axis is true.");
-  def_reduction<any>(cls, "any", "Whether any element over axis is true.");
-  def_reduction<logsumexp>(cls, "logsumexp", "log(sum(exp(a))) over axis, computed stably.");
-  for (const char* name : {"var", "std"}) {
-    const bool is_var = name[0] == 'v';
-    cls.def(
-        name,
-        [is_var](const array& a, const OptAxes& axis, bool keepdims, int ddof, StreamOrDevice s) {
-          auto ax = axes_or_all(axis, a);
-          return is_var ? var(a, ax, keepdims, ddof, s) : tessera::std(a, ax, keepdims, ddof, s);
-        },
-        "axis"_a = nb::none(), "keepdims"_a = false, "ddof"_a = 0, nb::kw_only(),
-        "stream"_a = nb::none(), is_var ? "Variance over axis." : "Standard deviation over axis.");
-  }
-  for (const char* name : {"argmax", "argmin"}) {
-    const bool is_max = name[3] == 'm' && name[4] == 'a';
-    cls.def(
-        name,
-        [is_max](const array& a, std::optional<int> axis, bool keepdims, StreamOrDevice s) {
-          if (axis) return is_max ? argmax(a, *axis, keepdims, s) : argmin(a, *axis, keepdims, s);
-          return is_max ? argmax(a, keepdims, s) : argmin(a, keepdims, s);
-        },
-        "axis"_a = nb::none(), "keepdims"_a = false, nb::kw_only(), "stream"_a = nb::none(),
-        "Index of the extreme along axis (of the flattened array when None).");
-  }
-  def_unary<abs>(cls, "abs");
-  def_unary<square>(cls, "square");
-  def_unary<sqrt>(cls, "sqrt");
-  def_unary<rsqrt>(cls, "rsqrt");
-  def_unary<reciprocal>(cls, "reciprocal");
-  def_unary<exp>(cls, "exp");
-  def_unary<log>(cls, "log");
-  def_unary<log2>(cls, "log2");
-  def_unary<log10>(cls, "log10");
-  def_unary<log1p>(cls, "log1p");
-  def_unary<sin>(cls, "sin");
-  def_unary<cos>(cls, "cos");
-  def_unary<conjugate>(cls, "conj");
-  def_scan<cumsum_s>(cls, "cumsum");
-  def_scan<cumprod_s>(cls, "cumprod");
-  def_scan<cummax_s>(cls, "cummax");
-  def_scan<cummin_s>(cls, "cummin");
-  def_scan<logcumsumexp_s>(cls, "logcumsumexp");
+  // ---- MLX's method aliases: the module functions (array_methods.cpp), but these two ----
   cls.def(
          "reshape",
          [](const array& a, nb::args shape, StreamOrDevice s) { return reshape(a, shape_from_args(shape), s); },
@@ -528,51 +433,7 @@ void init_array(nb::module_& m) {
             return transpose(a, std::vector<int>(ax.begin(), ax.end()), s);
           },
           "axes"_a, "stream"_a = nb::none(),
-          "The array with its axes permuted (reversed when none are given).")
-      .def(
-          "flatten",
-          [](const array& a, int start, int end, StreamOrDevice s) { return flatten(a, start, end, s); },
-          "start_axis"_a = 0, "end_axis"_a = -1, nb::kw_only(), "stream"_a = nb::none(),
-          "The axes start_axis..end_axis merged into one.")
-      .def(
-          "squeeze",
-          [](const array& a, const OptAxes& axis, StreamOrDevice s) {
-            return axis ? squeeze(a, axes_or_all(axis, a), s) : squeeze(a, s);
-          },
-          "axis"_a = nb::none(), nb::kw_only(), "stream"_a = nb::none(),
-          "The array without the given size-1 axes (all of them when None).")
-      .def(
-          "moveaxis",
-          [](const array& a, int src, int dst, StreamOrDevice s) { return moveaxis(a, src, dst, s); },
-          "source"_a, "destination"_a, nb::kw_only(), "stream"_a = nb::none(), "Moves one axis.")
-      .def(
-          "swapaxes",
-          [](const array& a, int a1, int a2, StreamOrDevice s) { return swapaxes(a, a1, a2, s); },
-          "axis1"_a, "axis2"_a, nb::kw_only(), "stream"_a = nb::none(), "Swaps two axes.")
-      .def(
-          "split",
-          [](const array& a, const std::variant<int, Shape>& parts, int axis, StreamOrDevice s) {
-            if (auto* n = std::get_if<int>(&parts)) return split(a, *n, axis, s);
-            return split(a, std::get<Shape>(parts), axis, s);
-          },
-          "indices_or_sections"_a, "axis"_a = 0, nb::kw_only(), "stream"_a = nb::none(),
-          "Splits into equal sections, or at the given indices.")
-      .def(
-          "round",
-          [](const array& a, int decimals, StreamOrDevice s) { return round(a, decimals, s); },
-          "decimals"_a = 0, nb::kw_only(), "stream"_a = nb::none(), "Rounds half to even.")
-      .def(
-          "diagonal",
-          [](const array& a, int offset, int axis1, int axis2, StreamOrDevice s) {
-            return diagonal(a, offset, axis1, axis2, s);
-          },
-          "offset"_a = 0, "axis1"_a = 0, "axis2"_a = 1, "stream"_a = nb::none(), "A diagonal.")
-      .def(
-          "diag", [](const array& a, int k, StreamOrDevice s) { return diag(a, k, s); }, "k"_a = 0,
-          nb::kw_only(), "stream"_a = nb::none(), "A diagonal (2-D input) or a diagonal matrix (1-D).")
-      .def(
-          "view", [](const array& a, Dtype dtype, StreamOrDevice s) { return view(a, dtype, s); },
-          "dtype"_a, nb::kw_only(), "stream"_a = nb::none(), "The same bytes read as another dtype.");
+          "The array with its axes permuted (reversed when none are given).");
 
   init_indexing(m, cls);
   nb::class_<ArrayIterator>(m, "ArrayIterator",

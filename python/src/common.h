@@ -90,6 +90,8 @@ void init_dtype(nb::module_& m);
 void init_device(nb::module_& m);
 void init_array(nb::module_& m);
 void init_ops(nb::module_& m);
+// After init_ops: the array methods that are module functions (array_methods.cpp).
+void init_array_methods(nb::module_& m);
 void init_transforms(nb::module_& m);
 void init_compile(nb::module_& m);
 void init_trace(nb::module_& m);

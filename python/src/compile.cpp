@@ -53,41 +53,10 @@ void signature(nb::handle t, std::vector<uint64_t>& sig, std::vector<array>& arr
   }
 }
 
-// Replaces, in place, the arrays inside the mutable containers of `t` (lists, dicts and their
-// subclasses such as nn.Module; tuples are walked) by leaves[*pos]...
-void fill_state(nb::handle t, const std::vector<array>& leaves, size_t* pos) {
-  if (nb::isinstance<nb::list>(t)) {
-    nb::list l = nb::borrow<nb::list>(t);
-    for (size_t i = 0; i < nb::len(l); ++i) {
-      if (nb::isinstance<array>(l[i])) {
-        l[i] = nb::cast(leaves.at((*pos)++));
-      } else {
-        fill_state(l[i], leaves, pos);
-      }
-    }
-  } else if (nb::isinstance<nb::tuple>(t)) {
-    for (nb::handle e : t) {
-      if (nb::isinstance<array>(e)) {
-        throw std::invalid_argument("[compile] state in `inputs` / `outputs` must be held in lists "
-                                    "or dicts (a tuple's arrays cannot be updated in place)");
-      }
-      fill_state(e, leaves, pos);
-    }
-  } else if (nb::isinstance<nb::dict>(t)) {
-    nb::dict d = nb::borrow<nb::dict>(t);
-    for (auto [k, v] : d) {
-      if (nb::isinstance<array>(v)) {
-        d[k] = nb::cast(leaves.at((*pos)++));
-      } else {
-        fill_state(v, leaves, pos);
-      }
-    }
-  }
-}
-
+// Replaces, in place, the arrays of the state trees compile was given by leaves[0]...
 void fill_state(nb::handle t, const std::vector<array>& leaves) {
-  size_t pos = 0;
-  fill_state(t, leaves, &pos);
+  tree_fill_state(t, leaves, "[compile] state in `inputs` / `outputs` must be held in lists or "
+                  "dicts (a tuple's arrays cannot be updated in place)");
 }
 
 // A tree with the structure of `t` whose arrays are stand-ins (what a replay fills in).

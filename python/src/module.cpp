@@ -14,6 +14,7 @@ NB_MODULE(core, m) {
   init_device(m);
   init_array(m);
   init_ops(m);
+  init_array_methods(m);
   init_transforms(m);
   init_compile(m);
   init_trace(m);

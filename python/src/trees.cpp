@@ -25,17 +25,22 @@ void collect(nb::handle t, std::vector<array>& out, const std::string* strict) {
 }
 
 // Visits the array leaves of `t`, putting visit(leaf)'s result in their place: lists and dicts
-// in place, tuples rebuilt (keeping their type).
-nb::object update_in_place(nb::handle t, const std::function<nb::object(nb::handle)>& visit) {
+// in place, tuples rebuilt (keeping their type). With `tuple_error`, an array directly inside a
+// tuple is that std::invalid_argument instead (its container cannot change in place).
+nb::object update_in_place(nb::handle t, const std::function<nb::object(nb::handle)>& visit,
+                           const std::string* tuple_error = nullptr) {
   if (nb::isinstance<array>(t)) return visit(t);
   if (nb::isinstance<nb::list>(t)) {
     nb::list l = nb::borrow<nb::list>(t);
-    for (size_t i = 0; i < l.size(); ++i) l[i] = update_in_place(l[i], visit);
+    for (size_t i = 0; i < l.size(); ++i) l[i] = update_in_place(l[i], visit, tuple_error);
     return l;
   }
   if (nb::isinstance<nb::tuple>(t)) {
     nb::list out;
-    for (nb::handle e : t) out.append(update_in_place(e, visit));
+    for (nb::handle e : t) {
+      if (tuple_error && nb::isinstance<array>(e)) throw std::invalid_argument(*tuple_error);
+      out.append(update_in_place(e, visit, tuple_error));
+    }
     if (PyTuple_CheckExact(t.ptr())) return nb::tuple(out);
     if (nb::hasattr(t, "_fields")) return t.type()(*nb::tuple(out));
     return t.type()(out);
@@ -43,7 +48,7 @@ nb::object update_in_place(nb::handle t, const std::function<nb::object(nb::hand
   if (nb::isinstance<nb::dict>(t)) {
     nb::dict d = nb::borrow<nb::dict>(t);
     nb::list keys = nb::list(d.keys());  // the dict's values change while it is walked
-    for (nb::handle k : keys) d[k] = update_in_place(d[k], visit);
+    for (nb::handle k : keys) d[k] = update_in_place(d[k], visit, tuple_error);
     return d;
   }
   return nb::borrow(t);
@@ -71,6 +76,15 @@ nb::object tree_fill(nb::handle tree, const std::vector<array>& leaves, size_t* 
     written->push_back(nb::cast(leaves[(*pos)++]));
     return written->back();
   });
+}
+
+void tree_fill_state(nb::handle tree, const std::vector<array>& leaves,
+                     const std::string& tuple_error) {
+  size_t pos = 0;
+  update_in_place(tree, [&](nb::handle) {
+    if (pos >= leaves.size()) throw std::logic_error("[tree] fewer leaves than arrays");
+    return nb::cast(leaves[pos++]);
+  }, &tuple_error);
 }
 
 nb::object tree_restore(nb::handle tree, const std::vector<nb::object>& written,

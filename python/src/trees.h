@@ -31,6 +31,11 @@ inline nb::object tree_replace(nb::handle tree, const std::vector<array>& leaves
 // Python objects written are appended to `written` and those they replaced to `replaced`.
 nb::object tree_fill(nb::handle tree, const std::vector<array>& leaves, size_t* pos,
                      std::vector<nb::object>* written, std::vector<nb::object>* replaced);
+// Writes leaves[0]... over the array leaves of `tree` in place (lists and dicts, subclasses too),
+// as compile updates the state it was given; an array directly inside a tuple is
+// std::invalid_argument(tuple_error).
+void tree_fill_state(nb::handle tree, const std::vector<array>& leaves,
+                     const std::string& tuple_error);
 // Undoes tree_fill: wherever `written[i]` still stands in `tree` (the same Python object),
 // `replaced[i]` goes back; whatever the function stored in the containers meanwhile stays.
 nb::object tree_restore(nb::handle tree, const std::vector<nb::object>& written,

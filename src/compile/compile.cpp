@@ -9,7 +9,7 @@
 #include <unordered_map>
 
 #include "backend/cpu/compiled/jit.h"
-#include "compile/compiled.h"
+#include "tessera/primitives/compiled.h"
 #include "compile/graph.h"
 #include "core/trace.h"
 #include "core/transforms_impl.h"

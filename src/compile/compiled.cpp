@@ -1,6 +1,6 @@
 // Front end of Compiled (compiled.h): the program text, and derivatives and batching through the
 // unfused steps, so that a fused graph composes with the transforms as the ops it replaced.
-#include "compile/compiled.h"
+#include "tessera/primitives/compiled.h"
 
 #include <sstream>
 

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <unordered_set>
 
-#include "compile/compiled.h"
+#include "tessera/primitives/compiled.h"
 #include "compile/graph.h"
 
 namespace tessera::compile_detail {

@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "compile/compiled.h"
+#include "tessera/primitives/compiled.h"
 #include "compile/graph.h"
 
 namespace tessera::compile_detail {

@@ -6,7 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/primitive.h"
+#include "tessera/primitive.h"
 #include "tessera/array.h"
 
 namespace tessera::compile_detail {

@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "core/object_pool.h"
-#include "core/primitive.h"
+#include "tessera/primitive.h"
 #include "core/transforms_impl.h"
 #include "tessera/ops.h"
 #include "tessera/transforms.h"
@@ -200,7 +200,14 @@ void array::eval() {
 }
 
 bool array::has_primitive() const { return desc_->node != nullptr; }
-Primitive& array::primitive() const { return *desc_->node->primitive; }
+Primitive& array::primitive() const {
+  if (!desc_->node) {
+    throw std::invalid_argument(
+        "[array::primitive] this array has no primitive: it holds data (created from values, or "
+        "already evaluated, which detaches the graph); check has_primitive() first");
+  }
+  return *desc_->node->primitive;
+}
 std::shared_ptr<Primitive> array::primitive_ptr() const {
   return desc_->node ? desc_->node->primitive : nullptr;
 }

@@ -13,7 +13,7 @@
 #include "core/scheduler.h"
 #include "core/trace.h"
 #include "core/transforms_impl.h"
-#include "core/primitive.h"
+#include "tessera/primitive.h"
 #include "tessera/config.h"
 #include "tessera/memory.h"
 #include "tessera/transforms.h"

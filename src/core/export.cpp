@@ -23,7 +23,7 @@
 #include <typeindex>
 #include <unordered_map>
 
-#include "compile/compiled.h"
+#include "tessera/primitives/compiled.h"
 #include "compile/graph.h"
 #include "core/export_registry.h"
 #include "core/transforms_impl.h"

@@ -16,7 +16,7 @@
 #include "ops/conv.h"
 #include "ops/creation.h"
 #include "ops/creation_extra.h"
-#include "ops/elementwise.h"
+#include "tessera/primitives/elementwise.h"
 #include "ops/fast.h"
 #include "ops/factorizations.h"
 #include "ops/fft.h"
@@ -24,7 +24,7 @@
 #include "ops/linalg.h"
 #include "ops/quantized.h"
 #include "ops/random.h"
-#include "ops/reduce.h"
+#include "tessera/primitives/reduce.h"
 #include "ops/shape.h"
 #include "ops/sort.h"
 
@@ -55,7 +55,7 @@ const Registry& registry() {
   static const Registry r = [] {
     Registry r;
 #define TESSERA_EXPORTABLE(T) add<T>(r, #T)
-    // ops/elementwise.h
+    // tessera/primitives/elementwise.h
     TESSERA_EXPORTABLE(Abs);
     TESSERA_EXPORTABLE(Negative);
     TESSERA_EXPORTABLE(Sign);
@@ -162,7 +162,7 @@ const Registry& registry() {
     TESSERA_EXPORTABLE(ConvertFP8);
     // ops/random.h
     TESSERA_EXPORTABLE(RandomBits);
-    // ops/reduce.h
+    // tessera/primitives/reduce.h
     TESSERA_EXPORTABLE(Reduce);
     TESSERA_EXPORTABLE(NumberOfElements);
     TESSERA_EXPORTABLE(ArgReduce);
@@ -195,7 +195,7 @@ const Registry& registry() {
     TESSERA_EXPORTABLE(ArgPartition);
     TESSERA_EXPORTABLE(SearchSorted);
     // core/transform_primitives.h
-    // compile/compiled.h
+    // tessera/primitives/compiled.h
 #undef TESSERA_EXPORTABLE
     return r;
   }();

@@ -9,7 +9,7 @@
 #include <typeindex>
 #include <unordered_map>
 
-#include "core/primitive.h"
+#include "tessera/primitive.h"
 
 namespace tessera::export_detail {
 

@@ -5,7 +5,7 @@
 #include <unordered_set>
 #include <utility>
 
-#include "core/primitive.h"
+#include "tessera/primitive.h"
 #include "tessera/utils.h"
 
 namespace tessera {

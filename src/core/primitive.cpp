@@ -1,6 +1,6 @@
 // Defaults of the Primitive interface: a primitive without a GPU kernel, a derivative or a
 // batching rule says so by name instead of returning something wrong.
-#include "core/primitive.h"
+#include "tessera/primitive.h"
 
 #include <sstream>
 #include <stdexcept>
@@ -22,6 +22,11 @@ void Primitive::eval_gpu(const std::vector<array>&, std::vector<array>&) {
   print(os);
   os << " has no GPU kernel in this build (it computes on the CPU only); run it on a CPU stream";
   throw std::runtime_error(os.str());
+}
+
+void UnaryPrimitive::eval_gpu(const std::vector<array>& inputs, array& out) {
+  std::vector<array> outputs{out};
+  Primitive::eval_gpu(inputs, outputs);
 }
 
 std::vector<array> Primitive::vjp(const std::vector<array>&, const std::vector<array>&,

@@ -3,7 +3,7 @@
 // VmapPlaceholder (the unbatched stand-in that vmap traces the user's function on).
 #pragma once
 
-#include "core/primitive.h"
+#include "tessera/primitive.h"
 #include "tessera/transforms.h"
 
 namespace tessera {

@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "core/primitive.h"
+#include "tessera/primitive.h"
 #include "core/shape_checks.h"
 #include "core/transform_primitives.h"
 #include "core/transforms_impl.h"

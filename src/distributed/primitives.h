@@ -3,7 +3,7 @@
 #pragma once
 
 #include "distributed/group_impl.h"
-#include "core/primitive.h"
+#include "tessera/primitive.h"
 #include "tessera/distributed.h"
 
 namespace tessera::distributed {

@@ -3,7 +3,7 @@
 // tensor never used is never read, and the buffer a read fills can be donated to its consumer.
 #include <stdexcept>
 
-#include "core/primitive.h"
+#include "tessera/primitive.h"
 #include "io/npy.h"
 #include "tessera/allocator.h"
 

@@ -1,6 +1,6 @@
 // Front ends of the binary and ternary elementwise ops (promotion and broadcasting as MLX's
 // ops.cpp), the C++ operators, and the derivatives and batching rules of their primitives
-// (ops/elementwise.h; kernels in backend/cpu/binary.cpp and ternary.cpp).
+// (tessera/primitives/elementwise.h; kernels in backend/cpu/binary.cpp and ternary.cpp).
 #include <algorithm>
 #include <numeric>
 #include <optional>
@@ -8,7 +8,8 @@
 #include <string>
 #include <tuple>
 
-#include "ops/elementwise.h"
+#include "core/object_pool.h"
+#include "tessera/primitives/elementwise.h"
 #include "ops/shape.h"
 #include "ops/utils.h"
 #include "tessera/ops.h"

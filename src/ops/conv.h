@@ -7,7 +7,7 @@
 #include <tuple>
 #include <vector>
 
-#include "core/primitive.h"
+#include "tessera/primitive.h"
 
 namespace tessera {
 

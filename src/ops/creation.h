@@ -2,7 +2,7 @@
 // backend/cpu/creation.cpp).
 #pragma once
 
-#include "core/primitive.h"
+#include "tessera/primitive.h"
 
 namespace tessera {
 

@@ -3,7 +3,7 @@
 // backend/cpu/creation_extra.cpp.
 #pragma once
 
-#include "core/primitive.h"
+#include "tessera/primitive.h"
 
 namespace tessera {
 

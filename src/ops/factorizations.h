@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "core/primitive.h"
+#include "tessera/primitive.h"
 
 namespace tessera {
 

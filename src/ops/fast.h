@@ -6,7 +6,7 @@
 
 #include <optional>
 
-#include "core/primitive.h"
+#include "tessera/primitive.h"
 
 namespace tessera {
 

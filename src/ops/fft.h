@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/primitive.h"
+#include "tessera/primitive.h"
 
 namespace tessera {
 

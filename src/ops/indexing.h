@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "core/primitive.h"
+#include "tessera/primitive.h"
 
 namespace tessera {
 

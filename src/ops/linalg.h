@@ -2,7 +2,7 @@
 // src/ops/matmul.cpp, the BLAS kernel in src/backend/cpu/matmul.cpp).
 #pragma once
 
-#include "core/primitive.h"
+#include "tessera/primitive.h"
 
 namespace tessera {
 

@@ -3,7 +3,7 @@
 // tessera/ops/quantized.h).
 #pragma once
 
-#include "core/primitive.h"
+#include "tessera/primitive.h"
 
 namespace tessera {
 

@@ -1,7 +1,7 @@
 // Primitives of the random family (front ends in random.cpp, kernel in backend/cpu/random.cpp).
 #pragma once
 
-#include "core/primitive.h"
+#include "tessera/primitive.h"
 
 namespace tessera {
 

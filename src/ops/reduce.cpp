@@ -5,7 +5,7 @@
 #include <stdexcept>
 
 #include "core/transforms_impl.h"
-#include "ops/reduce.h"
+#include "tessera/primitives/reduce.h"
 #include "ops/shape.h"
 #include "ops/utils.h"
 #include "tessera/ops.h"

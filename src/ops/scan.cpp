@@ -3,7 +3,7 @@
 #include <limits>
 #include <stdexcept>
 
-#include "ops/reduce.h"
+#include "tessera/primitives/reduce.h"
 #include "ops/utils.h"
 #include "tessera/ops.h"
 

@@ -5,7 +5,7 @@
 #include <initializer_list>
 #include <string>
 
-#include "core/primitive.h"
+#include "tessera/primitive.h"
 #include "core/transforms_impl.h"
 
 namespace tessera {

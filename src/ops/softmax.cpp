@@ -5,7 +5,7 @@
 #include <numeric>
 #include <stdexcept>
 
-#include "ops/reduce.h"
+#include "tessera/primitives/reduce.h"
 #include "ops/utils.h"
 #include "tessera/ops.h"
 

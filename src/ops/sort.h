@@ -2,7 +2,7 @@
 // NaNs order after every number.
 #pragma once
 
-#include "core/primitive.h"
+#include "tessera/primitive.h"
 
 namespace tessera {
 

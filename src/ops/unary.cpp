@@ -1,11 +1,13 @@
 // Front ends of the unary elementwise ops (dtype rules as MLX's ops.cpp) and the derivatives
-// and batching rules of their primitives (ops/elementwise.h; kernels in backend/cpu/unary.cpp).
+// and batching rules of their primitives (tessera/primitives/elementwise.h; kernels in
+// backend/cpu/unary.cpp).
 #include <cmath>
 #include <limits>
 #include <stdexcept>
 #include <string>
 
-#include "ops/elementwise.h"
+#include "core/object_pool.h"
+#include "tessera/primitives/elementwise.h"
 #include "ops/utils.h"
 #include "tessera/ops.h"
 

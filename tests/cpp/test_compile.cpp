@@ -12,8 +12,8 @@
 
 #include "backend/cpu/compiled/codegen.h"
 #include "backend/cpu/compiled/jit.h"
-#include "compile/compiled.h"
-#include "core/primitive.h"
+#include "tessera/primitives/compiled.h"
+#include "tessera/primitive.h"
 #include "test_util.h"
 #include "tessera/compile.h"
 #include "tessera/config.h"

@@ -7,7 +7,7 @@
 #include <numeric>
 #include <string>
 
-#include "core/primitive.h"
+#include "tessera/primitive.h"
 #include "tessera/tessera.h"
 
 using namespace tessera;

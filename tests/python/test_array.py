@@ -298,6 +298,17 @@ def test_type_stubs_are_installed_with_signatures_and_docstrings():
     assert {"array", "Dtype", "sum", "value_and_grad", "zeros"} <= names
     assert "def sum(" in text and "keepdims: bool = False" in text
     assert (stub_dir / "random.pyi").exists() and (stub_dir / "distributed.pyi").exists()
+    # The methods that are module functions have those functions' stubs, with self first.
+    (cls,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "array"]
+    methods = {n.name: n for n in cls.body if isinstance(n, ast.FunctionDef)}
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    for name in FUNCTION_METHODS:
+        assert name in methods, name
+        params = methods[name].args.posonlyargs + methods[name].args.args
+        assert params[0].arg == "self", name
+        assert ast.get_docstring(methods[name]) == ast.get_docstring(functions[name]), name
+    assert [a.arg for a in methods["sum"].args.args] == ["self", "axis", "keepdims"]
+    assert "instancemethod" not in text
 
 
 def test_result_type_and_broadcast_shapes_match_numpy():
@@ -516,3 +527,37 @@ def test_objects_the_number_protocol_converts_are_operands_of_their_narrowest_ki
     assert mx.array(Fraction(3, 4)).item() == 0.75 and mx.array(Fraction(3, 4)).dtype == mx.float32
     with pytest.raises(ValueError, match="object of type object"):
         mx.array(x) + object()
+
+
+# The methods that are module functions: a.NAME(...) is mx.NAME(a, ...), one definition each.
+FUNCTION_METHODS = ["sum", "prod", "max", "min", "mean", "all", "any", "logsumexp", "var", "std",
+                    "argmax", "argmin", "abs", "square", "sqrt", "rsqrt", "reciprocal", "exp",
+                    "log", "log2", "log10", "log1p", "sin", "cos", "conj", "round", "cumsum",
+                    "cumprod", "cummax", "cummin", "logcumsumexp", "flatten", "squeeze",
+                    "moveaxis", "swapaxes", "split", "diagonal", "diag", "view"]
+
+
+@pytest.mark.parametrize("name", FUNCTION_METHODS)
+def test_methods_are_the_module_functions(name):
+    assert getattr(mx.array, name).__doc__ == getattr(mx, name).__doc__
+
+
+def test_function_methods_take_arguments_like_the_functions():
+    x = np.arange(1, 13, dtype=np.float32).reshape(3, 4)
+    a = mx.array(x)
+    np.testing.assert_allclose(np.array(a.sum(0, keepdims=True, stream=mx.cpu)),
+                               x.sum(0, keepdims=True))
+    np.testing.assert_allclose(np.array(a.var(axis=1, ddof=1)), x.var(axis=1, ddof=1), rtol=1e-6)
+    np.testing.assert_array_equal(np.array(a.cumsum(1, reverse=True)),
+                                  np.flip(np.cumsum(np.flip(x, 1), 1), 1))
+    np.testing.assert_array_equal(np.array(a.argmax(axis=1)), x.argmax(axis=1))
+    parts = a.split([1], axis=1)
+    np.testing.assert_array_equal(np.array(parts[1]), x[:, 1:])
+    np.testing.assert_allclose(np.array(a.log1p()), np.log1p(x), rtol=1e-6)
+    assert a.view(mx.int32).dtype == mx.int32
+    np.testing.assert_array_equal(np.array(a.reshape(4, 3)), x.reshape(4, 3))  # *shape as MLX
+    np.testing.assert_array_equal(np.array(a.transpose()), x.T)
+    with pytest.raises(TypeError):
+        a.sum(0, False, mx.cpu)  # stream is keyword-only, as for mx.sum
+    # The unbound method is the function itself.
+    np.testing.assert_allclose(np.array(mx.array.mean(a)), x.mean())

@@ -1,13 +1,13 @@
 """The optimizers of ``mlx.optimizers`` that treat a parameter as a matrix: :class:`Adafactor`
 (a factored second moment: row and column averages instead of one value per element) and
 :class:`Muon` (momentum orthogonalised by Newton-Schulz iterations). Built on
-:class:`tessera.optimizers.optimizers.Optimizer`.
+:class:`tessera.optimizers.base.Optimizer`.
 """
 
 from typing import Callable, Optional, Tuple, Union
 
 import tessera.core as mx
-from tessera.optimizers.optimizers import Optimizer
+from tessera.optimizers.base import Optimizer
 
 __all__ = ["Adafactor", "Muon"]
 

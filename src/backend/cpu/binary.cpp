@@ -1,5 +1,6 @@
-// CPU kernels of the binary elementwise primitives (ops/elementwise.h): one functor per op, run
-// by binary_kernel (backend/cpu/elementwise.h) on inputs already promoted to one dtype.
+// CPU kernels of the binary elementwise primitives (tessera/primitives/elementwise.h): one
+// functor per op, run by binary_kernel (backend/cpu/elementwise.h) on inputs already promoted
+// to one dtype.
 // The kernels' selects (NaN and range checks) compare floats; without this g++ keeps them as
 // branches (a comparison might raise an FP flag) and the loops do not vectorise. Tessera never
 // reads FP exception flags.
@@ -12,7 +13,7 @@
 
 #include "backend/cpu/binary_ops.h"
 #include "backend/cpu/elementwise.h"
-#include "ops/elementwise.h"
+#include "tessera/primitives/elementwise.h"
 
 namespace tessera {
 

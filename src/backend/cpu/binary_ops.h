@@ -1,7 +1,7 @@
 // One functor per binary (and ternary) elementwise op, on two values of the inputs' common
 // dtype. Header-only so that the eager kernels (binary.cpp, ternary.cpp) and the kernels compile
-// generates (compile/codegen.cpp) run the same code; the fusion table in ops/elementwise.h names a
-// functor for each primitive.
+// generates (compile/codegen.cpp) run the same code; the fusion table in
+// tessera/primitives/elementwise.h names a functor for each primitive.
 #pragma once
 
 #include <cmath>

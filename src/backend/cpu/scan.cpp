@@ -10,7 +10,7 @@
 #include "backend/cpu/numeric.h"
 #include "backend/cpu/strided.h"
 #include "core/thread_pool.h"
-#include "ops/reduce.h"
+#include "tessera/primitives/reduce.h"
 
 namespace tessera {
 

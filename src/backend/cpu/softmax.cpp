@@ -25,7 +25,7 @@
 #include "backend/cpu/simd.h"
 #include "backend/cpu/vector_math.h"
 #include "core/thread_pool.h"
-#include "ops/reduce.h"
+#include "tessera/primitives/reduce.h"
 
 namespace tessera {
 

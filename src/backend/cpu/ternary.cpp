@@ -2,7 +2,7 @@
 // the output shape. Row-contiguous operands (x or y may also be a single value) take a flat loop;
 // others walk collapsed strided runs.
 #include "backend/cpu/elementwise.h"
-#include "ops/elementwise.h"
+#include "tessera/primitives/elementwise.h"
 
 namespace tessera {
 

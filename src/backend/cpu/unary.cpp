@@ -1,6 +1,6 @@
-// CPU kernels of the unary elementwise primitives (ops/elementwise.h): one functor per op, run
-// by unary_kernel (backend/cpu/elementwise.h). The front ends cast inputs first, so a kernel
-// sees only the dtypes its op accepts.
+// CPU kernels of the unary elementwise primitives (tessera/primitives/elementwise.h): one
+// functor per op, run by unary_kernel (backend/cpu/elementwise.h). The front ends cast inputs
+// first, so a kernel sees only the dtypes its op accepts.
 
 // The kernels' selects (NaN and range checks) compare floats; without this g++ keeps them as
 // branches (a comparison might raise an FP flag) and the loops do not vectorise. Tessera never
@@ -19,7 +19,7 @@
 
 #include "backend/cpu/elementwise.h"
 #include "backend/cpu/unary_ops.h"
-#include "ops/elementwise.h"
+#include "tessera/primitives/elementwise.h"
 
 namespace tessera {
 

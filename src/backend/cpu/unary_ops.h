@@ -1,7 +1,7 @@
 // One functor per unary elementwise op: called per element with the C++ type of the dtype
 // (float16/bfloat16 compute in float). Header-only so that the eager kernels (unary.cpp) and the
 // kernels compile generates (compile/codegen.cpp) run the same code; the fusion table in
-// ops/elementwise.h names a functor for each primitive.
+// tessera/primitives/elementwise.h names a functor for each primitive.
 #pragma once
 
 #include <cmath>

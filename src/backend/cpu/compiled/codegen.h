@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "compile/compiled.h"
+#include "tessera/primitives/compiled.h"
 
 namespace tessera::cpu {
 

@@ -1,6 +1,6 @@
-// CPU kernels of compile's primitives (compile/compiled.h). Compiled runs the kernel built for
-// its program and the layout of its inputs, split over the intra-op pool; when no kernel can be
-// built it runs the steps one by one with the eager kernels (same values, more memory traffic).
+// CPU kernels of compile's primitives (tessera/primitives/compiled.h). Compiled runs the kernel
+// built for its program and the layout of its inputs, split over the intra-op pool; when no
+// kernel can be built it runs the steps one by one with the eager kernels (same values, more memory traffic).
 #include <algorithm>
 #include <functional>
 #include <iostream>
@@ -10,7 +10,7 @@
 #include "backend/cpu/compiled/codegen.h"
 #include "backend/cpu/compiled/jit.h"
 #include "backend/cpu/elementwise.h"
-#include "compile/compiled.h"
+#include "tessera/primitives/compiled.h"
 #include "core/thread_pool.h"
 
 namespace tessera {

@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "compile/compiled.h"
+#include "tessera/primitives/compiled.h"
 
 namespace tessera::cpu::jit {
 

@@ -1,6 +1,6 @@
 // The primitives compile adds to a graph: Compiled (a fused run of elementwise ops, one kernel)
 // and CompileInput (what the traced function sees for an input). Front ends in
-// compile/compiled.cpp, kernels in backend/cpu/compiled/.
+// src/compile/compiled.cpp, kernels in src/backend/cpu/compiled/.
 #pragma once
 
 #include <memory>
@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/primitive.h"
+#include "tessera/primitive.h"
 
 namespace tessera {
 

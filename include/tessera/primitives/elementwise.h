@@ -1,5 +1,5 @@
-// Primitives of the elementwise family: front ends and derivatives in ops/unary.cpp and
-// ops/binary.cpp, kernels in backend/cpu/{unary,binary,ternary}.cpp. Binary and ternary
+// Primitives of the elementwise family: front ends and derivatives in src/ops/unary.cpp and
+// src/ops/binary.cpp, kernels in src/backend/cpu/{unary,binary,ternary}.cpp. Binary and ternary
 // primitives always receive inputs already promoted to one dtype and broadcast to one shape.
 //
 // This file is also compile's fusion table: every primitive here names, in fused_functor(), the
@@ -7,8 +7,7 @@
 // runs). A primitive of this family that names none (DivMod: two outputs) is never fused.
 #pragma once
 
-#include "core/object_pool.h"
-#include "core/primitive.h"
+#include "tessera/primitive.h"
 
 namespace tessera {
 

@@ -1,7 +1,11 @@
 // The Primitive base class: one node type of the lazy graph, and the only thing the core (eval,
-// transforms, compile) knows of an op. Its front end (shape/dtype rules, vjp/jvp/vmap) lives in
-// src/ops/<family>.cpp, its CPU kernel (eval_cpu) in src/backend/cpu/<family>.cpp; a GPU backend
-// overrides eval_gpu. Each family declares its primitives in src/ops/<family>.h.
+// transforms, compile) knows of an op. Public, so that a program or an extension can add its own
+// operation as MLX's extension guide describes (examples/extension): a front end that returns
+// array(shape, dtype, std::make_shared<MyPrimitive>(to_stream(s), ...), inputs), and a subclass
+// that computes the outputs (eval_cpu) and, optionally, tells grad / jvp / vmap / compile how to
+// go through it. Tessera's own primitives follow the same pattern: their front ends (shape/dtype
+// rules, vjp/jvp/vmap) live in src/ops/<family>.cpp, their CPU kernels in
+// src/backend/cpu/<family>.cpp; tessera/primitives.h declares the ones programs name.
 #pragma once
 
 #include <memory>
@@ -10,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/export_state.h"
+#include "tessera/export_state.h"
 #include "tessera/array.h"
 #include "tessera/stream.h"
 
@@ -115,6 +119,11 @@ class UnaryPrimitive : public Primitive {
   virtual void eval_cpu(const std::vector<array>& inputs, array& out) = 0;
   void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) final {
     eval_cpu(inputs, outputs[0]);
+  }
+  // As Primitive::eval_gpu (the default throws): code written for MLX overrides this one.
+  virtual void eval_gpu(const std::vector<array>& inputs, array& out);
+  void eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) final {
+    eval_gpu(inputs, outputs[0]);
   }
 };
 

@@ -1,11 +1,11 @@
 // Primitives of the reduce and scan families: Reduce, ArgReduce, Scan, and the last-axis
-// Softmax / LogSumExp kernels. Front ends in ops/reduce.cpp, ops/scan.cpp, ops/softmax.cpp;
-// kernels in backend/cpu/{reduce,scan,softmax}.cpp.
+// Softmax / LogSumExp kernels. Front ends in src/ops/{reduce,scan,softmax}.cpp;
+// kernels in src/backend/cpu/{reduce,scan,softmax}.cpp.
 #pragma once
 
 #include <vector>
 
-#include "core/primitive.h"
+#include "tessera/primitive.h"
 
 namespace tessera {
 
