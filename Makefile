@@ -79,14 +79,14 @@ test: python
 	cd $(PY_BUILD) && ctest --output-on-failure -j $(JOBS) -LE long --timeout 900
 	$(PYTEST) -m "not long" tests/python
 
-# MLX_SRC: a checkout of github.com/ml-explore/mlx, whose C++ tests tools/mlx_cpp_tests.sh builds
+# MLX_SRC: a checkout of github.com/ml-explore/mlx, whose C++ tests tools/mlx_cpp_tests.py builds
 # against Tessera (skipped, saying so, without one: MLX publishes no source archive on PyPI).
 MLX_SRC ?=
 test-long: python
 	cd $(PY_BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 3600
 	$(PYTEST) tests/python
 	$(MAKE) fuzz
-	bash tools/mlx_cpp_tests.sh --skip-if-missing "$(MLX_SRC)" $(PY_BUILD)
+	$(VENV)/bin/python tools/mlx_cpp_tests.py --skip-if-missing "$(MLX_SRC)" $(PY_BUILD)
 
 test-asan: deps
 	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -4,7 +4,7 @@
 # with `ip` and run an sshd in each; slurm-wlm and openmpi-bin: a real srun and a real mpirun
 # starting ring jobs without a hostfile; openmpi-bin and mpich: the MPI backend's tests under
 # both MPIs, whose libraries it loads at run time; graphviz: `tessera config --dot` output is
-# checked with its parser; doctest-dev: MLX's own C++ tests, built by tools/mlx_cpp_tests.sh.)
+# checked with its parser; doctest-dev: MLX's own C++ tests, built by tools/mlx_cpp_tests.py.)
 set -euo pipefail
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }

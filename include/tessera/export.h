@@ -11,6 +11,7 @@
 #pragma once
 
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -30,6 +31,8 @@ class FunctionExporter {
  public:
   void operator()(const Args& args, const Kwargs& kwargs = {});
   void operator()(const Kwargs& kwargs) { (*this)(Args{}, kwargs); }
+  // exporter({x, y}) and exporter({}): positional arrays (a braced list would be ambiguous).
+  void operator()(std::initializer_list<array> args) { (*this)(Args(args)); }
   void close();
   ~FunctionExporter();
   FunctionExporter(FunctionExporter&&) noexcept;
@@ -72,6 +75,10 @@ class ImportedFunction {
   // std::invalid_argument listing the traces the file has.
   std::vector<array> operator()(const Args& args, const Kwargs& kwargs = {}) const;
   std::vector<array> operator()(const Kwargs& kwargs) const { return (*this)(Args{}, kwargs); }
+  // f({x, y}) and f({}): positional arrays (a braced list would be ambiguous), as MLX's.
+  std::vector<array> operator()(std::initializer_list<array> args) const {
+    return (*this)(Args(args));
+  }
   const std::string& metadata() const;
 
   struct Impl;

@@ -80,6 +80,9 @@ std::atomic<int> g_mode{kModeUnset};
 std::atomic<uint64_t> g_traces{0};
 
 struct Entry {
+  // The default stream the trace ran on: its ops run there, so another default stream (a
+  // StreamContext) traces again, and the function's ops go where the caller's eager ops go.
+  Stream stream{0, Device::cpu};
   std::vector<Dtype> dtypes;
   std::vector<Shape> shapes;  // with shapeless, only the ranks count
   std::vector<uint64_t> constants;
@@ -99,8 +102,10 @@ std::mutex& g_cache_mutex = *new std::mutex;
 auto& g_cache = *new std::unordered_map<std::uintptr_t, std::vector<std::shared_ptr<const Entry>>>;
 
 bool matches(const Entry& e, const std::vector<array>& inputs, bool shapeless,
-             const std::vector<uint64_t>& constants) {
-  if (e.dtypes.size() != inputs.size() || e.constants != constants) return false;
+             const std::vector<uint64_t>& constants, const Stream& stream) {
+  if (e.dtypes.size() != inputs.size() || e.constants != constants || !(e.stream == stream)) {
+    return false;
+  }
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (e.dtypes[i] != inputs[i].dtype()) return false;
     if (shapeless ? e.shapes[i].size() != inputs[i].ndim() : e.shapes[i] != inputs[i].shape()) {
@@ -120,6 +125,7 @@ std::shared_ptr<const Entry> trace(const CompileFn& fun, const std::vector<array
   e->constants = std::move(constants);
   std::vector<array> stand_ins;
   const Stream s = to_stream({});
+  e->stream = s;
   for (size_t i = 0; i < inputs.size(); ++i) {
     e->dtypes.push_back(inputs[i].dtype());
     e->shapes.push_back(inputs[i].shape());
@@ -179,10 +185,11 @@ std::vector<array> call(const CompileFn& fun, std::uintptr_t id, bool shapeless,
   // them with its own): replaying this graph there would hide its shape sources from the outer one.
   if (mode == CompileMode::disabled || detail::in_compile_trace()) return fun(inputs);
   std::shared_ptr<const Entry> entry;
+  const Stream stream = to_stream({});
   {
     std::lock_guard<std::mutex> lock(g_cache_mutex);
     for (auto& e : g_cache[id]) {
-      if (matches(*e, inputs, shapeless, constants)) {
+      if (matches(*e, inputs, shapeless, constants, stream)) {
         entry = e;
         break;
       }
@@ -218,7 +225,18 @@ void set_compile_mode(CompileMode mode) { g_mode.store(static_cast<int>(mode)); 
 void disable_compile() { set_compile_mode(CompileMode::disabled); }
 void enable_compile() { set_compile_mode(CompileMode::enabled); }
 
+namespace {
+// As MLX: compiling nothing is an error, unless compile is disabled (then compile(f) is f).
+void check_target(bool empty) {
+  if (empty && compile_mode() != CompileMode::disabled) {
+    throw std::invalid_argument("[compile] the function to compile is empty (a null function "
+                                "pointer or an empty std::function)");
+  }
+}
+}  // namespace
+
 CompileFn compile(CompileFn fun, bool shapeless) {
+  check_target(!fun);
   // Ids of std::function objects start above any address a function pointer or Python object
   // could have; the cache entry goes with the last copy of the returned function.
   static std::atomic<std::uintptr_t> next{std::uintptr_t{1} << 62};
@@ -230,6 +248,7 @@ CompileFn compile(CompileFn fun, bool shapeless) {
 }
 
 CompileFn compile(std::vector<array> (*fun)(const std::vector<array>&), bool shapeless) {
+  check_target(fun == nullptr);
   return detail::compile(fun, reinterpret_cast<std::uintptr_t>(fun), shapeless);
 }
 

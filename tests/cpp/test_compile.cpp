@@ -810,6 +810,32 @@ TEST(Compile, DisabledCompileCallsTheFunctionEveryTime) {
   EXPECT_EQ(calls, 3);
 }
 
+TEST(Compile, AnEmptyFunctionIsRefusedUnlessCompileIsDisabled) {
+  using Fn = std::vector<array> (*)(const std::vector<array>&);
+  EXPECT_THROW(compile(Fn{nullptr}), std::invalid_argument);
+  EXPECT_THROW(compile(CompileFn{}), std::invalid_argument);
+  disable_compile();
+  EXPECT_NO_THROW(compile(Fn{nullptr}));  // compile(f) is f, as MLX's
+  enable_compile();
+}
+
+TEST(Compile, OpsRunOnTheCallersDefaultStream) {
+  auto f = [](const std::vector<array>& in) { return std::vector<array>{in[0] * in[1] + 1.0f}; };
+  auto cf = compile(f);
+  array out = cf({array(2.0f), array(3.0f)})[0];
+  EXPECT_EQ(out.primitive().stream(), default_stream(default_device()));
+  Stream s = new_stream(default_device());
+  {
+    StreamContext context(s);
+    array on_s = cf({array(2.0f), array(3.0f)})[0];
+    EXPECT_EQ(on_s.primitive().stream(), s);  // traced again for this stream
+    EXPECT_EQ(on_s.item<float>(), 7.0f);
+  }
+  EXPECT_EQ(cf({array(2.0f), array(3.0f)})[0].primitive().stream(),
+            default_stream(default_device()));
+  EXPECT_EQ(out.item<float>(), 7.0f);
+}
+
 // A private cache directory for one test.
 struct PrivateCache {
   std::string dir;
@@ -910,7 +936,7 @@ TEST(Primitive, EvalOnAGpuStreamNamesThePrimitive) {
     const char* name() const override { return "Probe"; }
   };
   Probe p(Stream{0, Device(Device::gpu)});
-  std::vector<array> in, out;
+  std::vector<array> in, out{array(0.0f)};  // a one-output primitive gets one output
   try {
     p.eval(in, out);
     FAIL() << "no error";
