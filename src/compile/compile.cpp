@@ -83,6 +83,10 @@ struct Entry {
   // The default stream the trace ran on: its ops run there, so another default stream (a
   // StreamContext) traces again, and the function's ops go where the caller's eager ops go.
   Stream stream{0, Device::cpu};
+  // A shapeless trace and a shaped one of the same function (compile(f) and
+  // compile(f, shapeless=true) share f's cache) are different graphs: a shaped one merges
+  // values whose shapes are equal only for the shapes it was traced with.
+  bool shapeless = false;
   std::vector<Dtype> dtypes;
   std::vector<Shape> shapes;  // with shapeless, only the ranks count
   std::vector<uint64_t> constants;
@@ -103,7 +107,8 @@ auto& g_cache = *new std::unordered_map<std::uintptr_t, std::vector<std::shared_
 
 bool matches(const Entry& e, const std::vector<array>& inputs, bool shapeless,
              const std::vector<uint64_t>& constants, const Stream& stream) {
-  if (e.dtypes.size() != inputs.size() || e.constants != constants || !(e.stream == stream)) {
+  if (e.dtypes.size() != inputs.size() || e.constants != constants || !(e.stream == stream) ||
+      e.shapeless != shapeless) {
     return false;
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -126,6 +131,7 @@ std::shared_ptr<const Entry> trace(const CompileFn& fun, const std::vector<array
   std::vector<array> stand_ins;
   const Stream s = to_stream({});
   e->stream = s;
+  e->shapeless = shapeless;
   for (size_t i = 0; i < inputs.size(); ++i) {
     e->dtypes.push_back(inputs[i].dtype());
     e->shapes.push_back(inputs[i].shape());
@@ -139,7 +145,7 @@ std::shared_ptr<const Entry> trace(const CompileFn& fun, const std::vector<array
     outputs = fun(stand_ins);
   }
   e->plain = compile_detail::build_graph(stand_ins, outputs);
-  if (mode != CompileMode::no_simplify) compile_detail::simplify(e->plain);
+  if (mode != CompileMode::no_simplify) compile_detail::simplify(e->plain, shapeless);
   if (mode == CompileMode::enabled && cpu::jit::compiler_available()) {
     e->fused = e->plain;
     compile_detail::fuse(*e->fused);

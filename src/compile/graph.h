@@ -44,8 +44,9 @@ struct Graph {
 Graph build_graph(const std::vector<array>& inputs, const std::vector<array>& outputs);
 
 // Equal constants merged (scalars of one dtype and value), common subexpressions merged (same
-// primitive by is_equivalent, same inputs), nodes whose outputs nothing reads removed.
-void simplify(Graph& g);
+// primitive by is_equivalent, same inputs; for a `shapeless` graph, same shape sources too),
+// nodes whose outputs nothing reads removed.
+void simplify(Graph& g, bool shapeless);
 
 // Runs of elementwise nodes of one shape become Compiled nodes (a node is elementwise when its
 // primitive names a fused_functor()).

@@ -23,7 +23,7 @@ int find(std::vector<int>& rep, int v) {
 
 }  // namespace
 
-void simplify(Graph& g) {
+void simplify(Graph& g, bool shapeless) {
   std::vector<int> rep(g.shapes.size());
   for (size_t v = 0; v < rep.size(); ++v) rep[v] = static_cast<int>(v);
 
@@ -39,7 +39,9 @@ void simplify(Graph& g) {
   }
 
   // Common subexpressions: the same kind of primitive (is_equivalent: parameters included) on
-  // the same inputs.
+  // the same inputs. Shapeless, also on the same shape sources (a broadcast of one value to the
+  // shapes of two different arrays may differ on replay); otherwise the output shapes, compared
+  // below, are all that counts.
   std::map<std::vector<size_t>, std::vector<size_t>> seen;  // (kind, inputs) -> node indices
   std::vector<char> dropped(g.nodes.size(), 0);
   std::vector<int> producer(g.shapes.size(), -1);
@@ -58,7 +60,9 @@ void simplify(Graph& g) {
     for (size_t k = 0; k < n.outputs.size(); ++k) producer[n.outputs[k]] = static_cast<int>(i);
     std::vector<size_t> key{typeid(*n.primitive).hash_code(), n.outputs.size(), n.inputs.size()};
     for (int v : n.inputs) key.push_back(static_cast<size_t>(v));
-    for (int v : n.shape_sources) key.push_back(static_cast<size_t>(v));
+    if (shapeless) {
+      for (int v : n.shape_sources) key.push_back(static_cast<size_t>(v));
+    }
     auto& candidates = seen[key];
     bool merged = false;
     for (size_t c : candidates) {

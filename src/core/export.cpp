@@ -130,7 +130,7 @@ std::string encode_trace(const ExportFn& fun, const Args& args, const Kwargs& kw
     outputs = fun(trace_args, trace_kwargs);
   }
   Graph g = compile_detail::build_graph(stand_ins, outputs);
-  compile_detail::simplify(g);
+  compile_detail::simplify(g, /*shapeless=*/true);  // as strict as a shapeless file needs
   fold_inputless_nodes(g);
 
   StateWriter w;

@@ -23,6 +23,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using test_util::random_array;
+using test_util::values;
 
 // One kernel cache for the suite's processes (the pool-size runs share it, built once).
 class CacheDir : public ::testing::Environment {
@@ -817,6 +818,24 @@ TEST(Compile, AnEmptyFunctionIsRefusedUnlessCompileIsDisabled) {
   disable_compile();
   EXPECT_NO_THROW(compile(Fn{nullptr}));  // compile(f) is f, as MLX's
   enable_compile();
+}
+
+TEST(Compile, EqualBroadcastsOfOneConstantMergeUnlessShapeless) {
+  set_compile_mode(CompileMode::no_fuse);
+  auto f = [](const std::vector<array>& in) {
+    return std::vector<array>{maximum(in[0], array(0.0f)), maximum(-in[1], array(0.0f))};
+  };
+  auto out = compile(f)({array({-1.0f, 2.0f}), array({3.0f, -4.0f})});
+  EXPECT_EQ(out[0].inputs()[1].id(), out[1].inputs()[1].id());  // one broadcast of 0
+  EXPECT_EQ(values(out[0]), (std::vector<double>{0, 2}));
+  EXPECT_EQ(values(out[1]), (std::vector<double>{0, 4}));
+  // Shapeless, the two inputs may take different shapes later: the broadcasts stay apart.
+  auto g = compile(f, /*shapeless=*/true);
+  g({array({-1.0f, 2.0f}), array({3.0f, -4.0f})});
+  auto later = g({array({-1.0f, 2.0f, 5.0f}), array({-3.0f})});
+  EXPECT_EQ(values(later[0]), (std::vector<double>{0, 2, 5}));
+  EXPECT_EQ(values(later[1]), (std::vector<double>{3}));
+  set_compile_mode(CompileMode::enabled);
 }
 
 TEST(Compile, OpsRunOnTheCallersDefaultStream) {
