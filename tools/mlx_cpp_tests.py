@@ -84,19 +84,17 @@ def compile_file(path, out, flags):
         text = list(lines)
         for name, start, end in cases:
             if name in excluded:
+                # #line keeps the following lines' numbers those of the original file.
                 text[start] = "#if 0\n" + text[start]
-                text[end - 1] = text[end - 1] + "\n#endif"
+                text[end - 1] = text[end - 1] + f"\n#endif\n#line {end + 1}"
         src.write_text("\n".join(text))
         r = subprocess.run(["g++", *flags, "-c", str(src), "-o", str(obj)],
                            capture_output=True, text=True)
         if r.returncode == 0:
             return obj, excluded, len(cases)
-        # Lines in the written file are shifted by the #if 0 lines added above them.
         new = False
         for m in re.finditer(rf"{re.escape(str(src))}:(\d+):\d+: error: (.*)", r.stderr):
-            line = int(m.group(1)) - 1
-            original = line - sum(2 for n, s, e in cases if n in excluded and e <= line) \
-                - sum(1 for n, s, e in cases if n in excluded and s <= line < e)
+            original = int(m.group(1)) - 1
             owner = [c for c in cases if c[1] <= original < c[2]]
             if not owner:
                 excluded = {n: f"line {original + 1}: {m.group(2)} (outside every case)"

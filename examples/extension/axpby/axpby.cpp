@@ -2,6 +2,7 @@
 
 #include <optional>
 #include <stdexcept>
+#include <type_traits>
 
 namespace tessera_ext {
 
@@ -31,30 +32,19 @@ int64_t offset_of(size_t index, const mx::Shape& shape, const mx::Strides& strid
   return offset;
 }
 
+// Half and single precision compute in float, double in double.
 template <typename T>
 void axpby_kernel(const mx::array& x, const mx::array& y, mx::array& out, float alpha,
                   float beta) {
+  using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
   out.set_data(mx::allocator::malloc(out.nbytes()));  // row-contiguous
   const T* xs = x.data<T>();
   const T* ys = y.data<T>();
   T* zs = out.data<T>();
   for (size_t i = 0; i < out.size(); ++i) {
-    float xi = static_cast<float>(xs[offset_of(i, out.shape(), x.strides())]);
-    float yi = static_cast<float>(ys[offset_of(i, out.shape(), y.strides())]);
-    zs[i] = static_cast<T>(alpha * xi + beta * yi);
-  }
-}
-
-template <>
-void axpby_kernel<double>(const mx::array& x, const mx::array& y, mx::array& out, float alpha,
-                          float beta) {
-  out.set_data(mx::allocator::malloc(out.nbytes()));
-  const double* xs = x.data<double>();
-  const double* ys = y.data<double>();
-  double* zs = out.data<double>();
-  for (size_t i = 0; i < out.size(); ++i) {
-    zs[i] = double(alpha) * xs[offset_of(i, out.shape(), x.strides())] +
-            double(beta) * ys[offset_of(i, out.shape(), y.strides())];
+    Acc xi = static_cast<Acc>(xs[offset_of(i, out.shape(), x.strides())]);
+    Acc yi = static_cast<Acc>(ys[offset_of(i, out.shape(), y.strides())]);
+    zs[i] = static_cast<T>(Acc(alpha) * xi + Acc(beta) * yi);
   }
 }
 
