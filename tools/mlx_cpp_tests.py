@@ -27,6 +27,7 @@ COMPAT = """#pragma once
 #include <set>
 #include <thread>
 #include <tessera/primitives.h>
+#include <tessera/scheduler.h>
 #include <tessera/tessera.h>
 namespace mlx::core {
 using namespace tessera;

@@ -1,12 +1,13 @@
-// Raw buffers from the caching allocator (src/core/allocator.cpp). Kernels call
-// allocator::malloc for their outputs; arrays return buffers with allocator::free.
+// Raw buffers and the allocator interface (MLX's allocator.h). Kernels call allocator::malloc for
+// their outputs; arrays return buffers with allocator::free. The CPU's allocator is a caching
+// one (src/core/allocator.cpp); a device brings its own Allocator.
 #pragma once
 
 #include <cstddef>
 
 namespace tessera::allocator {
 
-class CachingAllocator;  // src/core/allocator.cpp
+class Allocator;
 
 class Buffer {
  public:
@@ -19,15 +20,40 @@ class Buffer {
   explicit operator bool() const { return ptr_ != nullptr; }
 
  private:
-  friend class CachingAllocator;
+  friend class Allocator;
   Buffer(void* ptr, size_t size, size_t block) : ptr_(ptr), size_(size), block_(block) {}
   void* ptr_ = nullptr;
   size_t size_ = 0;
   size_t block_ = 0;  // the allocator's block behind ptr_; 0 for memory it does not own
 };
 
-// Page-aligned for sizes of a page or more; 64-byte aligned below. A request of 0 bytes returns
-// a valid, unique pointer. Throws std::runtime_error past the memory limit (memory.h).
+// A device's memory. malloc throws std::runtime_error when it cannot serve a request (naming the
+// request and the limit); free ignores a buffer it does not own (Buffer(ptr, size)).
+class Allocator {
+ public:
+  virtual Buffer malloc(size_t size) = 0;
+  virtual void free(Buffer buffer) = 0;
+  // The bytes behind `buffer`: at least what was asked for (a cached block may be larger).
+  virtual size_t size(Buffer buffer) const = 0;
+
+  Allocator() = default;
+  Allocator(const Allocator&) = delete;
+  Allocator& operator=(const Allocator&) = delete;
+  virtual ~Allocator() = default;
+
+ protected:
+  // A buffer of `size` asked-for bytes in this allocator's block of `block` (> 0) bytes at `ptr`.
+  static Buffer owned(void* ptr, size_t size, size_t block) { return Buffer(ptr, size, block); }
+  // The block behind a buffer this allocator made; 0 for memory it does not own.
+  static size_t block_of(const Buffer& b) { return b.block_; }
+};
+
+// The CPU's allocator, the one arrays and kernels use.
+Allocator& allocator();
+
+// The CPU allocator's malloc and free. Page-aligned for sizes of a page or more; 64-byte aligned
+// below. A request of 0 bytes returns a valid, unique pointer. Throws std::runtime_error past the
+// memory limit (memory.h).
 Buffer malloc(size_t size);
 void free(Buffer buffer);
 

@@ -1,40 +1,17 @@
-// Evaluation and function transformations: eval, async_eval, vjp, jvp, grad, value_and_grad,
-// vmap, custom_function / custom_vjp, checkpoint. Same signatures as MLX.
+// Function transformations: vjp, jvp, grad, value_and_grad, vmap, custom_function / custom_vjp,
+// checkpoint; eval and async_eval through tessera/eval.h, as MLX's transforms.h declares them.
+// Same signatures as MLX.
 #pragma once
 
 #include <functional>
 #include <optional>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "tessera/array.h"
+#include "tessera/eval.h"
 
 namespace tessera {
-
-template <typename... T>
-using enable_for_arrays_t =
-    std::enable_if_t<(std::is_same_v<std::decay_t<T>, array> && ...)>;
-
-// Schedule the graphs behind `outputs` and return at once; array::wait() blocks for a result.
-void async_eval(std::vector<array> outputs);
-template <typename... Arrays, typename = enable_for_arrays_t<Arrays...>>
-void async_eval(Arrays&&... outputs) {
-  async_eval(std::vector<array>{std::forward<Arrays>(outputs)...});
-}
-// Compute `outputs`; rethrows the first kernel error.
-void eval(std::vector<array> outputs);
-namespace detail {
-void eval_one(const array& a);  // eval of one array without building a vector for it
-}
-template <typename... Arrays, typename = enable_for_arrays_t<Arrays...>>
-void eval(Arrays&&... outputs) {
-  if constexpr (sizeof...(Arrays) == 1) {
-    detail::eval_one(outputs...);
-  } else {
-    eval(std::vector<array>{std::forward<Arrays>(outputs)...});
-  }
-}
 
 using VecFn = std::function<std::vector<array>(const std::vector<array>&)>;
 

@@ -13,6 +13,8 @@
 
 #include <memory>
 #include <optional>
+#include <sstream>
+#include <string>
 #include <variant>
 #include <vector>
 
@@ -22,6 +24,13 @@ namespace nb = nanobind;
 using namespace nb::literals;
 
 namespace tessera::python {
+
+// "(2,3)" in error messages, as the library writes a shape.
+inline std::string shape_str(const Shape& s) {
+  std::ostringstream os;
+  os << s;
+  return os.str();
+}
 
 // `scalar | array` as MLX's ops take it: a Python bool / int / float / complex, a tessera array,
 // or anything convertible (a NumPy array, a nested list). Converted by to_array / to_arrays

@@ -1,7 +1,7 @@
 // Python values <-> arrays (see convert.h).
 #include "convert.h"
 
-#include "core/interrupt.h"
+#include "tessera/interrupt.h"
 
 #include <nanobind/ndarray.h>
 

@@ -1,6 +1,5 @@
 // tessera.core.fast: include/tessera/fast.h with MLX's mlx.core.fast signatures.
 #include "convert.h"
-#include "core/shape_checks.h"
 
 #include <optional>
 #include <string>
@@ -121,13 +120,13 @@ void init_fast(nb::module_& parent) {
         if (q.ndim() != 4 || k.shape() != q.shape() || v.ndim() != 4) {
           throw std::invalid_argument(
               "[gated_delta_update] q and k must be [B, T, Hk, Dk] and v [B, T, Hv, Dv]; got q " +
-              detail::shape_str(q.shape()) + ", k " + detail::shape_str(k.shape()) + ", v " +
-              detail::shape_str(v.shape()));
+              shape_str(q.shape()) + ", k " + shape_str(k.shape()) + ", v " +
+              shape_str(v.shape()));
         }
         const int B = q.shape(0), T = q.shape(1), Hk = q.shape(2), Dk = q.shape(3);
         const int Hv = v.shape(2), Dv = v.shape(3);
         if (v.shape(0) != B || v.shape(1) != T || Hv % Hk != 0) {
-          throw std::invalid_argument("[gated_delta_update] v " + detail::shape_str(v.shape()) +
+          throw std::invalid_argument("[gated_delta_update] v " + shape_str(v.shape()) +
                                       " must be [B, T, Hv, Dv] with Hv a multiple of q's " +
                                       std::to_string(Hk) + " heads");
         }
@@ -136,19 +135,19 @@ void init_fast(nb::module_& parent) {
                                          gamma.shape() != Shape{B, T, Hv, Dk})) {
           throw std::invalid_argument(
               "[gated_delta_update] gamma must be [B, T, Hv] or [B, T, Hv, Dk] and beta "
-              "[B, T, Hv]; got " + detail::shape_str(gamma.shape()) + " and " +
-              detail::shape_str(beta.shape()));
+              "[B, T, Hv]; got " + shape_str(gamma.shape()) + " and " +
+              shape_str(beta.shape()));
         }
         const Shape state_shape{B, Hv, Dv, Dk};
         if (initial_state && initial_state->shape() != state_shape) {
           throw std::invalid_argument(
               "[gated_delta_update] initial_state must be [B, Hv, Dv, Dk] = " +
-              detail::shape_str(state_shape) + ", got " +
-              detail::shape_str(initial_state->shape()));
+              shape_str(state_shape) + ", got " +
+              shape_str(initial_state->shape()));
         }
         if (mask && mask->shape() != Shape{B, T}) {
           throw std::invalid_argument("[gated_delta_update] mask must be [B, T], got " +
-                                      detail::shape_str(mask->shape()));
+                                      shape_str(mask->shape()));
         }
         // The recurrence step by step in float32 (composed for now): with each head's state S
         // (Dv x Dk), S = S * g; S += outer(beta * (v - S k), k); y = S q.

@@ -3,7 +3,6 @@
 #include <nanobind/stl/optional.h>
 
 #include "ops_common.h"
-#include "core/shape_checks.h"
 
 namespace tessera::python {
 
@@ -118,7 +117,7 @@ void init_ops_reduce(nb::module_& m) {
           fill = to_array_like(fill_value, a);
           if (fill->size() != 1) {
             throw std::invalid_argument("[unique] Fill value must have one element, but got "
-                                        "shape " + detail::shape_str(fill->shape()) + ".");
+                                        "shape " + shape_str(fill->shape()) + ".");
           }
           fill = reshape(astype(*fill, a.dtype(), s), {}, s);
         }

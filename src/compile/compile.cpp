@@ -8,7 +8,7 @@
 #include <optional>
 #include <unordered_map>
 
-#include "backend/cpu/compiled/jit.h"
+#include "backend/compile_hooks.h"
 #include "tessera/primitives/compiled.h"
 #include "compile/graph.h"
 #include "core/trace.h"
@@ -87,11 +87,15 @@ struct Entry {
   // compile(f, shapeless=true) share f's cache) are different graphs: a shaped one merges
   // values whose shapes are equal only for the shapes it was traced with.
   bool shapeless = false;
+  // The mode it was traced under (which graphs exist): another mode traces again.
+  CompileMode mode = CompileMode::enabled;
   std::vector<Dtype> dtypes;
   std::vector<Shape> shapes;  // with shapeless, only the ranks count
   std::vector<uint64_t> constants;
-  Graph plain;                // simplified, unfused: replayed under the transforms
-  std::optional<Graph> fused;
+  Graph plain;  // simplified, unfused: replayed under the transforms
+  // What evaluation replays: plain without its no-ops, fused where a kernel can be built; none
+  // under no_simplify.
+  std::optional<Graph> run;
   // Shapeless: the shape of every value for the inputs' shapes, found by replaying the plain
   // graph (where every shape source exists), memoised per input shapes.
   mutable std::mutex shapes_mutex;
@@ -106,9 +110,9 @@ std::mutex& g_cache_mutex = *new std::mutex;
 auto& g_cache = *new std::unordered_map<std::uintptr_t, std::vector<std::shared_ptr<const Entry>>>;
 
 bool matches(const Entry& e, const std::vector<array>& inputs, bool shapeless,
-             const std::vector<uint64_t>& constants, const Stream& stream) {
+             const std::vector<uint64_t>& constants, const Stream& stream, CompileMode mode) {
   if (e.dtypes.size() != inputs.size() || e.constants != constants || !(e.stream == stream) ||
-      e.shapeless != shapeless) {
+      e.shapeless != shapeless || e.mode != mode) {
     return false;
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -144,18 +148,22 @@ std::shared_ptr<const Entry> trace(const CompileFn& fun, const std::vector<array
     detail::InCompileTrace tracing(shapeless);
     outputs = fun(stand_ins);
   }
+  e->mode = mode;
   e->plain = compile_detail::build_graph(stand_ins, outputs);
-  if (mode != CompileMode::no_simplify) compile_detail::simplify(e->plain, shapeless);
-  if (mode == CompileMode::enabled && cpu::jit::compiler_available()) {
-    e->fused = e->plain;
-    compile_detail::fuse(*e->fused);
+  if (mode != CompileMode::no_simplify) {
+    compile_detail::simplify(e->plain, shapeless);
+    e->run = e->plain;
+    compile_detail::drop_noops(*e->run);
+    if (mode == CompileMode::enabled && backend::can_fuse(e->stream.device)) {
+      compile_detail::fuse(*e->run);
+    }
   }
   return e;
 }
 
-// The fused graph on `inputs` with shapeless shapes: a fused run hides the values that the
-// broadcasts' shape sources name, so every value's shape comes from the plain graph.
-std::vector<array> replay_fused_shapeless(const Entry& e, const std::vector<array>& inputs) {
+// The run graph on `inputs` with shapeless shapes: fusing and dropping no-ops hide values that
+// the broadcasts' shape sources name, so every value's shape comes from the plain graph.
+std::vector<array> replay_run_shapeless(const Entry& e, const std::vector<array>& inputs) {
   std::vector<Shape> key;
   for (auto& a : inputs) key.push_back(a.shape());
   std::vector<Shape> table;
@@ -169,7 +177,7 @@ std::vector<array> replay_fused_shapeless(const Entry& e, const std::vector<arra
     if (e.shape_tables.size() >= kMaxShapeTables) e.shape_tables.clear();
     e.shape_tables.emplace(std::move(key), table);
   }
-  return replay(*e.fused, inputs, true, &table);
+  return replay(*e.run, inputs, true, &table);
 }
 
 // The transforms trace through the original primitives: replay the unfused graph when an input
@@ -195,7 +203,7 @@ std::vector<array> call(const CompileFn& fun, std::uintptr_t id, bool shapeless,
   {
     std::lock_guard<std::mutex> lock(g_cache_mutex);
     for (auto& e : g_cache[id]) {
-      if (matches(*e, inputs, shapeless, constants, stream)) {
+      if (matches(*e, inputs, shapeless, constants, stream, mode)) {
         entry = e;
         break;
       }
@@ -207,11 +215,11 @@ std::vector<array> call(const CompileFn& fun, std::uintptr_t id, bool shapeless,
     std::lock_guard<std::mutex> lock(g_cache_mutex);
     g_cache[id].push_back(entry);
   }
-  const bool fused = entry->fused && mode == CompileMode::enabled &&
-                     !under_transform(entry->plain, inputs);
-  if (!fused) return replay(entry->plain, inputs, shapeless);
-  if (shapeless) return replay_fused_shapeless(*entry, inputs);
-  return replay(*entry->fused, inputs, false);
+  if (!entry->run || under_transform(entry->plain, inputs)) {
+    return replay(entry->plain, inputs, shapeless);
+  }
+  if (shapeless) return replay_run_shapeless(*entry, inputs);
+  return replay(*entry->run, inputs, false);
 }
 
 }  // namespace
@@ -278,11 +286,12 @@ void compile_clear_cache() {
     std::lock_guard<std::mutex> lock(g_cache_mutex);
     g_cache.clear();
   }
-  cpu::jit::forget_loaded();
+  backend::forget_kernels();
 }
 
 CompileStats compile_stats() {
-  return CompileStats{g_traces.load(), cpu::jit::builds(), cpu::jit::disk_hits()};
+  const backend::KernelCounters k = backend::kernel_counters();
+  return CompileStats{g_traces.load(), k.builds, k.disk_hits};
 }
 
 }  // namespace detail

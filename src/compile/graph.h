@@ -48,6 +48,10 @@ Graph build_graph(const std::vector<array>& inputs, const std::vector<array>& ou
 // nodes whose outputs nothing reads removed.
 void simplify(Graph& g, bool shapeless);
 
+// Copies and stop_gradients (same shape and dtype in as out) replaced by their inputs: nothing to
+// evaluate. Only for the graph that evaluation replays; the transforms need stop_gradient.
+void drop_noops(Graph& g);
+
 // Runs of elementwise nodes of one shape become Compiled nodes (a node is elementwise when its
 // primitive names a fused_functor()).
 void fuse(Graph& g);

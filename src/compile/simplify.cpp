@@ -1,6 +1,6 @@
 // Simplification of a traced graph (graph.h): equal scalar constants, then common
 // subexpressions, merged, and a node that undoes its input's node (Primitive::undoes) replaced
-// by that node's input; then what no output reads is dropped.
+// by that node's input; then what no output reads is dropped. For evaluation alone, no-ops too.
 #include <cstring>
 #include <map>
 #include <string>
@@ -8,6 +8,8 @@
 #include <typeinfo>
 
 #include "compile/graph.h"
+#include "ops/creation.h"
+#include "tessera/primitives/elementwise.h"
 
 namespace tessera::compile_detail {
 
@@ -83,6 +85,28 @@ void simplify(Graph& g, bool shapeless) {
   std::vector<GraphNode> kept;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     if (!dropped[i]) kept.push_back(std::move(g.nodes[i]));
+  }
+  g.nodes = std::move(kept);
+  for (int& v : g.outputs) v = find(rep, v);
+  prune_and_sort(g);
+}
+
+void drop_noops(Graph& g) {
+  std::vector<int> rep(g.shapes.size());
+  for (size_t v = 0; v < rep.size(); ++v) rep[v] = static_cast<int>(v);
+  std::vector<GraphNode> kept;
+  for (auto& n : g.nodes) {
+    for (int& v : n.inputs) v = find(rep, v);
+    for (int& v : n.shape_sources) v = find(rep, v);
+    const Primitive& p = *n.primitive;
+    if (n.inputs.size() == 1 && n.outputs.size() == 1 &&
+        (typeid(p) == typeid(Copy) || typeid(p) == typeid(StopGradient)) &&
+        g.shapes[n.inputs[0]] == g.shapes[n.outputs[0]] &&
+        g.dtypes[n.inputs[0]] == g.dtypes[n.outputs[0]]) {
+      rep[n.outputs[0]] = n.inputs[0];
+    } else {
+      kept.push_back(std::move(n));
+    }
   }
   g.nodes = std::move(kept);
   for (int& v : g.outputs) v = find(rep, v);

@@ -90,7 +90,9 @@ size_t physical_memory() {
 // Blocks below a page are kept in one exact-size bin per 64-byte class, so the many small
 // arrays of an eager graph are served without a search; larger blocks in a size-ordered map.
 // A buffer carries its block's size, so freeing looks nothing up.
-class allocator::CachingAllocator {
+using allocator::Buffer;
+
+class CachingAllocator final : public allocator::Allocator {
  public:
   CachingAllocator() {
     const int64_t mb = config::get_int("TESSERA_MEMORY_LIMIT_MB");
@@ -104,7 +106,7 @@ class allocator::CachingAllocator {
     release_lazy_locked(lazy_bytes_);
   }
 
-  Buffer malloc(size_t n) {
+  Buffer malloc(size_t n) override {
     size_t block = block_size_for(n);
     std::unique_lock<std::mutex> lock(mu_);
     auto [p, real] = take_cached_locked(block);
@@ -133,11 +135,11 @@ class allocator::CachingAllocator {
     }
     active_ += block;
     if (active_ > peak_) peak_ = active_;
-    return Buffer(p, n, block);
+    return owned(p, n, block);
   }
 
-  void free(Buffer b) {
-    const size_t block = b.block_;
+  void free(Buffer b) override {
+    const size_t block = block_of(b);
     if (!b.raw_ptr() || block == 0) return;  // wrapped user memory is freed by its own deleter
     std::lock_guard<std::mutex> lock(mu_);
     active_ -= block;
@@ -153,6 +155,8 @@ class allocator::CachingAllocator {
     cache_bytes_ += block;
     if (cache_bytes_ > cache_limit_) release_cache_locked(cache_bytes_ - cache_limit_);
   }
+
+  size_t size(Buffer b) const override { return block_of(b) ? block_of(b) : b.size(); }
 
   size_t active() { std::lock_guard<std::mutex> l(mu_); return active_; }
   size_t peak() { std::lock_guard<std::mutex> l(mu_); return peak_; }
@@ -266,9 +270,9 @@ class allocator::CachingAllocator {
 
 namespace {
 
-allocator::CachingAllocator& instance() {
+CachingAllocator& instance() {
   // Never destroyed: buffers may be freed by static destructors after main returns.
-  static auto* a = new allocator::CachingAllocator();
+  static auto* a = new CachingAllocator();
   return *a;
 }
 
@@ -278,6 +282,7 @@ void detail::lock_allocator_for_fork() { instance().mu_.lock(); }
 void detail::unlock_allocator_after_fork() { instance().mu_.unlock(); }
 
 namespace allocator {
+Allocator& allocator() { return instance(); }
 Buffer malloc(size_t size) { return instance().malloc(size); }
 void free(Buffer buffer) { instance().free(buffer); }
 }  // namespace allocator

@@ -8,8 +8,7 @@
 #include "core/object_pool.h"
 #include "tessera/primitive.h"
 #include "core/transforms_impl.h"
-#include "tessera/ops.h"
-#include "tessera/transforms.h"
+#include "tessera/eval.h"
 
 namespace tessera {
 
@@ -94,18 +93,6 @@ Node::~Node() {
 
 array::ArrayIterator::ArrayIterator(const array& arr, int idx) : arr_(arr), idx_(idx) {
   if (arr.ndim() == 0) throw std::invalid_argument("[array] a 0-d array cannot be iterated");
-}
-
-array::ArrayIterator::reference array::ArrayIterator::operator*() const {
-  if (idx_ < 0 || idx_ >= arr_.shape(0)) {
-    throw std::out_of_range("[array] iterator index " + std::to_string(idx_) +
-                            " is outside the first axis of size " + std::to_string(arr_.shape(0)));
-  }
-  Shape start(arr_.ndim(), 0), stop = arr_.shape();
-  start[0] = idx_;
-  stop[0] = idx_ + 1;
-  Shape rest(arr_.shape().begin() + 1, arr_.shape().end());
-  return reshape(slice(arr_, std::move(start), std::move(stop)), std::move(rest));
 }
 
 array::array(const complex64_t& val, Dtype dtype)

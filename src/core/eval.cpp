@@ -9,14 +9,14 @@
 #include <stdexcept>
 #include <vector>
 
-#include "core/interrupt.h"
+#include "tessera/interrupt.h"
 #include "core/scheduler.h"
 #include "core/trace.h"
 #include "core/transforms_impl.h"
 #include "tessera/primitive.h"
 #include "tessera/config.h"
 #include "tessera/memory.h"
-#include "tessera/transforms.h"
+#include "tessera/eval.h"
 
 namespace tessera {
 

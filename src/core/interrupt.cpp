@@ -1,5 +1,5 @@
 // The process-wide interrupt request (see interrupt.h).
-#include "core/interrupt.h"
+#include "tessera/interrupt.h"
 
 #include <atomic>
 

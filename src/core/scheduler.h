@@ -1,14 +1,15 @@
-// Stream workers: each stream owns one thread that runs its tasks in submission order.
+// The scheduler's side the library uses (the public side, enqueue and waiting, is
+// tessera/scheduler.h).
 #pragma once
 
 #include <exception>
 #include <functional>
 
+#include "tessera/scheduler.h"
 #include "tessera/stream.h"
 
 namespace tessera::scheduler {
 
-void enqueue(const Stream& s, std::function<void()> task);
 // Throws std::runtime_error (naming the stream and why) unless the calling thread may evaluate
 // on s: a stream it made or its default stream, a thread-unsafe stream, or the stream whose
 // task it is running.
@@ -20,9 +21,5 @@ bool run_inline(const Stream& s, const std::function<void()>& body);
 // Keeps `e` (unless an earlier error is kept already) for the next synchronize(s) to raise: a
 // kernel error of async_eval, which nobody waits for.
 void record_error(const Stream& s, std::exception_ptr e);
-// Tasks submitted to any stream and not finished yet.
-int n_active_tasks();
-// Block until at least one more task finishes (or none is active).
-void wait_for_one();
 
 }  // namespace tessera::scheduler

@@ -14,7 +14,7 @@
 #include "io/npy.h"
 #include "tessera/io.h"
 #include "tessera/ops.h"
-#include "tessera/transforms.h"
+#include "tessera/eval.h"
 
 namespace tessera {
 

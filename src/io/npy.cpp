@@ -9,7 +9,7 @@
 
 #include "tessera/io.h"
 #include "tessera/ops.h"
-#include "tessera/transforms.h"
+#include "tessera/eval.h"
 
 static_assert(std::endian::native == std::endian::little,
               "the array formats are decoded for a little-endian host");

@@ -7,7 +7,7 @@
 #include "io/npy.h"
 #include "io/zip.h"
 #include "tessera/io.h"
-#include "tessera/transforms.h"
+#include "tessera/eval.h"
 
 namespace tessera {
 

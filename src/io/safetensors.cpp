@@ -8,7 +8,7 @@
 #include "io/byte_io.h"
 #include "io/npy.h"
 #include "tessera/io.h"
-#include "tessera/transforms.h"
+#include "tessera/eval.h"
 
 namespace tessera {
 

@@ -7,8 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "backend/cpu/shape_util.h"
-#include "backend/cpu/strided.h"
+#include "backend/common/views.h"
 #include "core/transforms_impl.h"
 #include "ops/shape.h"
 #include "ops/utils.h"
@@ -359,8 +358,8 @@ array broadcast_for_elementwise(const array& a, const Shape& shape,
   // Transforms and compile keep the node (their replays and shapeless shapes need it).
   if (a.status() == array::Status::available && !a.error() && !in_tracing() &&
       !in_compile_trace() && broadcasts_to(a.shape(), shape)) {
-    Strides strides = cpu::broadcast_strides(a, shape);
-    const auto layout = cpu::view_layout(shape, strides);
+    Strides strides = common::broadcast_strides(a, shape);
+    const auto layout = common::view_layout(shape, strides);
     return array::view_of(a, shape, std::move(strides), layout.flags, layout.data_size,
                           a.offset());
   }
@@ -707,6 +706,19 @@ std::vector<Shape> Flip::output_shapes(const std::vector<array>& inputs) {
 bool Pad::is_equivalent(const Primitive& other) const {
   auto* o = dynamic_cast<const Pad*>(&other);
   return o && o->axes_ == axes_ && o->low_ == low_ && o->high_ == high_;
+}
+
+// The array's iteration is an op (a slice of the first axis), so it is defined with the ops.
+array::ArrayIterator::reference array::ArrayIterator::operator*() const {
+  if (idx_ < 0 || idx_ >= arr_.shape(0)) {
+    throw std::out_of_range("[array] iterator index " + std::to_string(idx_) +
+                            " is outside the first axis of size " + std::to_string(arr_.shape(0)));
+  }
+  Shape start(arr_.ndim(), 0), stop = arr_.shape();
+  start[0] = idx_;
+  stop[0] = idx_ + 1;
+  Shape rest(arr_.shape().begin() + 1, arr_.shape().end());
+  return reshape(slice(arr_, std::move(start), std::move(stop)), std::move(rest));
 }
 
 }  // namespace tessera

@@ -838,6 +838,34 @@ TEST(Compile, EqualBroadcastsOfOneConstantMergeUnlessShapeless) {
   set_compile_mode(CompileMode::enabled);
 }
 
+// Copies and stop_gradients are nothing to evaluate: the graph a call replays goes without them
+// (as MLX's simplify), while the transforms still see stop_gradient.
+TEST(Compile, EvaluationDropsCopiesAndStopGradientsTheTransformsKeepThem) {
+  set_compile_mode(CompileMode::no_fuse);
+  auto f = [](const std::vector<array>& in) {
+    return std::vector<array>{copy(stop_gradient(exp(stop_gradient(in[0])))),
+                              in[0] * stop_gradient(in[0])};
+  };
+  auto cf = compile(f);
+  array a({1.0f, 2.0f});
+  auto out = cf({a});
+  EXPECT_EQ(out[0].inputs()[0].id(), a.id());  // exp(a) itself
+  EXPECT_EQ(out[1].inputs()[0].id(), a.id());
+  EXPECT_EQ(out[1].inputs()[1].id(), a.id());
+  EXPECT_NEAR(values(out[0])[1], std::exp(2.0), 1e-6);
+  auto identity = compile([](const std::vector<array>& in) {
+    return std::vector<array>{copy(in[0])};
+  });
+  EXPECT_EQ(identity({a})[0].id(), a.id());
+  // d/dx (x * stop_gradient(x)) = stop_gradient(x): the plain graph keeps the stop.
+  auto g = grad([&](const std::vector<array>& in) { return sum(cf(in)[1]); });
+  EXPECT_EQ(values(g({a})[0]), (std::vector<double>{1, 2}));
+  set_compile_mode(CompileMode::enabled);
+  auto g_fused = grad([&](const std::vector<array>& in) { return sum(cf(in)[1]); });
+  EXPECT_EQ(values(g_fused({a})[0]), (std::vector<double>{1, 2}));
+  EXPECT_EQ(values(cf({a})[1]), (std::vector<double>{1, 4}));
+}
+
 TEST(Compile, OpsRunOnTheCallersDefaultStream) {
   auto f = [](const std::vector<array>& in) { return std::vector<array>{in[0] * in[1] + 1.0f}; };
   auto cf = compile(f);

@@ -53,6 +53,59 @@ TEST_F(Memory, ActivePeakAndCacheFollowAllocations) {
   EXPECT_EQ(get_peak_memory(), get_active_memory());
 }
 
+TEST_F(Memory, TheAllocatorInterfaceGivesEachBufferItsBlock) {
+  allocator::Allocator& cpu = allocator::allocator();
+  auto large = cpu.malloc(3 * 4096);  // three pages
+  EXPECT_EQ(cpu.size(large), size_t{3} * 4096);
+  void* p = large.raw_ptr();
+  cpu.free(large);
+  // A smaller request is served from the cached block and owns all of it, as MLX's does.
+  auto small = allocator::malloc(2 * 4096 + 100);
+  EXPECT_EQ(small.raw_ptr(), p);
+  EXPECT_EQ(small.size(), size_t{2} * 4096 + 100);
+  EXPECT_EQ(cpu.size(small), size_t{3} * 4096);
+  allocator::free(small);
+  // Memory the allocator does not own is its asked-for size.
+  char outside[40];
+  EXPECT_EQ(cpu.size(allocator::Buffer(outside, sizeof(outside))), sizeof(outside));
+}
+
+namespace {
+// A device's allocator of its own: blocks from new[], rounded to 256 bytes, each one counted.
+class CountingAllocator final : public allocator::Allocator {
+ public:
+  allocator::Buffer malloc(size_t size) override {
+    const size_t block = (size + 255) / 256 * 256 + 256 * (size == 0);
+    ++live_;
+    return owned(new char[block], size, block);
+  }
+  void free(allocator::Buffer b) override {
+    if (block_of(b) == 0) return;
+    --live_;
+    delete[] static_cast<char*>(b.raw_ptr());
+  }
+  size_t size(allocator::Buffer b) const override { return block_of(b) ? block_of(b) : b.size(); }
+  int live_ = 0;
+};
+}  // namespace
+
+TEST_F(Memory, AnAllocatorOfOneselfMakesAndTakesBackItsBuffers) {
+  CountingAllocator a;
+  allocator::Allocator& any = a;
+  auto b = any.malloc(1000);
+  auto z = any.malloc(0);
+  EXPECT_EQ(any.size(b), 1024u);
+  EXPECT_EQ(b.size(), 1000u);
+  EXPECT_EQ(any.size(z), 256u);
+  EXPECT_NE(z.raw_ptr(), nullptr);
+  EXPECT_EQ(a.live_, 2);
+  any.free(allocator::Buffer(b.raw_ptr(), 1000));  // not its own buffer: ignored
+  EXPECT_EQ(a.live_, 2);
+  any.free(b);
+  any.free(z);
+  EXPECT_EQ(a.live_, 0);
+}
+
 TEST_F(Memory, SmallBlocksComeBackFromTheirOwnSizeClass) {
   // Below a page, blocks are 64-byte classes reused only by a request of the same class.
   auto a = allocator::malloc(100);  // class 128

@@ -10,10 +10,13 @@
 #include <optional>
 #include <string>
 #include <functional>
+#include <future>
+#include <memory>
 #include <thread>
 #include <vector>
 
 #include "core/scheduler.h"
+#include "tessera/scheduler.h"
 #include "tessera/tessera.h"
 
 namespace {
@@ -128,6 +131,42 @@ std::string on_thread(const std::function<void()>& f) {
 // As MLX 0.32: each thread has its own default stream, set_default_stream sets the calling
 // thread's, and the stream a thread made (new_stream, or its default) is evaluated on by that
 // thread only: from another one, eval is a runtime_error naming the stream.
+// The public side (tessera/scheduler.h, MLX's scheduler::enqueue): a program's own tasks run on
+// a stream's thread in order, and a task waiting on another stream's does not block that stream.
+TEST(Scheduler, ProgramTasksRunInStreamOrderAndAcrossStreams) {
+  auto s1 = mx::new_stream(mx::Device::cpu);
+  auto s2 = mx::new_stream(mx::Device::cpu);
+  int x = 1;
+  std::vector<int> order;
+  auto first = std::make_shared<std::promise<void>>();
+  auto first_done = first->get_future().share();
+  auto done = std::make_shared<std::promise<void>>();
+  auto all_done = done->get_future();
+  // Enqueued first, on s2, and waiting for s1's task: s1 still runs its task.
+  mx::scheduler::enqueue(s2, [&x, &order, first_done, done] {
+    if (first_done.wait_for(10s) != std::future_status::ready) return;
+    x *= 5;
+    order.push_back(2);
+    done->set_value();
+  });
+  mx::scheduler::enqueue(s1, [&x, &order, first] {
+    x += 1;
+    order.push_back(1);
+    first->set_value();
+  });
+  ASSERT_EQ(all_done.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(x, 10);
+  EXPECT_EQ(order, (std::vector<int>{1, 2}));
+  // A task counts as active until its worker has left it, which may be just after its last
+  // statement: wait_for_one returns once one more has finished.
+  for (int i = 0; i < 10 && mx::scheduler::n_active_tasks() > 0; ++i) {
+    mx::scheduler::wait_for_one();
+  }
+  EXPECT_EQ(mx::scheduler::n_active_tasks(), 0);
+  EXPECT_THROW(mx::scheduler::enqueue(mx::Stream(1 << 20, mx::Device::cpu), [] {}),
+               std::invalid_argument);
+}
+
 TEST(StreamThreads, DefaultStreamsAndNewStreamsBelongToTheirThread) {
   const mx::Stream main_default = mx::default_stream(mx::Device::cpu);
   const mx::Stream mine = mx::new_stream(mx::Device::cpu);

@@ -3,9 +3,9 @@
 
 #include <string>
 
-#include "distributed/sha256.h"
+#include "core/sha256.h"
 
-using namespace tessera::distributed::detail;
+using namespace tessera::detail;
 
 namespace {
 std::string hex_of(std::string_view s) { return to_hex(sha256(s)); }

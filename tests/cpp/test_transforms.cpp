@@ -4,12 +4,16 @@
 
 #include <cmath>
 #include <complex>
+#include <chrono>
 #include <functional>
+#include <future>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
 
 #include "tessera/graph_utils.h"
+#include "tessera/scheduler.h"
 #include "tessera/tessera.h"
 
 using namespace tessera;
@@ -70,6 +74,36 @@ TEST(Vjp, TracersShareTheInputsBufferAndLeaveItIntact) {
   EXPECT_EQ(to_vec(x), before);
   const auto g = to_vec(grads[0]);  // d/dx of sum(exp(x) + 1) + sum(2x)
   for (size_t i = 0; i < g.size(); i += 511) EXPECT_NEAR(g[i], std::exp(before[i]) + 2.0, 1e-5 * g[i]);
+}
+
+// A transform's own ops (tracer copies, zeros for a missing cotangent, sums of cotangents, casts)
+// run on the streams of the arrays they belong to, as MLX's do: a vjp of work on stream s2
+// finishes while the default stream is held by a task (which gives up after 5 s, so a vjp that
+// waits for it shows as a slow one instead of hanging).
+TEST(Vjp, ItsOwnOpsRunOnTheStreamsOfTheirArrays) {
+  auto s1 = default_stream(Device::cpu);
+  auto s2 = new_stream(Device::cpu);
+  auto release = std::make_shared<std::promise<void>>();
+  auto released = release->get_future().share();
+  scheduler::enqueue(s1, [released] { released.wait_for(std::chrono::seconds(5)); });
+  const auto start = std::chrono::steady_clock::now();
+  auto fn = [s2](const std::vector<array>& in) {
+    // in[0] is used twice (cotangents sum), in[1] not at all (zeros), the output is float16
+    // against a float32 cotangent (a cast).
+    return std::vector<array>{astype(add(in[0], multiply(in[0], in[0], s2), s2), float16, s2)};
+  };
+  auto x = full({4}, 3.0f, s2);
+  auto y = full({4}, 1.0f, s2);
+  auto [outs, grads] = vjp(fn, {x, y}, {full({4}, 2.0f, s2)});
+  eval(outs[0], grads[0], grads[1]);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  release->set_value();
+  EXPECT_LT(waited, std::chrono::seconds(3)) << "the vjp waited for the default stream";
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_FLOAT_EQ(grads[0].data<float>()[i], 2.0f * (1.0f + 2.0f * 3.0f));
+    EXPECT_EQ(grads[1].data<float>()[i], 0.0f);
+  }
+  synchronize(s1);
 }
 
 TEST(Vjp, SeveralConsumersAccumulate) {

@@ -23,7 +23,7 @@
 #include "distributed/hostfile.h"
 #include "distributed/mpi/mpi_group.h"
 #include "distributed/ring/handshake.h"
-#include "distributed/sha256.h"
+#include "core/sha256.h"
 #include "tessera/tessera.h"
 
 namespace mx = tessera;

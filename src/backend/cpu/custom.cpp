@@ -1,8 +1,8 @@
-// Kernels of the transforms machinery's primitives (core/transform_primitives.h): CustomTransforms
+// Kernels of the transforms machinery's primitives (ops/transform_primitives.h): CustomTransforms
 // forwards values already computed by the traced function; VmapPlaceholder refuses evaluation.
 #include <stdexcept>
 
-#include "core/transform_primitives.h"
+#include "ops/transform_primitives.h"
 
 namespace tessera {
 

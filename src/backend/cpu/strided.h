@@ -6,9 +6,12 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/common/views.h"
 #include "tessera/array.h"
 
 namespace tessera::cpu {
+
+using common::broadcast_strides;
 
 // Operands of one shape with their own strides (0 along broadcast dims).
 template <size_t N>
@@ -78,16 +81,6 @@ void for_each_run(const StridedView<N>& v, size_t begin, size_t end, F&& f) {
       }
     }
   }
-}
-
-// Strides of `a` broadcast to `shape` (0 along broadcast and new leading dims).
-inline Strides broadcast_strides(const array& a, const Shape& shape) {
-  Strides s(shape.size(), 0);
-  size_t off = shape.size() - a.ndim();
-  for (size_t i = 0; i < a.ndim(); ++i) {
-    s[off + i] = a.shape()[i] == 1 ? 0 : a.strides()[i];  // as MLX: every size-1 dim reads 0
-  }
-  return s;
 }
 
 // Elements per parallel chunk for cheap elementwise work.

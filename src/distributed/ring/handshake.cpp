@@ -9,7 +9,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "distributed/sha256.h"
+#include "core/sha256.h"
 
 namespace tessera::distributed::detail {
 

@@ -12,9 +12,15 @@
 #include <string_view>
 
 #include "distributed/ring/socket.h"
-#include "distributed/sha256.h"
+#include "core/sha256.h"
 
 namespace tessera::distributed::detail {
+
+using tessera::detail::constant_time_equal;
+using tessera::detail::Digest256;
+using tessera::detail::hmac_sha256;
+using tessera::detail::sha256;
+using tessera::detail::to_hex;
 
 // ring: data to a neighbour; direct: send/recv between non-neighbours; control: the neighbour
 // pair's failure notices (failure_notice.h), never data.

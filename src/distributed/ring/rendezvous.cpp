@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "distributed/sha256.h"
+#include "core/sha256.h"
 #include "tessera/config.h"
 
 namespace tessera::distributed::detail {

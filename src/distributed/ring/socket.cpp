@@ -1,7 +1,7 @@
 // TCP sockets with deadlines for the ring backend (see socket.h).
 #include "distributed/ring/socket.h"
 
-#include "core/interrupt.h"
+#include "tessera/interrupt.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -23,7 +23,8 @@
 #include <vector>
 
 #include "core/trace.h"
-#include "distributed/sha256.h"
+#include "backend/compile_hooks.h"
+#include "core/sha256.h"
 #include "tessera/config.h"
 
 extern char** environ;
@@ -31,9 +32,9 @@ extern char** environ;
 namespace tessera::cpu::jit {
 
 namespace fs = std::filesystem;
-using distributed::detail::Digest256;
-using distributed::detail::sha256;
-using distributed::detail::to_hex;
+using tessera::detail::Digest256;
+using tessera::detail::sha256;
+using tessera::detail::to_hex;
 
 namespace {
 
@@ -333,3 +334,16 @@ void forget_loaded() {
 }
 
 }  // namespace tessera::cpu::jit
+
+// compile's device seam (backend/compile_hooks.h) for the CPU, the one device there is.
+namespace tessera::backend {
+
+bool can_fuse(const Device& device) {
+  return device.type == Device::DeviceType::cpu && cpu::jit::compiler_available();
+}
+
+KernelCounters kernel_counters() { return {cpu::jit::builds(), cpu::jit::disk_hits()}; }
+
+void forget_kernels() { cpu::jit::forget_loaded(); }
+
+}  // namespace tessera::backend

@@ -25,7 +25,7 @@
 
 #include "tessera/primitives/compiled.h"
 #include "compile/graph.h"
-#include "core/export_registry.h"
+#include "export/export_registry.h"
 #include "core/transforms_impl.h"
 #include "io/byte_io.h"
 #include "io/npy.h"

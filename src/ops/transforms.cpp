@@ -14,7 +14,7 @@
 
 #include "tessera/primitive.h"
 #include "core/shape_checks.h"
-#include "core/transform_primitives.h"
+#include "ops/transform_primitives.h"
 #include "core/transforms_impl.h"
 #include "ops/creation.h"  // Copy: the tracers' primitive
 #include "tessera/ops.h"
@@ -39,6 +39,10 @@ size_t traced_inputs(const array& a) {
   return a.inputs().size();
 }
 
+// Where a transform's own ops on `a` run (its copies, casts, zeros, sums): on a's stream, so a
+// transform of a function on one stream never waits for another (MLX places them so too).
+Stream stream_of(const array& a) { return a.has_primitive() ? a.primitive().stream() : to_stream({}); }
+
 // A fresh array equal to `p` whose id belongs to this transform alone. A primal that is a
 // tracer left by an earlier call (a closure kept `inputs[0]` and passes it back in) is peeled
 // first, so a loop that feeds a transform's inputs back does not grow a chain of copies.
@@ -47,7 +51,7 @@ array make_tracer(const array& p) {
                      typeid(p.primitive()) == typeid(Copy);
   const array& src = stale ? p.inputs()[0] : p;
   // It shares the primal's buffer (no copy of every parameter on every step).
-  array t(src.shape(), src.dtype(), std::make_shared<Copy>(to_stream({}), true), {src});
+  array t(src.shape(), src.dtype(), std::make_shared<Copy>(stream_of(p), true), {src});
   t.set_tracer(true);
   return t;
 }
@@ -165,18 +169,19 @@ std::pair<std::vector<array>, std::vector<array>> vjp_impl(const VecFn& fun,
     Tape tape = build_tape(outputs, active, std::move(seeds), true);
 
     std::unordered_map<std::uintptr_t, array> cmap;
-    auto accumulate = [&cmap](const array& target, array c) {
+    auto accumulate = [&cmap](const array& target, array c, const Stream& s) {
       auto it = cmap.find(target.id());
       if (it == cmap.end()) {
         cmap.emplace(target.id(), std::move(c));
       } else {
-        it->second = add(it->second, c);
+        it->second = add(it->second, c, s);
       }
     };
     for (auto& [i, c] : cots) {
       const array& o = outputs[i];
       if (!active.count(o.id())) continue;  // no path back to a primal
-      accumulate(o, c.dtype() == o.dtype() ? c : astype(c, o.dtype()));
+      const Stream s = stream_of(o);
+      accumulate(o, c.dtype() == o.dtype() ? c : astype(c, o.dtype(), s), s);
     }
 
     for (auto it = tape.nodes.rbegin(); it != tape.nodes.rend(); ++it) {
@@ -185,12 +190,13 @@ std::pair<std::vector<array>, std::vector<array>> vjp_impl(const VecFn& fun,
       bool any = false;
       for (auto& o : outs) any = any || cmap.count(o.id()) > 0;
       if (!any) continue;
+      const Stream s = a.primitive().stream();
       std::vector<array> cotangents;
       cotangents.reserve(outs.size());
       for (auto& o : outs) {
         auto f = cmap.find(o.id());
         if (f == cmap.end()) {
-          cotangents.push_back(zeros_like(o));
+          cotangents.push_back(zeros_like(o, s));
         } else {
           cotangents.push_back(std::move(f->second));
           cmap.erase(f);
@@ -217,13 +223,13 @@ std::pair<std::vector<array>, std::vector<array>> vjp_impl(const VecFn& fun,
               << shape_text(in.shape());
           throw std::logic_error(msg.str());
         }
-        accumulate(in, std::move(vjps[j]));
+        accumulate(in, std::move(vjps[j]), s);
       }
     }
 
     for (int i : argnums) {
       auto f = cmap.find(args[i].id());
-      grads.push_back(f != cmap.end() ? f->second : zeros_like(primals[i]));
+      grads.push_back(f != cmap.end() ? f->second : zeros_like(primals[i], stream_of(args[i])));
     }
   }
   roots.insert(roots.end(), outputs.begin(), outputs.end());
@@ -457,7 +463,9 @@ std::pair<std::vector<array>, std::vector<array>> jvp(const VecFn& fun,
       active.insert(args.back().id());
       const array& t = tangents[i];
       tmap.emplace(args.back().id(),
-                   t.dtype() == primals[i].dtype() ? t : astype(t, primals[i].dtype()));
+                   t.dtype() == primals[i].dtype()
+                       ? t
+                       : astype(t, primals[i].dtype(), stream_of(args.back())));
     }
     IdSet seeds = active;
     outputs = fun(args);
@@ -485,7 +493,7 @@ std::pair<std::vector<array>, std::vector<array>> jvp(const VecFn& fun,
     }
     for (const auto& o : outputs) {
       auto f = tmap.find(o.id());
-      result.push_back(f != tmap.end() ? f->second : zeros_like(o));
+      result.push_back(f != tmap.end() ? f->second : zeros_like(o, stream_of(o)));
     }
   }
   roots.insert(roots.end(), outputs.begin(), outputs.end());

@@ -1,4 +1,4 @@
-// Primitives of the transforms machinery (front ends in core/transforms.cpp, kernels in
+// Primitives of the transforms machinery (front ends in ops/transforms.cpp, kernels in
 // backend/cpu/custom.cpp): CustomTransforms (custom_function / custom_vjp / checkpoint) and
 // VmapPlaceholder (the unbatched stand-in that vmap traces the user's function on).
 #pragma once

@@ -1,5 +1,5 @@
-// SHA-256 (FIPS 180-4) and HMAC-SHA256 (RFC 2104), used to authenticate ring connections with
-// the job token (ring/handshake.cpp). Self-contained: no crypto library dependency.
+// SHA-256 (FIPS 180-4) and HMAC-SHA256 (RFC 2104): the ring authenticates connections with the
+// job token (distributed/ring/handshake.cpp), the CPU JIT names its kernels by their source. Self-contained: no crypto library dependency.
 #pragma once
 
 #include <array>
@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-namespace tessera::distributed::detail {
+namespace tessera::detail {
 
 using Digest256 = std::array<uint8_t, 32>;
 
@@ -36,4 +36,4 @@ inline std::string to_hex(const Digest256& d) { return to_hex(d.data(), d.size()
 // Comparison whose time does not depend on where the inputs differ.
 bool constant_time_equal(const uint8_t* a, const uint8_t* b, size_t len);
 
-}  // namespace tessera::distributed::detail
+}  // namespace tessera::detail

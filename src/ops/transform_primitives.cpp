@@ -1,6 +1,6 @@
-// The derivative and batching rules of CustomTransforms (declared in core/transform_primitives.h)
+// The derivative and batching rules of CustomTransforms (declared in ops/transform_primitives.h)
 // defer to the user's functions; the kernels are in backend/cpu/custom.cpp.
-#include "core/transform_primitives.h"
+#include "ops/transform_primitives.h"
 
 #include <sstream>
 #include <stdexcept>

@@ -6,7 +6,7 @@
 // user's functions), Compiled / CompiledReduce / CompiledRows (fused kernels and the primitives
 // of their steps), the collectives of distributed/primitives.h (hold a group) and io's Load
 // (holds a file reader).
-#include "core/export_registry.h"
+#include "export/export_registry.h"
 
 #include <stdexcept>
 #include <tuple>
@@ -194,7 +194,7 @@ const Registry& registry() {
     TESSERA_EXPORTABLE(Partition);
     TESSERA_EXPORTABLE(ArgPartition);
     TESSERA_EXPORTABLE(SearchSorted);
-    // core/transform_primitives.h
+    // ops/transform_primitives.h
     // tessera/primitives/compiled.h
 #undef TESSERA_EXPORTABLE
     return r;

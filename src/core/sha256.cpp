@@ -1,9 +1,9 @@
 // SHA-256 and HMAC-SHA256 (see sha256.h).
-#include "distributed/sha256.h"
+#include "core/sha256.h"
 
 #include <cstring>
 
-namespace tessera::distributed::detail {
+namespace tessera::detail {
 
 namespace {
 
@@ -155,4 +155,4 @@ bool constant_time_equal(const uint8_t* a, const uint8_t* b, size_t len) {
   return diff == 0;
 }
 
-}  // namespace tessera::distributed::detail
+}  // namespace tessera::detail
