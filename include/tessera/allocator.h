@@ -1,6 +1,8 @@
 // Raw buffers and the allocator interface (MLX's allocator.h). Kernels call allocator::malloc for
-// their outputs; arrays return buffers with allocator::free. The CPU's allocator is a caching
-// one (src/core/allocator.cpp); a device brings its own Allocator.
+// their outputs; arrays return buffers with allocator::free, which hands each buffer back to the
+// allocator that made it. The CPU's allocator is a caching one (src/core/allocator.cpp); another
+// device brings its own (src/backend/device.h), which allocator::malloc uses while that device
+// runs a kernel.
 #pragma once
 
 #include <cstddef>
@@ -21,10 +23,13 @@ class Buffer {
 
  private:
   friend class Allocator;
-  Buffer(void* ptr, size_t size, size_t block) : ptr_(ptr), size_(size), block_(block) {}
+  friend void free(Buffer buffer);
+  Buffer(void* ptr, size_t size, size_t block, Allocator* owner)
+      : ptr_(ptr), size_(size), block_(block), owner_(owner) {}
   void* ptr_ = nullptr;
   size_t size_ = 0;
-  size_t block_ = 0;  // the allocator's block behind ptr_; 0 for memory it does not own
+  size_t block_ = 0;          // the allocator's block behind ptr_; 0 for memory it does not own
+  Allocator* owner_ = nullptr;  // the allocator that made it
 };
 
 // A device's memory. malloc throws std::runtime_error when it cannot serve a request (naming the
@@ -43,18 +48,33 @@ class Allocator {
 
  protected:
   // A buffer of `size` asked-for bytes in this allocator's block of `block` (> 0) bytes at `ptr`.
-  static Buffer owned(void* ptr, size_t size, size_t block) { return Buffer(ptr, size, block); }
+  Buffer owned(void* ptr, size_t size, size_t block) { return Buffer(ptr, size, block, this); }
   // The block behind a buffer this allocator made; 0 for memory it does not own.
   static size_t block_of(const Buffer& b) { return b.block_; }
 };
 
-// The CPU's allocator, the one arrays and kernels use.
+// The CPU's allocator.
 Allocator& allocator();
 
-// The CPU allocator's malloc and free. Page-aligned for sizes of a page or more; 64-byte aligned
-// below. A request of 0 bytes returns a valid, unique pointer. Throws std::runtime_error past the
-// memory limit (memory.h).
+// The calling thread's allocator's malloc: the CPU's, or the device's whose kernel the thread is
+// running. The CPU's buffers are page-aligned for sizes of a page or more, 64-byte aligned below;
+// a request of 0 bytes returns a valid, unique pointer; past the memory limit (memory.h) it
+// throws std::runtime_error.
 Buffer malloc(size_t size);
+// Back to the allocator that made it; nothing for memory no allocator owns.
 void free(Buffer buffer);
+
+// While one lives, allocator::malloc on this thread uses `a` (a device's eval sets it around a
+// kernel; nested scopes restore the outer one).
+class ScopedAllocator {
+ public:
+  explicit ScopedAllocator(Allocator& a);
+  ~ScopedAllocator();
+  ScopedAllocator(const ScopedAllocator&) = delete;
+  ScopedAllocator& operator=(const ScopedAllocator&) = delete;
+
+ private:
+  Allocator* saved_;
+};
 
 }  // namespace tessera::allocator

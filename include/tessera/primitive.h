@@ -35,14 +35,6 @@ class Primitive {
   // The same on a GPU stream. No backend provides one in this build: the default throws
   // std::runtime_error naming the primitive.
   virtual void eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs);
-  // eval_cpu or eval_gpu, by the device of the primitive's stream.
-  void eval(const std::vector<array>& inputs, std::vector<array>& outputs) {
-    if (device().type == Device::gpu) {
-      eval_gpu(inputs, outputs);
-    } else {
-      eval_cpu(inputs, outputs);
-    }
-  }
 
   // Cotangents of the inputs named in argnums, given cotangents of every output.
   virtual std::vector<array> vjp(const std::vector<array>& primals,

@@ -281,10 +281,28 @@ CachingAllocator& instance() {
 void detail::lock_allocator_for_fork() { instance().mu_.lock(); }
 void detail::unlock_allocator_after_fork() { instance().mu_.unlock(); }
 
+namespace {
+// The allocator of the device whose kernel this thread runs; null: the CPU's.
+thread_local allocator::Allocator* t_device_allocator = nullptr;
+}  // namespace
+
 namespace allocator {
 Allocator& allocator() { return instance(); }
-Buffer malloc(size_t size) { return instance().malloc(size); }
-void free(Buffer buffer) { instance().free(buffer); }
+Buffer malloc(size_t size) {
+  if (t_device_allocator) return t_device_allocator->malloc(size);
+  return instance().malloc(size);
+}
+void free(Buffer buffer) {
+  if (buffer.owner_ == &instance()) {
+    instance().free(buffer);  // the common case, without a virtual call
+  } else if (buffer.owner_) {
+    buffer.owner_->free(buffer);
+  }
+}
+ScopedAllocator::ScopedAllocator(Allocator& a) : saved_(t_device_allocator) {
+  t_device_allocator = &a;
+}
+ScopedAllocator::~ScopedAllocator() { t_device_allocator = saved_; }
 }  // namespace allocator
 
 size_t get_active_memory() { return instance().active(); }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tessera/interrupt.h"
+#include "backend/device.h"
 #include "core/scheduler.h"
 #include "core/trace.h"
 #include "core/transforms_impl.h"
@@ -64,7 +65,7 @@ void run_node(const std::shared_ptr<detail::Node>& node, std::vector<array>& out
     const int64_t t0 = trace::on() ? trace::now_ns() : 0;
     if (t0) trace::current_kernel() = node->primitive->name();
     try {
-      node->primitive->eval(node->inputs, outputs);
+      backend::evaluate(*node->primitive, node->inputs, outputs);
     } catch (...) {
       error = std::current_exception();
     }

@@ -19,6 +19,7 @@
 #include <string>
 #include <thread>
 
+#include "backend/device.h"
 #include "tessera/device.h"
 
 namespace tessera {
@@ -211,9 +212,13 @@ Device& default_device_ref() {
 
 const Device& default_device() { return default_device_ref(); }
 
-bool is_available(const Device& d) { return d.type == Device::cpu && d.index == 0; }
+bool is_available(const Device& d) {
+  return d.index == 0 && (d.type == Device::cpu || backend::gpu_backend() != nullptr);
+}
 
-int device_count(Device::DeviceType type) { return type == Device::cpu ? 1 : 0; }
+int device_count(Device::DeviceType type) {
+  return type == Device::cpu || backend::gpu_backend() != nullptr ? 1 : 0;
+}
 
 void set_default_device(const Device& d) {
   if (!is_available(d)) {

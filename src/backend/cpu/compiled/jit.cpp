@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "core/trace.h"
-#include "backend/compile_hooks.h"
+#include "backend/device.h"
 #include "core/sha256.h"
 #include "tessera/config.h"
 
@@ -335,15 +335,29 @@ void forget_loaded() {
 
 }  // namespace tessera::cpu::jit
 
-// compile's device seam (backend/compile_hooks.h) for the CPU, the one device there is.
+// compile's device seam (backend/compile_hooks.h): the CPU's answers, and the GPU back end's
+// when one is installed (backend/device.h).
 namespace tessera::backend {
 
 bool can_fuse(const Device& device) {
-  return device.type == Device::DeviceType::cpu && cpu::jit::compiler_available();
+  if (device.type == Device::cpu) return cpu::jit::compiler_available();
+  DeviceBackend* gpu = gpu_backend();
+  return gpu != nullptr && gpu->can_fuse();
 }
 
-KernelCounters kernel_counters() { return {cpu::jit::builds(), cpu::jit::disk_hits()}; }
+KernelCounters kernel_counters() {
+  KernelCounters k{cpu::jit::builds(), cpu::jit::disk_hits()};
+  if (DeviceBackend* gpu = gpu_backend()) {
+    const KernelCounters g = gpu->kernel_counters();
+    k.builds += g.builds;
+    k.disk_hits += g.disk_hits;
+  }
+  return k;
+}
 
-void forget_kernels() { cpu::jit::forget_loaded(); }
+void forget_kernels() {
+  cpu::jit::forget_loaded();
+  if (DeviceBackend* gpu = gpu_backend()) gpu->forget_kernels();
+}
 
 }  // namespace tessera::backend

@@ -1,0 +1,202 @@
+// The device seam (src/backend/device.h) proved without a GPU: a recording device, installed as
+// Device::gpu, runs the CPU kernels but keeps its own memory and notes every primitive it
+// evaluates and every question compile asks it. A graph on one of its streams must go through
+// all of it: a kernel that ran without the device's eval, or a buffer that came from the CPU's
+// allocator, fails these tests.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backend/device.h"
+#include "tessera/primitive.h"
+#include "tessera/tessera.h"
+
+namespace {
+
+using namespace tessera;
+
+// Blocks from new[], each one known until it is freed.
+class RecordingAllocator final : public allocator::Allocator {
+ public:
+  allocator::Buffer malloc(size_t size) override {
+    const size_t block = size == 0 ? 64 : (size + 63) / 64 * 64;
+    char* p = new char[block];
+    std::lock_guard<std::mutex> lock(mu_);
+    live_.insert(p);
+    ++made_;
+    return owned(p, size, block);
+  }
+  void free(allocator::Buffer b) override {
+    if (block_of(b) == 0) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      live_.erase(b.raw_ptr());
+    }
+    delete[] static_cast<char*>(b.raw_ptr());
+  }
+  size_t size(allocator::Buffer b) const override { return block_of(b) ? block_of(b) : b.size(); }
+
+  bool owns(const void* p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return live_.count(p) > 0;
+  }
+  size_t live() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return live_.size();
+  }
+  int made() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return made_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::set<const void*> live_;
+  int made_ = 0;
+};
+
+class RecordingDevice final : public backend::DeviceBackend {
+ public:
+  void eval(Primitive& p, const std::vector<array>& inputs, std::vector<array>& outputs) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++evaluated_[p.name()];
+    }
+    // The CPU kernels stand in for the device's; whatever they allocate comes from here.
+    p.eval_cpu(inputs, outputs);
+  }
+  allocator::Allocator& allocator() override { return memory_; }
+  bool can_fuse() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++fuse_questions_;
+    return true;
+  }
+  backend::KernelCounters kernel_counters() override { return {1000, 0}; }
+
+  int evaluated(const std::string& name) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = evaluated_.find(name);
+    return it == evaluated_.end() ? 0 : it->second;
+  }
+  int fuse_questions() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return fuse_questions_;
+  }
+  RecordingAllocator memory_;
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, int> evaluated_;
+  int fuse_questions_ = 0;
+};
+
+// Installs a recording device for one test, and removes it (after its streams' work) at the end.
+class Device_ : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(is_available(Device::gpu));
+    backend::set_gpu_backend(&device_);
+    gpu_ = new_stream(Device::gpu);
+  }
+  void TearDown() override {
+    synchronize(*gpu_);
+    backend::set_gpu_backend(nullptr);
+  }
+  RecordingDevice device_;
+  std::optional<Stream> gpu_;
+};
+
+}  // namespace
+
+TEST_F(Device_, AGraphOnItsStreamRunsThroughItsEvalAndItsMemory) {
+  EXPECT_TRUE(is_available(Device::gpu));
+  EXPECT_EQ(device_count(Device::gpu), 1);
+  const Stream s = *gpu_;
+  {
+    array x = arange(0.0, 8.0, 1.0, float32, s);
+    array y = add(exp(x, s), multiply(x, x, s), s);
+    array total = sum(y, false, s);
+    eval(y, total);
+    EXPECT_GE(device_.evaluated("Arange"), 1);
+    EXPECT_GE(device_.evaluated("Exp"), 1);
+    EXPECT_GE(device_.evaluated("Multiply"), 1);
+    EXPECT_GE(device_.evaluated("Add"), 1);
+    EXPECT_GE(device_.evaluated("Sum"), 1);
+    // Every buffer the graph computed lives in the device's memory.
+    EXPECT_TRUE(device_.memory_.owns(x.data<float>()));
+    EXPECT_TRUE(device_.memory_.owns(y.data<float>()));
+    EXPECT_TRUE(device_.memory_.owns(total.data<float>()));
+    double expect = 0;
+    for (int i = 0; i < 8; ++i) {
+      EXPECT_NEAR(y.data<float>()[i], std::exp(i) + i * i, 1e-3 * (std::exp(i) + i * i));
+      expect += std::exp(i) + i * i;
+    }
+    EXPECT_NEAR(total.item<float>(), expect, 1e-5 * expect);
+  }
+  // Freed buffers go back to the device's allocator (not the CPU's).
+  EXPECT_EQ(device_.memory_.live(), 0u);
+}
+
+TEST_F(Device_, CpuWorkStaysOnTheCpuAndMeetsTheDevicesWorkByValue) {
+  array a = full({4}, 2.0f);  // the CPU's
+  eval(a);
+  const int made = device_.memory_.made();
+  array b = multiply(a, a);  // on the CPU stream
+  array c = add(b, a, *gpu_);  // reads the CPU's array on the device
+  eval(c);
+  EXPECT_EQ(device_.evaluated("Multiply"), 0);
+  EXPECT_EQ(device_.evaluated("Add"), 1);
+  EXPECT_FALSE(device_.memory_.owns(b.data<float>()));
+  EXPECT_TRUE(device_.memory_.owns(c.data<float>()));
+  EXPECT_EQ(device_.memory_.made(), made + 1);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(c.data<float>()[i], 6.0f);
+}
+
+TEST_F(Device_, CompileAsksTheDeviceAndItsFusedKernelsRunThere) {
+  auto f = [](const std::vector<array>& in) {
+    return std::vector<array>{exp(in[0] * in[1] + 1.0f)};
+  };
+  auto cf = compile(f);
+  std::optional<array> result;
+  {
+    StreamContext on_device(*gpu_);
+    array x = full({16}, 0.5f);
+    array y = full({16}, 2.0f);
+    result = cf({x, y})[0];
+    eval(*result);
+  }
+  const array& out = *result;
+  EXPECT_GE(device_.fuse_questions(), 1);
+  EXPECT_GE(device_.evaluated("Compiled"), 1);
+  EXPECT_EQ(device_.evaluated("Exp"), 0);  // fused, not run one by one
+  EXPECT_TRUE(device_.memory_.owns(out.data<float>()));
+  for (int i = 0; i < 16; ++i) EXPECT_NEAR(out.data<float>()[i], std::exp(2.0f), 1e-5);
+  // The device's counters join the CPU's (its 1000 builds).
+  EXPECT_GE(detail::compile_stats().kernel_builds, 1000u);
+}
+
+TEST_F(Device_, GradientsOfWorkOnTheDeviceRunThere) {
+  const Stream s = *gpu_;
+  auto g = grad([s](const array& x) { return sum(multiply(x, sin(x, s), s), false, s); });
+  array x = full({3}, 1.0f, s);
+  array dx = g(x);
+  eval(dx);
+  EXPECT_GE(device_.evaluated("Cos"), 1);
+  EXPECT_TRUE(device_.memory_.owns(dx.data<float>()));
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_NEAR(dx.data<float>()[i], std::sin(1.0f) + std::cos(1.0f), 1e-6);
+  }
+}
+
+TEST(DeviceSeam, WithoutABackEndTheGpuIsUnavailableAndSaysSo) {
+  backend::set_gpu_backend(nullptr);
+  EXPECT_FALSE(is_available(Device::gpu));
+  EXPECT_EQ(device_count(Device::gpu), 0);
+  EXPECT_THROW(new_stream(Device::gpu), std::invalid_argument);
+}
