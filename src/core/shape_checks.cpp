@@ -6,6 +6,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "tessera/utils.h"
+
 namespace tessera::detail {
 
 int32_t checked_dim(const char* op, int64_t n, const std::string& what) {
@@ -19,9 +21,7 @@ int32_t checked_dim(const char* op, int64_t n, const std::string& what) {
 
 std::string shape_str(const Shape& s) {
   std::ostringstream os;
-  os << "(";
-  for (size_t i = 0; i < s.size(); ++i) os << (i ? "," : "") << s[i];
-  os << ")";
+  os << s;  // tessera/utils.h: "(2,3)"
   return os.str();
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "backend/common/dispatch.h"
 #include "backend/cpu/copy.h"
 #include "backend/cpu/strided.h"
 #include "core/thread_pool.h"
@@ -97,17 +98,6 @@ std::vector<int64_t> read_indices(const array& idx, int64_t size, const char* op
 }  // namespace detail
 
 namespace {
-
-template <typename F>
-void dispatch_itemsize(size_t size, F&& f) {
-  switch (size) {
-    case 1: f(uint8_t{}); break;
-    case 2: f(uint16_t{}); break;
-    case 4: f(uint32_t{}); break;
-    case 8: f(uint64_t{}); break;
-    default: throw std::logic_error("unsupported item size");
-  }
-}
 
 // Element offsets (in `strides` units) of the starts selected by index arrays along `axes`.
 // `slice` holds the extent of each slice along every dim of `a`.
@@ -209,7 +199,7 @@ void Gather::eval_cpu(const std::vector<array>& inputs, array& out) {
   auto v = cpu::collapse<2>(slice_sizes_, {a.strides(), detail::row_strides(slice_sizes_)});
   const bool flat = v.shape.size() == 1 && v.strides[0][0] == 1;
   const size_t grain = std::max<size_t>(1, cpu::kElementwiseGrain / slice_size);
-  dispatch_itemsize(out.itemsize(), [&](auto tag) {
+  common::dispatch_itemsize(out.itemsize(), [&](auto tag) {
     using T = decltype(tag);
     const T* src = a.data<T>();
     T* dst = out.data<T>();
@@ -308,7 +298,7 @@ void GatherAxis::eval_cpu(const std::vector<array>& inputs, array& out) {
   a_st[axis_] = 0;  // the index supplies the position along axis_
   auto v = cpu::collapse<3>(out.shape(), {a_st, out.strides(), idx.strides()});
   BadIndex bad;
-  dispatch_itemsize(out.itemsize(), [&](auto tag) {
+  common::dispatch_itemsize(out.itemsize(), [&](auto tag) {
     using T = decltype(tag);
     const T* src = a.data<T>();
     T* dst = out.data<T>();

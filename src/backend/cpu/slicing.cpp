@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "backend/common/dispatch.h"
 #include "backend/cpu/copy.h"
 #include "backend/cpu/shape_util.h"
 #include "backend/cpu/strided.h"
@@ -33,17 +34,6 @@ void strided_copy(const T* src, const Strides& src_st, T* dst, const Strides& ds
       }
     });
   });
-}
-
-template <typename F>
-void dispatch_itemsize(size_t size, F&& f) {
-  switch (size) {
-    case 1: f(uint8_t{}); break;
-    case 2: f(uint16_t{}); break;
-    case 4: f(uint32_t{}); break;
-    case 8: f(uint64_t{}); break;
-    default: throw std::logic_error("unsupported item size");
-  }
 }
 
 }  // namespace
@@ -82,7 +72,7 @@ void SliceUpdate::eval_cpu(const std::vector<array>& inputs, array& out) {
     offset += static_cast<int64_t>(start_[i]) * ost[i];
     dst_st[i] = ost[i] * strides_[i];
   }
-  dispatch_itemsize(out.itemsize(), [&](auto tag) {
+  common::dispatch_itemsize(out.itemsize(), [&](auto tag) {
     using T = decltype(tag);
     strided_copy<T>(upd.data<T>(), upd.strides(), out.data<T>() + offset, dst_st, upd.shape());
   });
@@ -121,7 +111,7 @@ void DynamicSlice::eval_cpu(const std::vector<array>& inputs, array& out) {
   if (out.size() == 0) return;
   int64_t offset =
       dynamic_offset(inputs[1], axes_, a.shape(), out.shape(), a.strides(), "slice");
-  dispatch_itemsize(out.itemsize(), [&](auto tag) {
+  common::dispatch_itemsize(out.itemsize(), [&](auto tag) {
     using T = decltype(tag);
     strided_copy<T>(a.data<T>() + offset, a.strides(), out.data<T>(), out.strides(), out.shape());
   });
@@ -139,7 +129,7 @@ void DynamicSliceUpdate::eval_cpu(const std::vector<array>& inputs, array& out) 
   if (upd.size() == 0) return;
   int64_t offset = dynamic_offset(inputs[2], axes_, out.shape(), upd.shape(), out.strides(),
                                   "slice_update");
-  dispatch_itemsize(out.itemsize(), [&](auto tag) {
+  common::dispatch_itemsize(out.itemsize(), [&](auto tag) {
     using T = decltype(tag);
     strided_copy<T>(upd.data<T>(), upd.strides(), out.data<T>() + offset, out.strides(),
                     upd.shape());
