@@ -68,9 +68,10 @@ class Primitive {
     return output_shapes(inputs);
   }
 
-  // Fusion table entry (compile reads this and nothing else): the header-only functor, in
-  // backend/cpu/*_ops.h, that computes one output element of this primitive from one element of
-  // each input, as a C++ expression ("tessera::cpu::ops::AddOp{}"); nullptr for a primitive
+  // Fusion table entry (compile reads this and nothing else): the functor that computes one
+  // output element of this primitive from one element of each input, as a C++ expression naming
+  // it bare ("AddOp{}"; each device's code generator has its own, the CPU's in
+  // backend/cpu/*_ops.h); nullptr for a primitive
   // that compile must not fuse (the default). Only one-output primitives whose inputs and
   // output have one shape may name one.
   virtual const char* fused_functor() const { return nullptr; }

@@ -129,7 +129,7 @@ bool AsType::is_equivalent(const Primitive& other) const {
 }
 
 const char* AsType::fused_functor() const {
-#define TESSERA_CAST(T) "tessera::cpu::ops::CastOp<" #T ">{}"
+#define TESSERA_CAST(T) "CastOp<" #T ">{}"
   switch (dtype_.val()) {
     case Dtype::Val::bool_: return TESSERA_CAST(bool);
     case Dtype::Val::uint8: return TESSERA_CAST(uint8_t);

@@ -22,8 +22,9 @@ Shape elementwise_shape(const std::vector<array>& inputs);
     return std::vector<Shape>(num_outputs(), detail::elementwise_shape(inputs));            \
   }
 
-// The functor of backend/cpu/*_ops.h named FUNCTOR, as fused_functor() returns it.
-#define TESSERA_FUNCTOR(FUNCTOR) "tessera::cpu::ops::" #FUNCTOR "{}"
+// The functor named FUNCTOR, as fused_functor() returns it: a bare name, which each device's code
+// generator resolves among its own functors (the CPU's: backend/cpu/*_ops.h).
+#define TESSERA_FUNCTOR(FUNCTOR) #FUNCTOR "{}"
 
 // A parameterless one-output elementwise primitive with vjp/jvp/vmap.
 #define TESSERA_ELEMENTWISE_PRIMITIVE(NAME)                                   \

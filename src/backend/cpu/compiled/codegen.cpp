@@ -264,6 +264,9 @@ void emit_vec16_strided(std::ostringstream& os, const Compiled& c, const std::st
 
 }  // namespace
 
+// The fusion table names its functors bare (Primitive::fused_functor); the CPU's are these.
+constexpr const char* kFunctorNames = "using namespace tessera::cpu::ops;\n\n";
+
 std::string fused_source(const Compiled& c, const std::string& layout) {
   const auto& in = c.input_dtypes();
   const bool strided = layout.find_first_of("rbg") != std::string::npos;
@@ -271,7 +274,8 @@ std::string fused_source(const Compiled& c, const std::string& layout) {
   os << "// Tessera fused kernel: " << c.program() << "\n// layout " << layout << "\n"
      << "#include <cstdint>\n#include \"backend/cpu/binary_ops.h\"\n"
         "#include \"backend/cpu/unary_ops.h\"\n#include \"backend/cpu/vec16_ops.h\"\n\n"
-        "extern \"C\" void tessera_fused(const void* const* in, void* const* out, int64_t b, "
+     << kFunctorNames
+     << "extern \"C\" void tessera_fused(const void* const* in, void* const* out, int64_t b, "
         "int64_t e, int nd, const int64_t* shape, const int64_t* st) {\n";
   emit_inputs(os, in, layout);
   const auto dts = c.output_dtypes();
@@ -391,9 +395,9 @@ std::string fused_reduce_source(const CompiledReduce& c, const std::string& layo
   os << "// Tessera fused reduction: " << c.program() << "\n// layout " << layout << "\n"
      << "#include <cstdint>\n#include <limits>\n#include \"backend/cpu/binary_ops.h\"\n"
         "#include \"backend/cpu/unary_ops.h\"\n\n"
-     << "static inline " << t << " combine(" << t << " a, " << t << " b) { return " << combine
-     << "; }\n\n"
-        "extern \"C\" void tessera_fused(const void* const* in, void* const* out, int64_t b, "
+     << kFunctorNames << "static inline " << t << " combine(" << t << " a, " << t << " b) { return "
+     << combine << "; }\n\n"
+     << "extern \"C\" void tessera_fused(const void* const* in, void* const* out, int64_t b, "
         "int64_t e, int, const int64_t*, const int64_t*) {\n";
   emit_inputs(os, in, layout);
   os << "  " << t << " acc = " << init << ";\n  if (e - b < 16) {\n"
@@ -580,7 +584,8 @@ std::string fused_rows_source(const CompiledRows& c) {
      << "#include <cstdint>\n#include <limits>\n#include <memory>\n"
         "#include \"backend/cpu/binary_ops.h\"\n#include \"backend/cpu/simd.h\"\n"
         "#include \"backend/cpu/unary_ops.h\"\n\n"
-        "extern \"C\" void tessera_fused(const void* const* in, void* const* out, int64_t b, "
+     << kFunctorNames
+     << "extern \"C\" void tessera_fused(const void* const* in, void* const* out, int64_t b, "
         "int64_t e, int, const int64_t* shape, const int64_t*) {\n"
         "  const int64_t R = shape[0];\n";
   for (size_t k = 0; k < in.size(); ++k) {
