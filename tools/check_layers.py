@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """The layers of libtessera and who may include whom (docs/architecture.md, "Layers").
 
-Every quoted #include in include/tessera/, src/, python/src/ and tools/ is resolved to the layer it names and
-checked against ALLOWED; a wrong-way include is printed as `file:line: "header" (layer a ->
-layer b)` with the layers that file may use, and the exit status is 1. ctest runs this
-(Layers.IncludeGraph), so a wrong-way include fails `make test`.
+Every quoted #include in include/tessera/, src/, python/src/ and tools/ is resolved to the layer
+it names and checked against ALLOWED; a wrong-way include is printed as
+`file:line: "header" (layer a -> layer b)` with the layers that file may use, and the exit
+status is 1. ctest runs this (Layers.IncludeGraph), so a wrong-way include fails `make test`.
 
     python3 tools/check_layers.py [SOURCE_ROOT]
 """
@@ -41,14 +41,13 @@ EXCEPTIONS = {
 
 # The layer of each public header (include/tessera/...): the layer that implements it.
 PUBLIC = {
-    "allocator.h": "core", "array.h": "core", "interrupt.h": "core", "config.h": "core", "device.h": "core",
-    "dtype.h": "core", "eval.h": "core", "export_state.h": "core", "graph_utils.h": "core", "memory.h": "core",
-    "primitive.h": "core", "scheduler.h": "core", "stream.h": "core", "trace.h": "core", "types.h": "core",
-    "utils.h": "core",
+    "allocator.h": "core", "array.h": "core", "config.h": "core", "device.h": "core",
+    "dtype.h": "core", "eval.h": "core", "export_state.h": "core", "graph_utils.h": "core",
+    "interrupt.h": "core", "memory.h": "core", "primitive.h": "core", "scheduler.h": "core",
+    "stream.h": "core", "trace.h": "core", "types.h": "core", "utils.h": "core",
     "ops.h": "ops", "ops/": "ops", "primitives.h": "ops", "primitives/": "ops", "einsum.h": "ops",
-    "fast.h": "ops", "fft.h": "ops", "linalg.h": "ops", "random.h": "ops",
-    "transforms.h": "ops", "compile.h": "compile", "export.h": "export", "io.h": "io",
-    "distributed.h": "distributed",
+    "fast.h": "ops", "fft.h": "ops", "linalg.h": "ops", "random.h": "ops", "transforms.h": "ops",
+    "compile.h": "compile", "export.h": "export", "io.h": "io", "distributed.h": "distributed",
     "tessera.h": "umbrella",  # every layer: for users, not for the library itself
 }
 

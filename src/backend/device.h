@@ -23,7 +23,8 @@ class DeviceBackend {
   virtual ~DeviceBackend() = default;
   // Compute the outputs of `p` (a CUDA back end: p.eval_gpu). On the stream's worker thread,
   // with allocator() serving allocator::malloc.
-  virtual void eval(Primitive& p, const std::vector<array>& inputs, std::vector<array>& outputs) = 0;
+  virtual void eval(Primitive& p, const std::vector<array>& inputs,
+                    std::vector<array>& outputs) = 0;
   // The device's memory.
   virtual allocator::Allocator& allocator() = 0;
   // compile's questions (compile_hooks.h) for this device.

@@ -9,15 +9,15 @@
 #include <stdexcept>
 #include <vector>
 
-#include "tessera/interrupt.h"
 #include "backend/device.h"
 #include "core/scheduler.h"
 #include "core/trace.h"
 #include "core/transforms_impl.h"
-#include "tessera/primitive.h"
 #include "tessera/config.h"
-#include "tessera/memory.h"
 #include "tessera/eval.h"
+#include "tessera/interrupt.h"
+#include "tessera/memory.h"
+#include "tessera/primitive.h"
 
 namespace tessera {
 

@@ -41,7 +41,9 @@ size_t traced_inputs(const array& a) {
 
 // Where a transform's own ops on `a` run (its copies, casts, zeros, sums): on a's stream, so a
 // transform of a function on one stream never waits for another (MLX places them so too).
-Stream stream_of(const array& a) { return a.has_primitive() ? a.primitive().stream() : to_stream({}); }
+Stream stream_of(const array& a) {
+  return a.has_primitive() ? a.primitive().stream() : to_stream({});
+}
 
 // A fresh array equal to `p` whose id belongs to this transform alone. A primal that is a
 // tracer left by an earlier call (a closure kept `inputs[0]` and passes it back in) is peeled
