@@ -83,51 +83,50 @@ def file_layer(path):
     return None
 
 
-def check(root):
-    errors = []
+def sources(root):
+    """The C++ files the check reads, as paths relative to root."""
     for top in ("include/tessera", "src", "python/src", "tools"):
         for dirpath, _, files in os.walk(os.path.join(root, top)):
             for name in sorted(files):
-                if not name.endswith((".h", ".cpp")):
-                    continue
-                path = os.path.relpath(os.path.join(dirpath, name), root)
-                src = file_layer(path)
-                if src is None:
-                    errors.append(f"{path}: a public header this check does not know: add it to "
-                                  "PUBLIC in tools/check_layers.py")
-                    continue
-                with open(os.path.join(root, path), encoding="utf-8") as f:
-                    lines = f.readlines()
-                for number, line in enumerate(lines, 1):
-                    m = INCLUDE.match(line)
-                    if not m:
-                        continue
-                    header = m.group(1)
-                    if header.startswith("tessera/"):
-                        target = layer_of_public(header[len("tessera/"):])
-                        if target is None:
-                            errors.append(f"{path}:{number}: \"{header}\" is no public header "
-                                          "this check knows: add it to PUBLIC in "
-                                          "tools/check_layers.py")
-                            continue
-                    elif os.path.exists(os.path.join(root, "src", header)):
-                        target = layer_of_src(header)
-                        if src in ("bindings", "tools") and not (
-                                target == "distributed" and src == "tools"):
-                            target = "internal " + target
-                    else:
-                        continue  # a header beside the file (python/src, tools/tessera)
-                    if target == "umbrella" and src not in ("bindings", "tools"):
-                        errors.append(f"{path}:{number}: \"{header}\" (the umbrella header) "
-                                      f"inside the library: include what the file uses")
-                        continue
-                    if target in (src, "umbrella") or target in ALLOWED[src]:
-                        continue
-                    if (path, header) in EXCEPTIONS:
-                        continue
-                    may = ", ".join(sorted(ALLOWED[src])) or "nothing else"
-                    errors.append(f"{path}:{number}: \"{header}\" ({src} -> {target}); "
-                                  f"{src} may include {may}")
+                if name.endswith((".h", ".cpp")):
+                    yield os.path.relpath(os.path.join(dirpath, name), root)
+
+
+def include_error(root, path, src, header):
+    """What is wrong with `path` (of layer src) including `header`; None when it may."""
+    if header.startswith("tessera/"):
+        target = layer_of_public(header[len("tessera/"):])
+        if target is None:
+            return f'"{header}" is no public header this check knows: add it to PUBLIC in ' \
+                   "tools/check_layers.py"
+    elif os.path.exists(os.path.join(root, "src", header)):
+        target = layer_of_src(header)
+        if src in ("bindings", "tools") and not (target == "distributed" and src == "tools"):
+            target = "internal " + target
+    else:
+        return None  # a header beside the file (python/src, tools/tessera)
+    if target == "umbrella" and src not in ("bindings", "tools"):
+        return f'"{header}" (the umbrella header) inside the library: include what the file uses'
+    if target in (src, "umbrella") or target in ALLOWED[src] or (path, header) in EXCEPTIONS:
+        return None
+    may = ", ".join(sorted(ALLOWED[src])) or "nothing else"
+    return f'"{header}" ({src} -> {target}); {src} may include {may}'
+
+
+def check(root):
+    errors = []
+    for path in sources(root):
+        src = file_layer(path)
+        if src is None:
+            errors.append(f"{path}: a public header this check does not know: add it to "
+                          "PUBLIC in tools/check_layers.py")
+            continue
+        with open(os.path.join(root, path), encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                m = INCLUDE.match(line)
+                error = m and include_error(root, path, src, m.group(1))
+                if error:
+                    errors.append(f"{path}:{number}: {error}")
     return errors
 
 
