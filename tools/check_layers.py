@@ -2,7 +2,8 @@
 """The layers of libtessera and who may include whom (docs/architecture.md, "Layers").
 
 Every quoted #include in include/tessera/, src/, python/src/ and tools/ is resolved to the layer
-it names and checked against ALLOWED; a wrong-way include is printed as
+it names and checked against ALLOWED, and code outside the CPU back end may not name its namespace
+(cpu::); a wrong-way include is printed as
 `file:line: "header" (layer a -> layer b)` with the layers that file may use, and the exit
 status is 1. ctest runs this (Layers.IncludeGraph), so a wrong-way include fails `make test`.
 
@@ -52,6 +53,10 @@ PUBLIC = {
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+# A name of the CPU back end's namespace (cpu::jit::load, tessera::cpu::FusedKernel), not the
+# device (Device::cpu): only the back end itself may use it; the rest reach a device through the
+# seam (src/backend/*.h).
+BACKEND_NAME = re.compile(r"(?<!Device::)(?<!DeviceType::)\bcpu::")
 
 
 def layer_of_src(rel):
@@ -127,6 +132,10 @@ def check(root):
                 error = m and include_error(root, path, src, m.group(1))
                 if error:
                     errors.append(f"{path}:{number}: {error}")
+                code = line.split("//", 1)[0]
+                if src != "backend" and BACKEND_NAME.search(code):
+                    errors.append(f"{path}:{number}: names the CPU back end ({src} -> "
+                                  "backend): reach a device through src/backend/*.h")
     return errors
 
 
@@ -136,7 +145,7 @@ def main():
     for e in errors:
         print(e)
     if errors:
-        print(f"{len(errors)} wrong-way include(s); the layers are in docs/architecture.md")
+        print(f"{len(errors)} wrong-way include(s) or call(s); the layers are in docs/architecture.md")
         return 1
     print("layers: every include goes the allowed way")
     return 0

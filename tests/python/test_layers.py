@@ -48,7 +48,7 @@ def test_a_wrong_way_include_is_named_with_its_line_and_the_rule(tmp_path):
     assert 'src/core/eval.cpp:3: "ops/shape.h" (core -> ops); core may include seam' in lines
     assert any(l.startswith('src/ops/fused.cpp:1: "backend/cpu/kernels.h" (ops -> backend)')
                for l in lines), lines
-    assert lines[-1].startswith("2 wrong-way include(s)")
+    assert lines[-1].startswith("2 wrong-way include(s) or call(s)")
 
 
 def test_bindings_use_public_headers_only(tmp_path):
@@ -65,3 +65,17 @@ def test_an_unknown_public_header_must_be_placed(tmp_path):
     r = run_check(root)
     assert r.returncode == 1
     assert "include/tessera/newthing.h: a public header this check does not know" in r.stdout
+
+
+def test_only_the_cpu_back_end_names_its_namespace(tmp_path):
+    root = small_tree(tmp_path)
+    write(root, "src/compile/compile.cpp",
+          "// cpu::jit in a comment is fine\nbool b = s.device == Device::cpu;\n"
+          "auto k = cpu::jit::load(src);\n")
+    write(root, "src/backend/cpu/jit.cpp", "auto k = tessera::cpu::jit::load(src);\n")
+    r = run_check(root)
+    assert r.returncode == 1
+    assert r.stdout.splitlines()[0] == ("src/compile/compile.cpp:3: names the CPU back end "
+                                        "(compile -> backend): reach a device through "
+                                        "src/backend/*.h"), r.stdout
+    assert "jit.cpp" not in r.stdout

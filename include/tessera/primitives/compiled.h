@@ -6,7 +6,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "tessera/primitive.h"
@@ -21,12 +20,6 @@ struct FusedStep {
   Dtype dtype;
   std::vector<int> args;
 };
-
-namespace cpu {
-// A built fused kernel (backend/cpu/compiled/jit.h).
-using FusedKernel = void (*)(const void* const* in, void* const* out, int64_t begin, int64_t end,
-                             int ndim, const int64_t* shape, const int64_t* strides);
-}  // namespace cpu
 
 // Elementwise steps over inputs of one shape (the output's), run as one loop: each element of
 // every output is computed from the same element of the inputs without writing the
@@ -53,15 +46,27 @@ class Compiled : public Primitive {
   // The steps as ordinary lazy ops on `inputs` (the transforms differentiate and batch these).
   virtual std::vector<array> unfused(const std::vector<array>& inputs) const;
 
+  // What the back end of this primitive's device keeps for its program (the CPU: the kernels
+  // built per input layout, backend/cpu/compiled/compiled.cpp), made on first use. Compiled never
+  // looks inside; a primitive runs on one device, so one back end's Cache type is ever asked for.
+  struct KernelCache {
+    virtual ~KernelCache() = default;
+  };
+  template <class Cache>
+  Cache& kernel_cache() {
+    std::call_once(kernel_cache_made_, [this] { kernel_cache_ = std::make_unique<Cache>(); });
+    return static_cast<Cache&>(*kernel_cache_);
+  }
+
  protected:
   std::vector<Dtype> input_dtypes_;
   std::vector<FusedStep> steps_;
   std::vector<int> outputs_;
   std::string program_;
-  // Built kernels by input layout (backend/cpu/compiled/compiled.cpp); null: run step by step.
-  std::mutex kernels_mutex_;
-  std::unordered_map<std::string, cpu::FusedKernel> kernels_;
-  friend struct CompiledKernels;
+
+ private:
+  std::once_flag kernel_cache_made_;
+  std::unique_ptr<KernelCache> kernel_cache_;
 };
 
 // A Compiled run whose one output is reduced (sum, max or min over `axes`, kept as size-1 dims)

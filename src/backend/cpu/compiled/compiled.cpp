@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <functional>
 #include <iostream>
+#include <mutex>
 #include <numeric>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "backend/cpu/compiled/codegen.h"
 #include "backend/cpu/compiled/jit.h"
@@ -69,39 +71,45 @@ void run_unfused(const Compiled& c, const std::vector<array>& inputs, std::vecto
   }
 }
 
-}  // namespace
-
-struct CompiledKernels {
-  // The kernel for `layout`, built on first use; null when none can be built (warned once: no
-  // compiler, or the compiler failed).
-  static cpu::FusedKernel get(Compiled& c, const std::string& layout) {
-    std::lock_guard<std::mutex> lock(c.kernels_mutex_);
-    auto it = c.kernels_.find(layout);
-    if (it != c.kernels_.end()) return it->second;
-    cpu::FusedKernel k = nullptr;
-    if (cpu::jit::compiler_available()) {
-      try {
-        // "reduce:<layout>" asks for a CompiledReduce's kernel, "rows" for a CompiledRows'.
-        if (layout == "rows") {
-          k = cpu::jit::load(cpu::fused_rows_source(dynamic_cast<CompiledRows&>(c)));
-        } else if (layout.rfind("reduce:", 0) == 0) {
-          k = cpu::jit::load(
-              cpu::fused_reduce_source(dynamic_cast<CompiledReduce&>(c), layout.substr(7)));
-        } else {
-          k = cpu::jit::load(cpu::fused_source(c, layout));
-        }
-      } catch (const std::exception& e) {
-        static std::once_flag warned;
-        std::call_once(warned, [&] {
-          std::cerr << e.what() << "\n[compile] warning: fused kernels that fail to build run "
-                                   "step by step (same values, slower).\n";
-        });
-      }
-    }
-    c.kernels_.emplace(layout, k);
-    return k;
-  }
+// The CPU's kernels of one Compiled (its kernel_cache): by input layout, null where none could be
+// built (the steps then run one by one).
+struct CpuKernels : Compiled::KernelCache {
+  std::mutex mutex;
+  std::unordered_map<std::string, cpu::FusedKernel> by_layout;
 };
+
+// The kernel of `c` for `layout`, built on first use; null when none can be built (warned once:
+// no compiler, or the compiler failed). "reduce:<layout>" asks for a CompiledReduce's kernel,
+// "rows" for a CompiledRows'.
+cpu::FusedKernel kernel_for(Compiled& c, const std::string& layout) {
+  auto& cache = c.kernel_cache<CpuKernels>();
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  auto it = cache.by_layout.find(layout);
+  if (it != cache.by_layout.end()) return it->second;
+  cpu::FusedKernel k = nullptr;
+  if (cpu::jit::compiler_available()) {
+    try {
+      if (layout == "rows") {
+        k = cpu::jit::load(cpu::fused_rows_source(dynamic_cast<CompiledRows&>(c)));
+      } else if (layout.rfind("reduce:", 0) == 0) {
+        k = cpu::jit::load(
+            cpu::fused_reduce_source(dynamic_cast<CompiledReduce&>(c), layout.substr(7)));
+      } else {
+        k = cpu::jit::load(cpu::fused_source(c, layout));
+      }
+    } catch (const std::exception& e) {
+      static std::once_flag warned;
+      std::call_once(warned, [&] {
+        std::cerr << e.what() << "\n[compile] warning: fused kernels that fail to build run "
+                                 "step by step (same values, slower).\n";
+      });
+    }
+  }
+  cache.by_layout.emplace(layout, k);
+  return k;
+}
+
+}  // namespace
 
 void Compiled::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
   const size_t n = outputs[0].size();
@@ -120,7 +128,7 @@ void Compiled::eval_cpu(const std::vector<array>& inputs, std::vector<array>& ou
               : inner == 0                     ? 'b'
                                                : 'g';
   }
-  cpu::FusedKernel kernel = CompiledKernels::get(*this, layout);
+  cpu::FusedKernel kernel = kernel_for(*this, layout);
   if (!kernel) {
     run_unfused(*this, inputs, outputs);
     return;
@@ -223,7 +231,7 @@ void CompiledReduce::eval_cpu(const std::vector<array>& inputs, std::vector<arra
   }
   cpu::FusedKernel kernel = nullptr;
   if (trailing && layout.find('g') == std::string::npos) {
-    kernel = CompiledKernels::get(*this, "reduce:" + layout);
+    kernel = kernel_for(*this, "reduce:" + layout);
   }
   if (!kernel) {
     array v(shape, steps()[output_steps()[0]].dtype, nullptr, {});
@@ -261,7 +269,7 @@ void CompiledRows::eval_cpu(const std::vector<array>& inputs, std::vector<array>
             : roles_[k] == 'w' ? row_dense(in, O)
                                : cpu::is_scalar_like(in);
   }
-  cpu::FusedKernel kernel = dense ? CompiledKernels::get(*this, "rows") : nullptr;
+  cpu::FusedKernel kernel = dense ? kernel_for(*this, "rows") : nullptr;
   if (!kernel) {
     std::vector<Shape> shapes;
     for (char level : levels_) shapes.push_back(level == 'R' ? row : per_row);

@@ -6,9 +6,16 @@
 // least recently used out first.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
-#include "tessera/primitives/compiled.h"
+namespace tessera::cpu {
+
+// A built fused kernel: elements [begin, end) of the outputs from the inputs.
+using FusedKernel = void (*)(const void* const* in, void* const* out, int64_t begin, int64_t end,
+                             int ndim, const int64_t* shape, const int64_t* strides);
+
+}  // namespace tessera::cpu
 
 namespace tessera::cpu::jit {
 
