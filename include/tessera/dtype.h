@@ -91,6 +91,11 @@ inline uint8_t size_of(const Dtype& t) { return t.size(); }
 Dtype::Kind kindof(const Dtype& t);
 // "float32", "bool", ... as MLX prints them.
 std::string dtype_name(const Dtype& t);
+// The C++ type of an element as generated code spells it ("float", "tessera::bfloat16_t").
+const char* dtype_cpp_type(const Dtype& t);
+// The buffer-protocol (PEP 3118) format of an element ("f", "e", "Zf"); bfloat16, which has
+// none, gives "bfloat16".
+const char* dtype_buffer_format(const Dtype& t);
 // Inverse of dtype_name; throws std::invalid_argument for an unknown name.
 Dtype dtype_from_name(const std::string& name);
 std::ostream& operator<<(std::ostream& os, const Dtype& t);

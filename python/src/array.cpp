@@ -22,32 +22,10 @@ struct BufferView {
   std::string format;
 };
 
-const char* buffer_format(Dtype d) {
-  switch (d.val()) {
-    case Dtype::Val::bool_: return "?";
-    case Dtype::Val::uint8: return "B";
-    case Dtype::Val::uint16: return "H";
-    case Dtype::Val::uint32: return "I";
-    case Dtype::Val::uint64: return "Q";
-    case Dtype::Val::int8: return "b";
-    case Dtype::Val::int16: return "h";
-    case Dtype::Val::int32: return "i";
-    case Dtype::Val::int64: return "q";
-    case Dtype::Val::float16: return "e";
-    case Dtype::Val::float32: return "f";
-    case Dtype::Val::float64: return "d";
-    case Dtype::Val::complex64: return "Zf";
-    // Not a PEP 3118 code: a memoryview carries it (MLX's choice too), and NumPy refuses it
-    // with a ValueError naming it.
-    case Dtype::Val::bfloat16: return "bfloat16";
-  }
-  throw std::logic_error("[array] no buffer format for dtype " + dtype_name(d));
-}
-
 int array_getbuffer(PyObject* obj, Py_buffer* view, int) {
   try {
     array& a = *nb::inst_ptr<array>(obj);
-    const char* fmt = buffer_format(a.dtype());
+    const char* fmt = dtype_buffer_format(a.dtype());
     blocking([&] { a.eval(); });
     auto* bv = new BufferView{a, {}, {}, fmt};
     for (size_t i = 0; i < a.ndim(); ++i) {

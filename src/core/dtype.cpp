@@ -11,9 +11,31 @@ namespace {
 
 using V = Dtype::Val;
 
-constexpr const char* kNames[kNumDtypes] = {"bool",  "uint8",   "uint16",  "uint32",   "uint64",
-                                            "int8",  "int16",   "int32",   "int64",    "float16",
-                                            "float32", "float64", "bfloat16", "complex64"};
+// Every dtype's traits, in the order of Dtype::Val: the name MLX prints, the C++ type of an
+// element as generated code spells it, the buffer-protocol (PEP 3118) format.
+struct Traits {
+  const char* name;
+  const char* cpp_type;
+  const char* buffer_format;
+};
+constexpr Traits kTraits[kNumDtypes] = {
+    {"bool", "bool", "?"},
+    {"uint8", "uint8_t", "B"},
+    {"uint16", "uint16_t", "H"},
+    {"uint32", "uint32_t", "I"},
+    {"uint64", "uint64_t", "Q"},
+    {"int8", "int8_t", "b"},
+    {"int16", "int16_t", "h"},
+    {"int32", "int32_t", "i"},
+    {"int64", "int64_t", "q"},
+    {"float16", "tessera::float16_t", "e"},
+    {"float32", "float", "f"},
+    {"float64", "double", "d"},
+    // No PEP 3118 code exists: a memoryview carries the name (MLX's choice too), and NumPy
+    // refuses it with a ValueError naming it.
+    {"bfloat16", "tessera::bfloat16_t", "bfloat16"},
+    {"complex64", "tessera::complex64_t", "Zf"},
+};
 
 int index_of(const Dtype& t) { return static_cast<int>(t.val()); }
 
@@ -119,11 +141,13 @@ bool issubdtype(const Dtype::Category& a, const Dtype& b) {
   return false;  // a category is never a sub-type of one concrete dtype
 }
 
-std::string dtype_name(const Dtype& t) { return kNames[index_of(t)]; }
+std::string dtype_name(const Dtype& t) { return kTraits[index_of(t)].name; }
+const char* dtype_cpp_type(const Dtype& t) { return kTraits[index_of(t)].cpp_type; }
+const char* dtype_buffer_format(const Dtype& t) { return kTraits[index_of(t)].buffer_format; }
 
 Dtype dtype_from_name(const std::string& name) {
   for (int i = 0; i < kNumDtypes; ++i)
-    if (name == kNames[i]) return kAllDtypes[i];
+    if (name == kTraits[i].name) return kAllDtypes[i];
   if (name == "bool_") return bool_;
   throw std::invalid_argument("[dtype] unknown dtype name '" + name +
                               "'; expected one of bool, uint8..uint64, int8..int64, float16, "

@@ -88,6 +88,16 @@ def test_buffer_protocol_and_memoryview():
     assert mx.array(memoryview(bytearray(b"\x01\x02\x03"))).tolist() == [1, 2, 3]
 
 
+@pytest.mark.parametrize("name", ["bool_", "uint8", "uint16", "uint32", "uint64", "int8", "int16",
+                                  "int32", "int64", "float16", "float32", "float64", "complex64"])
+def test_every_dtypes_buffer_format_is_numpys(name):
+    want = np.arange(-3, 3).astype(name.rstrip("_"))
+    view = memoryview(mx.array(want))
+    got = np.asarray(view)  # NumPy reads the format (PEP 3118), not the array's dtype
+    assert got.dtype == want.dtype and view.itemsize == want.itemsize
+    np.testing.assert_array_equal(got, want)
+
+
 def test_asarray_is_a_zero_copy_view_that_keeps_the_buffer_alive():
     a = mx.arange(12).reshape(3, 4)
     v = np.asarray(a)

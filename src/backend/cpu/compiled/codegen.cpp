@@ -9,27 +9,9 @@
 
 namespace tessera::cpu {
 
-const char* cpp_type(Dtype d) {
-  switch (d.val()) {
-    case Dtype::Val::bool_: return "bool";
-    case Dtype::Val::uint8: return "uint8_t";
-    case Dtype::Val::uint16: return "uint16_t";
-    case Dtype::Val::uint32: return "uint32_t";
-    case Dtype::Val::uint64: return "uint64_t";
-    case Dtype::Val::int8: return "int8_t";
-    case Dtype::Val::int16: return "int16_t";
-    case Dtype::Val::int32: return "int32_t";
-    case Dtype::Val::int64: return "int64_t";
-    case Dtype::Val::float16: return "tessera::float16_t";
-    case Dtype::Val::bfloat16: return "tessera::bfloat16_t";
-    case Dtype::Val::float32: return "float";
-    case Dtype::Val::float64: return "double";
-    case Dtype::Val::complex64: return "tessera::complex64_t";
-  }
-  return "void";
-}
-
 namespace {
+
+const char* cpp_type(Dtype d) { return dtype_cpp_type(d); }  // the dtype table's spelling
 
 // The loop body: read every non-scalar input at element `idx` (its offset expression per
 // layout), run the steps, store the outputs at `out_idx`.

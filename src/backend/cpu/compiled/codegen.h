@@ -28,7 +28,4 @@ std::string fused_reduce_source(const CompiledReduce& c, const std::string& layo
 // with the inputs.
 std::string fused_rows_source(const CompiledRows& c);
 
-// The C++ type of a dtype's elements, as generated code spells it.
-const char* cpp_type(Dtype d);
-
 }  // namespace tessera::cpu
