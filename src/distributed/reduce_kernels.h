@@ -1,6 +1,7 @@
 // Elementwise reduction kernels shared by the ring (TCP) and shm transports:
-// dst[i] = op(a[i], b[i]) for every dtype. float16/bfloat16 compute in float; integer sums wrap;
-// bool sum/max is "or", min is "and"; complex max/min compare (real, imag) lexicographically.
+// dst[i] = op(a[i], b[i]) for every dtype with the functors the eager kernels use
+// (backend/common/element_ops.h): float16/bfloat16 compute in float; integer sums wrap; bool
+// sum/max is "or", min is "and"; NaN propagates; complex max/min compare (real, imag).
 #pragma once
 
 #include <cmath>
@@ -9,45 +10,16 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "backend/common/element_ops.h"
 #include "distributed/group_impl.h"
 #include "tessera/array.h"
 #include "tessera/dtype.h"
 
 namespace tessera::distributed::detail {
 
-template <typename T>
-inline T reduce_one(T a, T b, ReduceOp op) {
-  if constexpr (std::is_same_v<T, bool>) {
-    return op == ReduceOp::min ? (a && b) : (a || b);
-  } else if constexpr (std::is_same_v<T, complex64_t>) {
-    if (op == ReduceOp::sum) return a + b;
-    bool a_gt = a.real() > b.real() || (a.real() == b.real() && a.imag() > b.imag());
-    return (op == ReduceOp::max) == a_gt ? a : b;
-  } else if constexpr (std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>) {
-    float x = a, y = b;
-    if (op == ReduceOp::sum) return T(x + y);
-    if (x != x) return a;  // NaN propagates
-    if (y != y) return b;
-    return op == ReduceOp::max ? (x >= y ? a : b) : (x <= y ? a : b);
-  } else if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    if (op == ReduceOp::sum) return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-    return op == ReduceOp::max ? (a > b ? a : b) : (a < b ? a : b);
-  } else {
-    if (op == ReduceOp::sum) return a + b;
-    if (a != a) return a;
-    if (b != b) return b;
-    return op == ReduceOp::max ? (a >= b ? a : b) : (a <= b ? a : b);
-  }
-}
-
-template <typename T, ReduceOp Op>
-inline void reduce_loop(T* dst, const T* a, const T* b, size_t n) {
-  if constexpr (std::is_floating_point_v<T> && Op == ReduceOp::sum) {
-    for (size_t i = 0; i < n; ++i) dst[i] = a[i] + b[i];
-  } else {
-    for (size_t i = 0; i < n; ++i) dst[i] = reduce_one<T>(a[i], b[i], Op);
-  }
+template <typename T, typename Op>
+inline void reduce_loop(T* dst, const T* a, const T* b, size_t n, Op op) {
+  for (size_t i = 0; i < n; ++i) dst[i] = op(a[i], b[i]);
 }
 
 // dst may alias a or b exactly (same pointer), never partially.
@@ -60,9 +32,9 @@ inline void reduce_buffers(void* dst, const void* a, const void* b, size_t count
     auto* x = static_cast<const T*>(a);
     auto* y = static_cast<const T*>(b);
     switch (op) {
-      case ReduceOp::sum: reduce_loop<T, ReduceOp::sum>(d, x, y, count); break;
-      case ReduceOp::max: reduce_loop<T, ReduceOp::max>(d, x, y, count); break;
-      case ReduceOp::min: reduce_loop<T, ReduceOp::min>(d, x, y, count); break;
+      case ReduceOp::sum: reduce_loop(d, x, y, count, common::ops::AddOp{}); break;
+      case ReduceOp::max: reduce_loop(d, x, y, count, common::ops::MaximumOp{}); break;
+      case ReduceOp::min: reduce_loop(d, x, y, count, common::ops::MinimumOp{}); break;
     }
   });
 }

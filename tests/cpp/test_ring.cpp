@@ -132,12 +132,41 @@ Buf<T> input_for(int rank, size_t n, size_t salt = 0) {
   return v;
 }
 
+// The reference's own element arithmetic (written apart from the library's functors): integer
+// sums wrap, bool sum/max is "or" and min "and", halves compute in float, complex max/min
+// compare (real, imag).
+template <typename T>
+T reference_one(T a, T b, ReduceOp op) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return op == ReduceOp::min ? (a && b) : (a || b);
+  } else if constexpr (std::is_same_v<T, complex64_t>) {
+    if (op == ReduceOp::sum) return a + b;
+    bool a_gt = a.real() > b.real() || (a.real() == b.real() && a.imag() > b.imag());
+    return (op == ReduceOp::max) == a_gt ? a : b;
+  } else if constexpr (std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>) {
+    float x = a, y = b;
+    if (op == ReduceOp::sum) return T(x + y);
+    if (x != x) return a;  // NaN propagates
+    if (y != y) return b;
+    return op == ReduceOp::max ? (x >= y ? a : b) : (x <= y ? a : b);
+  } else if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    if (op == ReduceOp::sum) return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+    return op == ReduceOp::max ? (a > b ? a : b) : (a < b ? a : b);
+  } else {
+    if (op == ReduceOp::sum) return a + b;
+    if (a != a) return a;
+    if (b != b) return b;
+    return op == ReduceOp::max ? (a >= b ? a : b) : (a <= b ? a : b);
+  }
+}
+
 template <typename T>
 Buf<T> reference_reduce(int world, size_t n, ReduceOp op, size_t salt = 0) {
   Buf<T> acc = input_for<T>(0, n, salt);
   for (int r = 1; r < world; ++r) {
     auto x = input_for<T>(r, n, salt);
-    for (size_t i = 0; i < n; ++i) acc[i] = reduce_one<T>(acc[i], x[i], op);
+    for (size_t i = 0; i < n; ++i) acc[i] = reference_one<T>(acc[i], x[i], op);
   }
   return acc;
 }

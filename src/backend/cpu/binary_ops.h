@@ -17,17 +17,10 @@ namespace tessera::cpu {
 
 namespace ops {
 
-struct AddOp {
-  template <typename T>
-  T operator()(T x, T y) const {
-    if constexpr (std::is_same_v<T, bool>) {
-      return x || y;
-    } else {
-      using C = compute_t<T>;
-      return static_cast<T>(static_cast<C>(x) + static_cast<C>(y));
-    }
-  }
-};
+// Shared with the collectives (backend/common/element_ops.h).
+using common::ops::AddOp;
+using common::ops::MaximumOp;
+using common::ops::MinimumOp;
 
 struct SubtractOp {
   template <typename T>
@@ -147,30 +140,6 @@ struct PowerOp {
     } else {
       using C = compute_t<T>;
       return static_cast<T>(std::pow(static_cast<C>(x), static_cast<C>(y)));
-    }
-  }
-};
-
-struct MaximumOp {
-  template <typename T>
-  T operator()(T x, T y) const {
-    if constexpr (std::is_floating_point_v<T>) {
-      return (x > y || x != x) ? x : y;  // NaN in x or y propagates
-    } else {
-      if (is_nan(x)) return x;
-      return less_than(y, x) ? x : y;
-    }
-  }
-};
-
-struct MinimumOp {
-  template <typename T>
-  T operator()(T x, T y) const {
-    if constexpr (std::is_floating_point_v<T>) {
-      return (x < y || x != x) ? x : y;
-    } else {
-      if (is_nan(x)) return x;
-      return less_than(x, y) ? x : y;
     }
   }
 };

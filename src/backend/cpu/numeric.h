@@ -1,73 +1,20 @@
-// Type traits and well-defined integer arithmetic shared by the CPU kernels (elementwise,
-// reductions, scans).
+// The element traits and integer arithmetic of the CPU kernels (elementwise, reductions, scans):
+// backend/common/element_ops.h's, under the CPU's namespace.
 #pragma once
 
-#include <cmath>
-#include <type_traits>
-
-#include "tessera/types.h"
+#include "backend/common/element_ops.h"
 
 namespace tessera::cpu {
 
-template <typename T>
-inline constexpr bool is_half_v = std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>;
-template <typename T>
-inline constexpr bool is_complex_v = std::is_same_v<T, complex64_t>;
-template <typename T>
-inline constexpr bool is_inexact_v =
-    is_half_v<T> || std::is_floating_point_v<T> || is_complex_v<T>;
-// The type a value of T is computed in (float for the 16-bit floats).
-template <typename T>
-using compute_t = std::conditional_t<is_half_v<T>, float, T>;
-
-// Orders complex numbers by real part, then imaginary part (as NumPy's maximum/sort do).
-template <typename T>
-inline bool less_than(const T& x, const T& y) {
-  if constexpr (is_complex_v<T>) {
-    return x.real() < y.real() || (x.real() == y.real() && x.imag() < y.imag());
-  } else if constexpr (is_half_v<T>) {
-    return static_cast<float>(x) < static_cast<float>(y);
-  } else {
-    return x < y;
-  }
-}
-
-template <typename T>
-inline bool is_nan(const T& x) {
-  if constexpr (is_complex_v<T>) {
-    return std::isnan(x.real()) || std::isnan(x.imag());
-  } else if constexpr (is_half_v<T>) {
-    return std::isnan(static_cast<float>(x));
-  } else if constexpr (std::is_floating_point_v<T>) {
-    return std::isnan(x);
-  } else {
-    return false;
-  }
-}
-
-// Accumulation type of an output type: halves accumulate in float.
-template <typename O>
-using AccOf = std::conditional_t<is_half_v<O>, float, O>;
-
-// Integer sums/products wrap around as in MLX/NumPy; computing in unsigned arithmetic (at least
-// as wide as unsigned int, so no promotion to signed int) keeps that well defined.
-template <typename A>
-using WrapOf = std::conditional_t<(sizeof(A) < sizeof(unsigned)), unsigned, std::make_unsigned_t<A>>;
-template <typename A>
-inline A wrap_add(A a, A b) {
-  if constexpr (std::is_integral_v<A> && !std::is_same_v<A, bool>) {
-    return static_cast<A>(static_cast<WrapOf<A>>(a) + static_cast<WrapOf<A>>(b));
-  } else {
-    return a + b;
-  }
-}
-template <typename A>
-inline A wrap_mul(A a, A b) {
-  if constexpr (std::is_integral_v<A> && !std::is_same_v<A, bool>) {
-    return static_cast<A>(static_cast<WrapOf<A>>(a) * static_cast<WrapOf<A>>(b));
-  } else {
-    return a * b;
-  }
-}
+using common::AccOf;
+using common::compute_t;
+using common::is_complex_v;
+using common::is_half_v;
+using common::is_inexact_v;
+using common::is_nan;
+using common::less_than;
+using common::WrapOf;
+using common::wrap_add;
+using common::wrap_mul;
 
 }  // namespace tessera::cpu

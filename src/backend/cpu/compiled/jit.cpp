@@ -139,7 +139,8 @@ Toolchain find_toolchain() {
     const std::string d = dir.substr(2);  // without -I
     for (const char* h : {"backend/cpu/unary_ops.h", "backend/cpu/binary_ops.h",
                           "backend/cpu/numeric.h", "backend/cpu/vector_math.h",
-                          "backend/cpu/simd.h", "backend/cpu/vec16_ops.h", "tessera/types.h"}) {
+                          "backend/cpu/simd.h", "backend/cpu/vec16_ops.h",
+                          "backend/common/element_ops.h", "tessera/types.h"}) {
       if (fs::exists(d + "/" + h)) id << h << ' ' << to_hex(sha256(read_file(d + "/" + h))) << '\n';
     }
   }
