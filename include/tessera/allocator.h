@@ -20,6 +20,8 @@ class Buffer {
   // The size that was asked for (the block may be larger).
   size_t size() const { return size_; }
   explicit operator bool() const { return ptr_ != nullptr; }
+  // The allocator that made it (its device's); null for memory no allocator owns.
+  Allocator* owner() const { return owner_; }
 
  private:
   friend class Allocator;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backend/device.h"
 #include "core/object_pool.h"
 #include "tessera/primitive.h"
 #include "core/transforms_impl.h"
@@ -293,6 +294,7 @@ void array::wait() {
     s = status();
   }
   if (desc_->error) std::rethrow_exception(desc_->error);
+  backend::wait_for(*this, std::nullopt);  // a device's queued work is done before the host reads
 }
 
 void array::wait_until_available() const {

@@ -307,6 +307,9 @@ void drain(Stream s) {
 
 void synchronize(Stream s) {
   drain(s);
+  if (s.device.type == Device::gpu) {
+    if (backend::DeviceBackend* b = backend::gpu_backend()) b->synchronize(s);
+  }
   auto& r = registry();
   std::exception_ptr e;
   {

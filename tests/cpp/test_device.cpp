@@ -2,15 +2,20 @@
 // Device::gpu, runs the CPU kernels but keeps its own memory and notes every primitive it
 // evaluates and every question compile asks it. A graph on one of its streams must go through
 // all of it: a kernel that ran without the device's eval, or a buffer that came from the CPU's
-// allocator, fails these tests.
+// allocator, fails these tests. Like a device that only queues its kernels, it leaves the
+// outputs it computed unwritten (NaN bytes) until someone waits for them (wait_for, synchronize),
+// so a read that skips the events between streams reads NaN and fails too.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/device.h"
@@ -37,10 +42,30 @@ class RecordingAllocator final : public allocator::Allocator {
     {
       std::lock_guard<std::mutex> lock(mu_);
       live_.erase(b.raw_ptr());
+      held_.erase(b.raw_ptr());
     }
     delete[] static_cast<char*>(b.raw_ptr());
   }
   size_t size(allocator::Buffer b) const override { return block_of(b) ? block_of(b) : b.size(); }
+
+  // The queued writes: `n` bytes at `p` are what the device computed; until released the block
+  // holds NaN bytes. A freed block's write is dropped.
+  void hold(void* p, size_t n) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (held_.count(p) || n == 0) return;
+    auto& bytes = held_[p];
+    bytes.assign(static_cast<char*>(p), static_cast<char*>(p) + n);
+    std::memset(p, 0xFF, n);
+  }
+  void release_held() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [p, bytes] : held_) std::memcpy(p, bytes.data(), bytes.size());
+    held_.clear();
+  }
+  size_t held() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return held_.size();
+  }
 
   bool owns(const void* p) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -58,18 +83,40 @@ class RecordingAllocator final : public allocator::Allocator {
  private:
   std::mutex mu_;
   std::set<const void*> live_;
+  std::map<void*, std::vector<char>> held_;
   int made_ = 0;
 };
 
 class RecordingDevice final : public backend::DeviceBackend {
  public:
   void eval(Primitive& p, const std::vector<array>& inputs, std::vector<array>& outputs) override {
+    memory_.release_held();  // the device runs its queue in order: earlier kernels are done
     {
       std::lock_guard<std::mutex> lock(mu_);
       ++evaluated_[p.name()];
     }
     // The CPU kernels stand in for the device's; whatever they allocate comes from here.
     p.eval_cpu(inputs, outputs);
+    // The new blocks (not an input's, which an output may share or take over) stay queued.
+    for (const array& o : outputs) {
+      bool fresh = o.buffer().owner() == &memory_;
+      for (const array& in : inputs) fresh = fresh && in.buffer().raw_ptr() != o.buffer().raw_ptr();
+      if (fresh) memory_.hold(o.buffer().raw_ptr(), o.buffer().size());
+    }
+  }
+  void wait_for(const array&, std::optional<Stream> reader) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++waits_[!reader ? "host" : reader->device == Device::cpu ? "cpu" : "gpu"];
+    }
+    memory_.release_held();
+  }
+  void synchronize(Stream) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++waits_["synchronize"];
+    }
+    memory_.release_held();
   }
   allocator::Allocator& allocator() override { return memory_; }
   bool can_fuse() override {
@@ -88,11 +135,17 @@ class RecordingDevice final : public backend::DeviceBackend {
     std::lock_guard<std::mutex> lock(mu_);
     return fuse_questions_;
   }
+  // How often a reader waited for the device: "host", "cpu" or "gpu" streams, "synchronize".
+  int waits(const std::string& reader) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return waits_[reader];
+  }
   RecordingAllocator memory_;
 
  private:
   std::mutex mu_;
   std::map<std::string, int> evaluated_;
+  std::map<std::string, int> waits_;
   int fuse_questions_ = 0;
 };
 
@@ -192,6 +245,37 @@ TEST_F(Device_, GradientsOfWorkOnTheDeviceRunThere) {
   for (int i = 0; i < 3; ++i) {
     EXPECT_NEAR(dx.data<float>()[i], std::sin(1.0f) + std::cos(1.0f), 1e-6);
   }
+}
+
+TEST_F(Device_, ItsOutputsAreReadOnlyAfterWaitingForTheDevice) {
+  const Stream s = *gpu_;
+  array y = exp(full({64}, 1.5f, s), s);
+  async_eval(y);
+  // The device's worker ran the kernel and left its output queued (unwritten): what a CPU
+  // kernel or the host would read without waiting for the device.
+  for (int i = 0; i < 5000 && device_.memory_.held() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_GT(device_.memory_.held(), 0u);
+  ASSERT_TRUE(std::isnan(y.data<float>()[0]));
+  // A kernel of a CPU stream reading it waits for the device first.
+  const int cpu_waits = device_.waits("cpu");
+  array z = add(y, array(1.0f));
+  eval(z);
+  EXPECT_GT(device_.waits("cpu"), cpu_waits);
+  for (int i = 0; i < 64; ++i) EXPECT_FLOAT_EQ(z.data<float>()[i], std::exp(1.5f) + 1.0f);
+
+  // The host waits in eval (array::wait) and in synchronize.
+  array w = sqrt(full({8}, 4.0f, s), s);
+  const int host_waits = device_.waits("host");
+  eval(w);
+  EXPECT_GT(device_.waits("host"), host_waits);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(w.data<float>()[i], 2.0f);
+  array v = negative(full({8}, 3.0f, s), s);
+  async_eval(v);
+  synchronize(s);
+  EXPECT_GE(device_.waits("synchronize"), 1);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(v.data<float>()[i], -3.0f);
 }
 
 TEST(DeviceSeam, WithoutABackEndTheGpuIsUnavailableAndSaysSo) {
