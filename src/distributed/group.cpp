@@ -25,11 +25,38 @@ void GroupImpl::all_mean(const void* in, void* out, size_t count, Dtype dtype) {
   divide_buffer(out, count, dtype, size());
 }
 
+void GroupImpl::all_reduce(const array& in, array& out, ReduceOp op, tessera::Stream) {
+  all_reduce(in.raw_data(), out.raw_data(), out.size(), out.dtype(), op);
+}
+void GroupImpl::all_mean(const array& in, array& out, tessera::Stream) {
+  all_mean(in.raw_data(), out.raw_data(), out.size(), out.dtype());
+}
+void GroupImpl::all_gather(const array& in, array& out, tessera::Stream) {
+  all_gather(in.raw_data(), out.raw_data(), in.nbytes());
+}
+void GroupImpl::reduce_scatter(const array& in, array& out, ReduceOp op, tessera::Stream) {
+  reduce_scatter(in.raw_data(), out.raw_data(), out.size(), out.dtype(), op);
+}
+void GroupImpl::send(const array& in, int dst, tessera::Stream) {
+  send(in.raw_data(), in.nbytes(), in.dtype(), dst);
+}
+void GroupImpl::recv(array& out, int src, tessera::Stream) {
+  recv(out.raw_data(), out.nbytes(), out.dtype(), src);
+}
+void GroupImpl::broadcast(array& buf, int root, tessera::Stream) {
+  broadcast(buf.raw_data(), buf.nbytes(), root);
+}
+void GroupImpl::all_to_all(const array& in, array& out, tessera::Stream) {
+  all_to_all(in.raw_data(), out.raw_data(), in.nbytes() / size());
+}
+void GroupImpl::barrier(tessera::Stream) { barrier(); }
+
 namespace {
 
 // The singleton group: rank 0 of 1. Collectives never reach it (the ops return early).
 class EmptyGroup : public GroupImpl {
  public:
+  TESSERA_GROUP_ARRAY_CALLS
   int rank() override { return 0; }
   int size() override { return 1; }
   const char* backend_name() override { return "none"; }

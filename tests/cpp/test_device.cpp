@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "backend/device.h"
+#include "distributed/group_impl.h"
+#include "distributed/reduce_kernels.h"
 #include "tessera/primitive.h"
 #include "tessera/tessera.h"
 
@@ -149,6 +151,58 @@ class RecordingDevice final : public backend::DeviceBackend {
   int fuse_questions_ = 0;
 };
 
+// A group of two whose other rank holds this rank's values (a sum doubles them, a gather repeats
+// them). It notes what the collectives' kernels hand it: the stream and whose memory the arrays
+// are in.
+class MirrorGroup final : public distributed::detail::GroupImpl {
+ public:
+  explicit MirrorGroup(RecordingAllocator& device_memory) : device_memory_(device_memory) {}
+  TESSERA_GROUP_ARRAY_CALLS
+  int rank() override { return 0; }
+  int size() override { return 2; }
+  const char* backend_name() override { return "mirror"; }
+  std::shared_ptr<GroupImpl> split(int, int) override { throw std::logic_error("not here"); }
+  void all_reduce(const void* in, void* out, size_t count, Dtype dtype,
+                  distributed::detail::ReduceOp op) override {
+    distributed::detail::reduce_buffers(out, in, in, count, dtype, op);
+  }
+  void all_gather(const void* in, void* out, size_t bytes) override {
+    std::memcpy(out, in, bytes);
+    std::memcpy(static_cast<char*>(out) + bytes, in, bytes);
+  }
+  void reduce_scatter(const void*, void*, size_t, Dtype, distributed::detail::ReduceOp) override {
+    throw std::logic_error("not here");
+  }
+  void send(const void*, size_t, Dtype, int) override { throw std::logic_error("not here"); }
+  void recv(void*, size_t, Dtype, int) override { throw std::logic_error("not here"); }
+  void broadcast(void*, size_t, int) override { throw std::logic_error("not here"); }
+  void all_to_all(const void*, void*, size_t) override { throw std::logic_error("not here"); }
+  void barrier() override {}
+
+  void all_reduce(const array& in, array& out, distributed::detail::ReduceOp op,
+                  Stream stream) override {
+    note(stream, {&in, &out});
+    GroupImpl::all_reduce(in, out, op, stream);
+  }
+  void all_gather(const array& in, array& out, Stream stream) override {
+    note(stream, {&in, &out});
+    GroupImpl::all_gather(in, out, stream);
+  }
+
+  // Each call: its stream's device, and whether every array it got was in the device's memory.
+  std::vector<std::pair<Device::DeviceType, bool>> calls;
+
+ private:
+  void note(Stream stream, std::initializer_list<const array*> arrays) {
+    bool device_memory = true;
+    for (const array* a : arrays) {
+      device_memory = device_memory && device_memory_.owns(a->buffer().raw_ptr());
+    }
+    calls.emplace_back(stream.device.type, device_memory);
+  }
+  RecordingAllocator& device_memory_;
+};
+
 // Installs a recording device for one test, and removes it (after its streams' work) at the end.
 class Device_ : public ::testing::Test {
  protected:
@@ -276,6 +330,26 @@ TEST_F(Device_, ItsOutputsAreReadOnlyAfterWaitingForTheDevice) {
   synchronize(s);
   EXPECT_GE(device_.waits("synchronize"), 1);
   for (int i = 0; i < 8; ++i) EXPECT_EQ(v.data<float>()[i], -3.0f);
+}
+
+TEST_F(Device_, CollectivesOnItsStreamRunThereOnItsArrays) {
+  auto mirror = std::make_shared<MirrorGroup>(device_.memory_);
+  distributed::Group group(mirror);
+  const Stream s = *gpu_;
+  array x = full({16}, 1.25f, s);
+  array total = distributed::all_sum(x, group, s);
+  array both = distributed::all_gather(x, group, s);
+  eval(total, both);
+  EXPECT_EQ(device_.evaluated("Sum AllReduce"), 1);
+  EXPECT_EQ(device_.evaluated("AllGather"), 1);
+  ASSERT_EQ(mirror->calls.size(), 2u);
+  for (auto& [device, in_device_memory] : mirror->calls) {
+    EXPECT_EQ(device, Device::gpu);
+    EXPECT_TRUE(in_device_memory);
+  }
+  ASSERT_EQ(both.shape(), Shape({32}));
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(total.data<float>()[i], 2.5f);
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(both.data<float>()[i], 1.25f);
 }
 
 TEST(DeviceSeam, WithoutABackEndTheGpuIsUnavailableAndSaysSo) {

@@ -1,5 +1,6 @@
 // CPU kernels of the collectives: lay the data out row-contiguously (in place when the input
-// can be donated), then let the group's backend move the bytes. They run on the stream worker.
+// can be donated), then hand the arrays and the stream to the group's backend. They run on the
+// stream worker.
 #include <algorithm>
 #include <string>
 
@@ -65,68 +66,67 @@ void AllReduce::eval_cpu(const std::vector<array>& inputs, array& out) {
                    : op_ == detail::ReduceOp::sum ? "all_sum"
                    : op_ == detail::ReduceOp::max ? "all_max"
                                                   : "all_min";
-  auto run = [&](const void* src) {
+  auto run = [&](const array& src) {
     CollectiveTrace t(op, group(), in.nbytes());
     if (mean_) {
-      impl(group()).all_mean(src, out.raw_data(), out.size(), out.dtype());
+      impl(group()).all_mean(src, out, stream());
     } else {
-      impl(group()).all_reduce(src, out.raw_data(), out.size(), out.dtype(), op_);
+      impl(group()).all_reduce(src, out, op_, stream());
     }
   };
   if (in.flags().row_contiguous && !in.is_donatable()) {
     out.set_data(allocator::malloc(out.nbytes()));
-    run(in.raw_data());
+    run(in);
     return;
   }
   prepare_in_place(in, out);
-  run(out.raw_data());
+  run(out);
 }
 
 void AllGather::eval_cpu(const std::vector<array>& inputs, array& out) {
   array in = cpu::ensure_row_contiguous(inputs[0]);
   out.set_data(allocator::malloc(out.nbytes()));
   CollectiveTrace t("all_gather", group(), out.nbytes());
-  impl(group()).all_gather(in.raw_data(), out.raw_data(), in.nbytes());
+  impl(group()).all_gather(in, out, stream());
 }
 
 void ReduceScatter::eval_cpu(const std::vector<array>& inputs, array& out) {
   array in = cpu::ensure_row_contiguous(inputs[0]);
   out.set_data(allocator::malloc(out.nbytes()));
   CollectiveTrace t("sum_scatter", group(), in.nbytes());
-  impl(group()).reduce_scatter(in.raw_data(), out.raw_data(), out.size(), out.dtype(),
-                               detail::ReduceOp::sum);
+  impl(group()).reduce_scatter(in, out, detail::ReduceOp::sum, stream());
 }
 
 void Send::eval_cpu(const std::vector<array>& inputs, array& out) {
   array in = cpu::ensure_row_contiguous(inputs[0]);
   CollectiveTrace t("send", group(), in.nbytes(), dst_);
-  impl(group()).send(in.raw_data(), in.nbytes(), in.dtype(), dst_);
+  impl(group()).send(in, dst_, stream());
   out.copy_shared_buffer(in);
 }
 
 void Recv::eval_cpu(const std::vector<array>&, array& out) {
   out.set_data(allocator::malloc(out.nbytes()));
   CollectiveTrace t("recv", group(), out.nbytes(), src_);
-  impl(group()).recv(out.raw_data(), out.nbytes(), out.dtype(), src_);
+  impl(group()).recv(out, src_, stream());
 }
 
 void Broadcast::eval_cpu(const std::vector<array>& inputs, array& out) {
   prepare_in_place(inputs[0], out);
   CollectiveTrace t("broadcast", group(), out.nbytes(), root_);
-  impl(group()).broadcast(out.raw_data(), out.nbytes(), root_);
+  impl(group()).broadcast(out, root_, stream());
 }
 
 void AllToAll::eval_cpu(const std::vector<array>& inputs, array& out) {
   array in = cpu::ensure_row_contiguous(inputs[0]);
   out.set_data(allocator::malloc(out.nbytes()));
   CollectiveTrace t("all_to_all", group(), in.nbytes());
-  impl(group()).all_to_all(in.raw_data(), out.raw_data(), in.nbytes() / group().size());
+  impl(group()).all_to_all(in, out, stream());
 }
 
 void Barrier::eval_cpu(const std::vector<array>&, array& out) {
   out.set_data(allocator::malloc(0));
   CollectiveTrace t("barrier", group(), 0);
-  impl(group()).barrier();
+  impl(group()).barrier(stream());
 }
 
 }  // namespace tessera::distributed

@@ -163,6 +163,7 @@ class MpiGroup : public GroupImpl {
     if (packed_type() != H{}) a.Type_free(&packed_type());
   }
 
+  TESSERA_GROUP_ARRAY_CALLS
   int rank() override { return rank_; }
   int size() override { return size_; }
   const char* backend_name() override { return "mpi"; }

@@ -65,6 +65,7 @@ class RingGroup : public GroupImpl {
   // the members' own ring over new authenticated connections (same hosts, same job token).
   std::shared_ptr<GroupImpl> split(int color, int key) override;
 
+  TESSERA_GROUP_ARRAY_CALLS
   void all_reduce(const void* in, void* out, size_t count, Dtype dtype, ReduceOp op) override;
   void all_mean(const void* in, void* out, size_t count, Dtype dtype) override;
   void all_gather(const void* in, void* out, size_t bytes) override;
