@@ -303,7 +303,8 @@ TEST_F(Device_, GradientsOfWorkOnTheDeviceRunThere) {
 
 TEST_F(Device_, ItsOutputsAreReadOnlyAfterWaitingForTheDevice) {
   const Stream s = *gpu_;
-  array y = exp(full({64}, 1.5f, s), s);
+  array x = full({64}, 1.5f, s);  // held here, so exp writes a new block (not x's, donated)
+  array y = exp(x, s);
   async_eval(y);
   // The device's worker ran the kernel and left its output queued (unwritten): what a CPU
   // kernel or the host would read without waiting for the device.
