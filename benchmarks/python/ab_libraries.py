@@ -1,8 +1,9 @@
 """An A/B of two builds of Tessera on Tessera's own rows of `make bench` (bench_ops, bench_op_tail)
 and `make bench-compile`: the two builds alternate, round by round (the order swapped every
 round), and each row prints the new build's speed over the old one's (old time / new time, of
-the medians) with the old build's min-max, so a slowdown shows beside this machine's noise. The redesign issues ask for it: "each
-row's median new/old >= 0.97 or inside the old build's min-max".
+the medians) with the old build's min-max, so a slowdown shows beside this machine's noise. The
+redesign issues ask for it: "each row's median new/old >= 0.97 or inside the old build's
+min-max".
 
     python ab_libraries.py --old-lib DIR --new-lib DIR --old-py DIR --new-py DIR \
         --bench-bin DIR [--rounds 5]

@@ -1,8 +1,9 @@
 // The backend interface behind distributed::Group (DESIGN.md section 4). The collectives' kernels
 // call it on arrays and the stream they run on (MLX's shape: a backend that queues on a device's
 // stream, as NCCL does, works on the device's arrays); the host backends (ring, MPI) move the
-// raw bytes of evaluated, row-contiguous buffers, which the array calls hand them by default. Every blocking call has a deadline and throws std::runtime_error that
-// names the operation, its size and dtype, this rank, and the peer (rank and address).
+// raw bytes of evaluated, row-contiguous buffers, which the array calls hand them by default.
+// Every blocking call has a deadline and throws std::runtime_error that names the operation, its
+// size and dtype, this rank, and the peer (rank and address).
 #pragma once
 
 #include <cstddef>
